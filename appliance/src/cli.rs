@@ -1,0 +1,63 @@
+//! The `hark` command line.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// Hark: a voice appliance for AI agents.
+///
+/// Runs the daemon that serves MCP tools over raw TCP (7340), Streamable HTTP
+/// and WebSocket (7341, path /mcp) and a Unix socket, and talks to a running
+/// daemon.
+#[derive(Debug, Parser)]
+#[command(name = "hark", version, propagate_version = true)]
+pub struct Cli {
+    /// Configuration file [default: /etc/hark/hark.toml if it exists, else
+    /// built-in defaults].
+    #[arg(
+        long,
+        short = 'c',
+        global = true,
+        env = "HARK_CONFIG",
+        value_name = "FILE"
+    )]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the appliance daemon in the foreground (what systemd starts).
+    Run,
+    /// Ask a running appliance for its status (calls the `get_status` tool).
+    Status {
+        /// Appliance to ask, HOST or HOST:PORT of its raw TCP transport.
+        #[arg(long, default_value = "127.0.0.1:7340")]
+        host: String,
+        /// Print the status as JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bridge stdin/stdout to an appliance, for MCP clients that only speak
+    /// stdio. Reconnects if the appliance restarts; calls that were in flight
+    /// get a JSON-RPC error instead of hanging.
+    Connect {
+        /// Appliance to reach, HOST or HOST:PORT of its raw TCP transport.
+        #[arg(default_value = "127.0.0.1:7340")]
+        target: String,
+    },
+    /// Configuration tools.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate a configuration file and print the effective configuration.
+    Check {
+        /// File to check [default: the --config file, else /etc/hark/hark.toml
+        /// if it exists, else the built-in defaults].
+        file: Option<PathBuf>,
+    },
+}

@@ -1,0 +1,321 @@
+//! The client side of the CLI: `hark status` (a real MCP client over TCP) and
+//! `hark connect` (a stdio bridge).
+
+use std::{collections::HashSet, time::Duration};
+
+use rmcp::{ServiceExt, model::CallToolRequestParams};
+use serde_json::{Value, json};
+use tokio::{
+    io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader},
+    net::TcpStream,
+};
+
+/// Port of the raw TCP transport.
+pub const DEFAULT_PORT: u16 = 7340;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach Hark at {target}: {source}")]
+    Connect {
+        target: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("Hark at {target} did not answer within {seconds} s")]
+    Timeout { target: String, seconds: u64 },
+    #[error("MCP session with {target} failed: {reason}")]
+    Mcp { target: String, reason: String },
+    #[error("stdio: {0}")]
+    Stdio(#[from] std::io::Error),
+}
+
+/// `HOST` → `HOST:7340`; `HOST:PORT` and `[v6]:PORT` stay as they are.
+pub fn with_default_port(target: &str) -> String {
+    let has_port = match target.rsplit_once(':') {
+        Some((host, port)) => {
+            port.parse::<u16>().is_ok() && (!host.contains(':') || host.ends_with(']'))
+        }
+        None => false,
+    };
+    if has_port {
+        target.to_owned()
+    } else if target.contains(':') && !target.starts_with('[') {
+        format!("[{target}]:{DEFAULT_PORT}")
+    } else {
+        format!("{target}:{DEFAULT_PORT}")
+    }
+}
+
+const STATUS_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Calls `get_status` and returns its structured content.
+pub async fn status(target: &str) -> Result<Value, ClientError> {
+    let target = with_default_port(target);
+    let work = async {
+        let stream = TcpStream::connect(&target)
+            .await
+            .map_err(|source| ClientError::Connect {
+                target: target.clone(),
+                source,
+            })?;
+        let mcp_err = |reason: String| ClientError::Mcp {
+            target: target.clone(),
+            reason,
+        };
+        let client = ().serve(stream).await.map_err(|e| mcp_err(e.to_string()))?;
+        let result = client
+            .call_tool(CallToolRequestParams::new("get_status"))
+            .await
+            .map_err(|e| mcp_err(e.to_string()))?;
+        let _ = client.cancel().await;
+        result
+            .structured_content
+            .ok_or_else(|| mcp_err("get_status returned no structured content".into()))
+    };
+    tokio::time::timeout(STATUS_TIMEOUT, work)
+        .await
+        .map_err(|_| ClientError::Timeout {
+            target: target.clone(),
+            seconds: STATUS_TIMEOUT.as_secs(),
+        })?
+}
+
+/// The status as a person reads it.
+pub fn format_status(target: &str, status: &Value) -> String {
+    let mut out = String::new();
+    let version = status["version"].as_str().unwrap_or("?");
+    let uptime = status["uptime_seconds"].as_f64().unwrap_or(0.0) as u64;
+    out.push_str(&format!(
+        "Hark {version} at {}, up {}h {:02}m {:02}s\n",
+        with_default_port(target),
+        uptime / 3600,
+        uptime / 60 % 60,
+        uptime % 60
+    ));
+    let flag = |v: &Value, yes: &str, no: &str| {
+        if v.as_bool().unwrap_or(false) {
+            yes
+        } else {
+            no
+        }
+        .to_owned()
+    };
+    out.push_str(&format!(
+        "microphone: {}    speaker: {}\n",
+        flag(&status["recording"], "OPEN", "closed"),
+        flag(&status["speaking"], "speaking", "idle")
+    ));
+    out.push_str("transports:\n");
+    for t in status["transports"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "  {:<10} {:<28} {} client(s)\n",
+            t["transport"].as_str().unwrap_or("?"),
+            t["address"].as_str().unwrap_or("?"),
+            t["clients"]
+        ));
+    }
+    out.push_str("subsystems:\n");
+    if let Some(subsystems) = status["subsystems"].as_object() {
+        for (name, state) in subsystems {
+            out.push_str(&format!(
+                "  {:<10} {}\n",
+                name,
+                state.as_str().unwrap_or("?")
+            ));
+        }
+    }
+    out
+}
+
+/// JSON-RPC error code the bridge uses for "the appliance is not there".
+pub const UNREACHABLE: i64 = -32000;
+/// Id of the `initialize` the bridge replays after reconnecting.
+const REPLAY_ID: &str = "hark-connect-replay";
+
+struct Upstream {
+    write: tokio::net::tcp::OwnedWriteHalf,
+    lines: tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>,
+}
+
+/// Bridges stdin/stdout to the appliance's raw TCP transport.
+///
+/// The bridge keeps the client's `initialize` and `notifications/initialized`;
+/// if the appliance drops the connection (restart, idle timeout, network),
+/// requests that were waiting get a JSON-RPC error at once, and the next
+/// message reconnects and replays the handshake so the client's session
+/// carries on.
+pub async fn connect(target: &str) -> Result<(), ClientError> {
+    let target = with_default_port(target);
+    let mut stdin = BufReader::new(tokio::io::stdin()).lines();
+    let mut stdout = tokio::io::stdout();
+    let mut upstream: Option<Upstream> = None;
+    let mut handshake: Vec<String> = Vec::new();
+    let mut pending: HashSet<String> = HashSet::new();
+
+    loop {
+        tokio::select! {
+            line = stdin.next_line() => {
+                let Some(line) = line? else { break };
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let message: Option<Value> = serde_json::from_str(&line).ok();
+                let method = message.as_ref().and_then(|m| m["method"].as_str().map(str::to_owned));
+                let id = message.as_ref().and_then(|m| m.get("id").cloned());
+                let is_handshake = matches!(method.as_deref(), Some("initialize" | "notifications/initialized"));
+                if method.as_deref() == Some("initialize") {
+                    handshake.clear();
+                }
+                if upstream.is_none() {
+                    let replay = if is_handshake { &[][..] } else { &handshake[..] };
+                    match open(&target, replay).await {
+                        Ok(u) => upstream = Some(u),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "appliance unreachable");
+                            if let (Some(id), Some(_)) = (id, method) {
+                                write_error(&mut stdout, id, &e.to_string()).await?;
+                            }
+                            continue;
+                        }
+                    }
+                }
+                if is_handshake {
+                    handshake.push(line.clone());
+                }
+                if let (Some(id), Some(_)) = (&id, &method) {
+                    pending.insert(id.to_string());
+                }
+                let Some(up) = upstream.as_mut() else { continue };
+                let mut bytes = line.into_bytes();
+                bytes.push(b'\n');
+                if up.write.write_all(&bytes).await.is_err() {
+                    upstream = None;
+                    fail_pending(&mut stdout, &mut pending, &target).await?;
+                }
+            }
+            line = next_upstream(&mut upstream) => {
+                match line {
+                    Some(line) => {
+                        if let Ok(message) = serde_json::from_str::<Value>(&line)
+                            && message.get("method").is_none()
+                            && let Some(id) = message.get("id")
+                        {
+                            pending.remove(&id.to_string());
+                        }
+                        stdout.write_all(line.as_bytes()).await?;
+                        stdout.write_all(b"\n").await?;
+                        stdout.flush().await?;
+                    }
+                    None => {
+                        tracing::warn!("appliance closed the connection");
+                        upstream = None;
+                        fail_pending(&mut stdout, &mut pending, &target).await?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn next_upstream(upstream: &mut Option<Upstream>) -> Option<String> {
+    match upstream {
+        Some(up) => up.lines.next_line().await.ok().flatten(),
+        None => std::future::pending().await,
+    }
+}
+
+/// Connects and replays the client's handshake, swallowing its answer.
+async fn open(target: &str, replay: &[String]) -> Result<Upstream, ClientError> {
+    let stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(target))
+        .await
+        .map_err(|_| ClientError::Timeout {
+            target: target.to_owned(),
+            seconds: 5,
+        })?
+        .map_err(|source| ClientError::Connect {
+            target: target.to_owned(),
+            source,
+        })?;
+    let _ = stream.set_nodelay(true);
+    let (read, mut write) = stream.into_split();
+    let mut lines = BufReader::new(read).lines();
+    for line in replay {
+        let mut message: Value = serde_json::from_str(line).unwrap_or(Value::Null);
+        let is_request = message.get("id").is_some();
+        if is_request {
+            message["id"] = json!(REPLAY_ID);
+        }
+        let mut bytes = message.to_string().into_bytes();
+        bytes.push(b'\n');
+        write.write_all(&bytes).await?;
+        if is_request {
+            // Wait for (and drop) the answer to the replayed initialize.
+            let answered = tokio::time::timeout(Duration::from_secs(5), async {
+                while let Ok(Some(line)) = lines.next_line().await {
+                    if line.contains(REPLAY_ID) {
+                        return true;
+                    }
+                }
+                false
+            })
+            .await;
+            if !matches!(answered, Ok(true)) {
+                return Err(ClientError::Mcp {
+                    target: target.to_owned(),
+                    reason: "the appliance did not answer the replayed initialize".into(),
+                });
+            }
+        }
+    }
+    tracing::info!(%target, replayed = replay.len(), "connected");
+    Ok(Upstream { write, lines })
+}
+
+async fn fail_pending<W: AsyncWrite + Unpin>(
+    out: &mut W,
+    pending: &mut HashSet<String>,
+    target: &str,
+) -> Result<(), ClientError> {
+    for id in pending.drain() {
+        let id: Value = serde_json::from_str(&id).unwrap_or(Value::Null);
+        write_error(
+            out,
+            id,
+            &format!("connection to Hark at {target} was lost before it answered; the call may not have completed"),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+async fn write_error<W: AsyncWrite + Unpin>(
+    out: &mut W,
+    id: Value,
+    message: &str,
+) -> Result<(), ClientError> {
+    let error = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": UNREACHABLE, "message": message},
+    });
+    let mut bytes = error.to_string().into_bytes();
+    bytes.push(b'\n');
+    out.write_all(&bytes).await?;
+    out.flush().await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_port_is_added_only_when_missing() {
+        assert_eq!(with_default_port("hark.local"), "hark.local:7340");
+        assert_eq!(with_default_port("hark.local:9000"), "hark.local:9000");
+        assert_eq!(with_default_port("10.0.0.5"), "10.0.0.5:7340");
+        assert_eq!(with_default_port("::1"), "[::1]:7340");
+        assert_eq!(with_default_port("[::1]:9"), "[::1]:9");
+    }
+}

@@ -1,0 +1,401 @@
+//! The appliance's configuration: one TOML file, one struct per section.
+//!
+//! The daemon runs with no file at all (every field has a default), reads
+//! `/etc/hark/hark.toml` when it exists, or the file given with `--config`.
+//! Unknown keys are an error naming the key, so a typo never silently falls
+//! back to a default. Every field documents its unit and range; the ranges are
+//! the constants below and are checked by [`Config::validate`].
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use serde::{Deserialize, Serialize};
+
+/// Where the daemon looks for its configuration when `--config` is not given.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/hark/hark.toml";
+
+/// Accepted range for `mcp.max_connections`.
+pub const MAX_CONNECTIONS_RANGE: (usize, usize) = (1, 4096);
+/// Accepted range for `mcp.max_message_bytes` (1 KiB … 64 MiB).
+pub const MAX_MESSAGE_BYTES_RANGE: (usize, usize) = (1024, 64 * 1024 * 1024);
+/// Accepted range for `mcp.idle_timeout_secs` (0 disables the timeout).
+pub const IDLE_TIMEOUT_RANGE: (u64, u64) = (0, 7 * 24 * 3600);
+/// Accepted range for `service.shutdown_timeout_ms`.
+pub const SHUTDOWN_TIMEOUT_RANGE: (u64, u64) = (100, 10_000);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: Box<toml::de::Error>,
+    },
+    #[error("invalid value for `{key}`: {reason}")]
+    Invalid { key: &'static str, reason: String },
+}
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Process-level settings: logging, naming, shutdown.
+    pub service: ServiceConfig,
+    /// The MCP server and its transports.
+    pub mcp: McpConfig,
+}
+
+/// `[service]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServiceConfig {
+    /// Log filter (`error`, `warn`, `info`, `debug`, `trace`, or a tracing
+    /// directive such as `hark=debug,rmcp=warn`). `RUST_LOG` overrides it.
+    pub log_level: String,
+    /// The appliance's host name as agents see it. Empty means the system host
+    /// name. `NAME` and `NAME.local` are accepted in HTTP `Host` headers.
+    pub hostname: String,
+    /// How long shutdown waits for in-flight calls before cancelling them, in
+    /// milliseconds (100–10000). systemd's stop timeout is far longer; this
+    /// keeps `systemctl stop` under two seconds.
+    pub shutdown_timeout_ms: u64,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        Self {
+            // rmcp logs every error response as a warning; Hark logs them
+            // itself, with the client and the tool.
+            log_level: "info,rmcp=error".into(),
+            hostname: String::new(),
+            shutdown_timeout_ms: 1500,
+        }
+    }
+}
+
+/// `[mcp]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpConfig {
+    /// Most simultaneous client connections over all transports together
+    /// (1–4096). Further clients get a clear "busy" error and are closed.
+    pub max_connections: usize,
+    /// Largest single JSON-RPC message accepted, in bytes (1024–67108864):
+    /// one line on TCP and the Unix socket, one WebSocket message, one HTTP
+    /// request body.
+    pub max_message_bytes: usize,
+    /// A connection with no traffic and no call in flight for this many
+    /// seconds is closed (0–604800; 0 never closes). Clients that hold a
+    /// connection open for days (Claude Desktop through socat) should use
+    /// `hark connect`, which reconnects transparently.
+    pub idle_timeout_secs: u64,
+    /// Extra names or addresses accepted in HTTP `Host` headers, besides
+    /// localhost, `hark.local`, the host name and the appliance's own
+    /// addresses. An entry may carry a port (`name:8080`).
+    pub allowed_hosts: Vec<String>,
+    /// Extra browser origins accepted in HTTP `Origin` headers
+    /// (`scheme://host[:port]`). Origins whose host is an allowed host are
+    /// always accepted.
+    pub allowed_origins: Vec<String>,
+    /// Raw TCP: newline-delimited JSON-RPC, the stdio framing.
+    pub tcp: TcpConfig,
+    /// Streamable HTTP and WebSocket, both at `/mcp`.
+    pub http: HttpConfig,
+    /// Unix socket for agents on the appliance itself.
+    pub unix: UnixConfig,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        Self {
+            max_connections: 32,
+            max_message_bytes: 1024 * 1024,
+            idle_timeout_secs: 3600,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            tcp: TcpConfig::default(),
+            http: HttpConfig::default(),
+            unix: UnixConfig::default(),
+        }
+    }
+}
+
+/// `[mcp.tcp]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TcpConfig {
+    /// Serve raw TCP at all.
+    pub enabled: bool,
+    /// Address and port to listen on (port 0 picks a free port).
+    pub listen: SocketAddr,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            listen: SocketAddr::from(([0, 0, 0, 0], 7340)),
+        }
+    }
+}
+
+/// `[mcp.http]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Serve Streamable HTTP and WebSocket at all.
+    pub enabled: bool,
+    /// Address and port to listen on (port 0 picks a free port).
+    pub listen: SocketAddr,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            listen: SocketAddr::from(([0, 0, 0, 0], 7341)),
+        }
+    }
+}
+
+/// `[mcp.unix]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct UnixConfig {
+    /// Serve the Unix socket at all.
+    pub enabled: bool,
+    /// Socket path. Its directory is created if missing; a stale socket left
+    /// by a crashed daemon is replaced, a live one is an error.
+    pub path: PathBuf,
+    /// Permission bits of the socket file (octal in TOML: `0o660`). Group
+    /// members of the daemon's group may connect.
+    pub mode: u32,
+}
+
+impl Default for UnixConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            path: PathBuf::from("/run/hark/mcp.sock"),
+            mode: 0o660,
+        }
+    }
+}
+
+impl Config {
+    /// Parses and validates a TOML document. `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &Path) -> Result<Self, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|source| ConfigError::Parse {
+            path: origin.to_path_buf(),
+            source: Box::new(source),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads the configuration the daemon should use: the explicit file if
+    /// one is given (it must exist), else the default path if it exists, else
+    /// the built-in defaults. Returns the file actually read, if any.
+    pub fn load(explicit: Option<&Path>) -> Result<(Self, Option<PathBuf>), ConfigError> {
+        let path = match explicit {
+            Some(path) => path.to_path_buf(),
+            None => {
+                let default = PathBuf::from(DEFAULT_CONFIG_PATH);
+                if !default.exists() {
+                    let config = Config::default();
+                    config.validate()?;
+                    return Ok((config, None));
+                }
+                default
+            }
+        };
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        Ok((Self::from_toml(&text, &path)?, Some(path)))
+    }
+
+    /// Checks every ranged field, naming the key that is out of range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check_range(
+            "mcp.max_connections",
+            self.mcp.max_connections,
+            MAX_CONNECTIONS_RANGE,
+        )?;
+        check_range(
+            "mcp.max_message_bytes",
+            self.mcp.max_message_bytes,
+            MAX_MESSAGE_BYTES_RANGE,
+        )?;
+        check_range(
+            "mcp.idle_timeout_secs",
+            self.mcp.idle_timeout_secs,
+            IDLE_TIMEOUT_RANGE,
+        )?;
+        check_range(
+            "service.shutdown_timeout_ms",
+            self.service.shutdown_timeout_ms,
+            SHUTDOWN_TIMEOUT_RANGE,
+        )?;
+        if self.mcp.unix.mode > 0o777 {
+            return Err(ConfigError::Invalid {
+                key: "mcp.unix.mode",
+                reason: format!(
+                    "{:#o} is not a permission mode (0o000–0o777)",
+                    self.mcp.unix.mode
+                ),
+            });
+        }
+        if self.mcp.unix.enabled && self.mcp.unix.path.as_os_str().is_empty() {
+            return Err(ConfigError::Invalid {
+                key: "mcp.unix.path",
+                reason: "empty path; set a path or `enabled = false`".into(),
+            });
+        }
+        if !(self.mcp.tcp.enabled || self.mcp.http.enabled || self.mcp.unix.enabled) {
+            return Err(ConfigError::Invalid {
+                key: "mcp",
+                reason: "every transport is disabled; agents could not reach the appliance".into(),
+            });
+        }
+        for origin in &self.mcp.allowed_origins {
+            if !origin.contains("://") {
+                return Err(ConfigError::Invalid {
+                    key: "mcp.allowed_origins",
+                    reason: format!("`{origin}` has no scheme; write it as http://{origin}"),
+                });
+            }
+        }
+        if self.service.log_level.trim().is_empty() {
+            return Err(ConfigError::Invalid {
+                key: "service.log_level",
+                reason: "empty; use info, debug, …".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The effective configuration as TOML, as `hark config check` prints it.
+    pub fn to_toml(&self) -> String {
+        // Serialising plain structs of strings, numbers and paths cannot fail.
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render config: {e}\n"))
+    }
+
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        (self.mcp.idle_timeout_secs > 0).then(|| Duration::from_secs(self.mcp.idle_timeout_secs))
+    }
+
+    pub fn shutdown_timeout(&self) -> Duration {
+        Duration::from_millis(self.service.shutdown_timeout_ms)
+    }
+}
+
+fn check_range<T: PartialOrd + std::fmt::Display + Copy>(
+    key: &'static str,
+    value: T,
+    (lo, hi): (T, T),
+) -> Result<(), ConfigError> {
+    if value < lo || value > hi {
+        return Err(ConfigError::Invalid {
+            key,
+            reason: format!("{value} is outside {lo}–{hi}"),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::from_toml(text, Path::new("test.toml"))
+    }
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let config = parse("").expect("empty config is valid");
+        assert_eq!(config, Config::default());
+        assert_eq!(config.mcp.tcp.listen.port(), 7340);
+        assert_eq!(config.mcp.http.listen.port(), 7341);
+        assert_eq!(config.mcp.max_connections, 32);
+        assert_eq!(config.mcp.max_message_bytes, 1 << 20);
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = parse("[mcp]\nmax_conections = 4\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("max_conections"), "{err}");
+        let err = parse("[mcp.tcp]\nport = 1\n").unwrap_err().to_string();
+        assert!(err.contains("`port`"), "{err}");
+        let err = parse("[speaker]\n").unwrap_err().to_string();
+        assert!(err.contains("speaker"), "{err}");
+    }
+
+    #[test]
+    fn out_of_range_is_named() {
+        let err = parse("[mcp]\nmax_connections = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("mcp.max_connections"), "{err}");
+        let err = parse("[mcp]\nmax_message_bytes = 10\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("mcp.max_message_bytes"), "{err}");
+        let err = parse("[mcp.unix]\nmode = 0o1777\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("mcp.unix.mode"), "{err}");
+    }
+
+    #[test]
+    fn wrong_type_is_reported() {
+        let err = parse("[mcp.tcp]\nlisten = 7340\n").unwrap_err().to_string();
+        assert!(err.contains("listen"), "{err}");
+        let err = parse("[mcp.tcp]\nlisten = \"not an address\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("listen"), "{err}");
+    }
+
+    #[test]
+    fn all_transports_disabled_is_refused() {
+        let err = parse(
+            "[mcp.tcp]\nenabled = false\n[mcp.http]\nenabled = false\n[mcp.unix]\nenabled = false\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("every transport is disabled"), "{err}");
+    }
+
+    #[test]
+    fn effective_config_round_trips() {
+        let config = parse(
+            "[service]\nhostname = \"kitchen\"\n[mcp]\nallowed_hosts = [\"kitchen.lan\"]\n[mcp.tcp]\nlisten = \"127.0.0.1:0\"\n",
+        )
+        .expect("valid");
+        let again = parse(&config.to_toml()).expect("printed config parses");
+        assert_eq!(config, again);
+        assert_eq!(again.service.hostname, "kitchen");
+    }
+
+    #[test]
+    fn origin_without_scheme_is_refused() {
+        let err = parse("[mcp]\nallowed_origins = [\"example.com\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("mcp.allowed_origins"), "{err}");
+    }
+}

@@ -1,0 +1,17 @@
+//! Hark, a voice appliance for AI agents.
+//!
+//! The daemon is wired from these parts:
+//! - [`config`]: the TOML configuration, one struct per section.
+//! - [`service`]: lifecycle — listeners, sd-notify, watchdog, shutdown.
+//! - [`mcp`]: the MCP server, its tools and its transports.
+//! - [`state`]: what the appliance knows about itself; where the audio,
+//!   speech-to-text, text-to-speech and board engines report their state.
+//! - [`client`]: `hark status` and the `hark connect` stdio bridge.
+
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod logging;
+pub mod mcp;
+pub mod service;
+pub mod state;

@@ -1,0 +1,77 @@
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use hark::{
+    cli::{Cli, Command, ConfigCommand},
+    client,
+    config::Config,
+    logging, service,
+};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hark: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("hark-rt")
+        .build()
+        .context("cannot start the async runtime")?;
+    match cli.command {
+        Command::Run => {
+            let (config, file) = Config::load(cli.config.as_deref())?;
+            logging::init(&config.service.log_level)?;
+            match file {
+                Some(file) => tracing::info!(config = %file.display(), "configuration loaded"),
+                None => tracing::info!("no configuration file; using defaults"),
+            }
+            runtime.block_on(async {
+                let signals =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                        .context("cannot watch SIGTERM")?;
+                drop(signals);
+                service::run(config, async {
+                    if let Err(e) = service::termination().await {
+                        tracing::error!(error = %e, "cannot watch signals; stopping");
+                    }
+                })
+                .await
+                .context("the daemon failed")
+            })
+        }
+        Command::Status { host, json } => {
+            logging::init("warn")?;
+            let status = runtime.block_on(client::status(&host))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                print!("{}", client::format_status(&host, &status));
+            }
+            Ok(())
+        }
+        Command::Connect { target } => {
+            logging::init("warn")?;
+            runtime.block_on(client::connect(&target))?;
+            Ok(())
+        }
+        Command::Config(ConfigCommand::Check { file }) => {
+            let explicit = file.or(cli.config);
+            let (config, read) = Config::load(explicit.as_deref())?;
+            match read {
+                Some(path) => println!("# {} is valid; effective configuration:", path.display()),
+                None => println!("# no configuration file; built-in defaults:"),
+            }
+            print!("{}", config.to_toml());
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! The MCP server handler. One [`HarkServer`] is made per connection (per
+//! session for Streamable HTTP); all of them share the appliance state and
+//! the tool router, which is built once.
+
+use std::{borrow::Cow, sync::Arc};
+
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler, Service,
+    handler::server::{router::tool::ToolRouter, tool::ToolCallContext},
+    model::{
+        CallToolRequestParams, CallToolResponse, ClientNotification, ClientRequest, CustomRequest,
+        CustomResult, ErrorCode, Implementation, InitializeRequestParams, InitializeResult,
+        ProtocolVersion, ServerCapabilities, ServerConfig, ServerResult,
+    },
+    service::{NotificationContext, RequestContext},
+    tool_handler,
+};
+use tracing::Instrument;
+
+use crate::state::{ApplianceState, ClientIdentity};
+
+/// What agents are told about the appliance in `initialize` / `server/discover`.
+const INSTRUCTIONS: &str = "Hark is a voice appliance in a room: a microphone array, a speaker, \
+a push-to-talk button and status lights. Call get_status to see whether the microphone is open \
+or the speaker is playing, and which subsystems are ready.";
+
+#[derive(Clone)]
+pub struct HarkServer {
+    pub(crate) state: Arc<ApplianceState>,
+    /// Set for stream transports (TCP, Unix, WebSocket), where one handler
+    /// serves one connection. Streamable HTTP sessions span connections, so
+    /// their identity travels with each request instead (see [`identity`]).
+    pub(crate) identity: Option<Arc<ClientIdentity>>,
+    pub(crate) tools: Arc<ToolRouter<HarkServer>>,
+}
+
+impl HarkServer {
+    /// The tool router, built once at start-up and shared by every connection.
+    pub fn router() -> Arc<ToolRouter<HarkServer>> {
+        Arc::new(Self::get_status_router())
+    }
+
+    pub fn new(
+        state: Arc<ApplianceState>,
+        tools: Arc<ToolRouter<HarkServer>>,
+        identity: Option<Arc<ClientIdentity>>,
+    ) -> Self {
+        Self {
+            state,
+            identity,
+            tools,
+        }
+    }
+
+    /// The identity of the client making this request.
+    pub fn identity(&self, context: &RequestContext<RoleServer>) -> Option<Arc<ClientIdentity>> {
+        self.identity
+            .clone()
+            .or_else(|| identity_from_extensions(&context.extensions))
+    }
+}
+
+fn identity_from_extensions(extensions: &rmcp::model::Extensions) -> Option<Arc<ClientIdentity>> {
+    extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Arc<ClientIdentity>>())
+        .cloned()
+}
+
+#[tool_handler(router = self.tools)]
+impl ServerHandler for HarkServer {
+    fn get_info(&self) -> ServerConfig {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("hark", env!("CARGO_PKG_VERSION"))
+                    .with_title("Hark voice appliance"),
+            )
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        if let Some(identity) = self.identity(&context) {
+            identity.set_client_name(&request.client_info.name);
+        }
+        tracing::info!(
+            client = %request.client_info.name,
+            client_version = %request.client_info.version,
+            protocol = %request.protocol_version,
+            "client initialized"
+        );
+        Ok(ServerHandler::get_info(self))
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        // rmcp's default answer carries only the method name as its message.
+        Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("Method not found: `{}`", request.method),
+            None,
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // rmcp answers an unknown tool with a bare "tool not found"; name the
+        // tool and what is served so an agent (or its human) can fix the call.
+        if !self.tools.has_route(&request.name) {
+            let known: Vec<_> = self.tools.list_all().into_iter().map(|t| t.name).collect();
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown tool `{}`; this appliance serves: {}",
+                    request.name,
+                    known.join(", ")
+                ),
+                None,
+            ));
+        }
+        let tcc = ToolCallContext::new(self, request, context);
+        self.tools.call(tcc).await
+    }
+}
+
+/// Wraps the handler so every request runs in its own span naming the
+/// method, the tool, the request id and the client. The connection span
+/// (transport, peer) is its parent.
+pub struct Traced(pub HarkServer);
+
+impl Service<RoleServer> for Traced {
+    async fn handle_request(
+        &self,
+        request: ClientRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        let method = request.method().to_owned();
+        let tool = match &request {
+            ClientRequest::CallToolRequest(call) => Some(call.params.name.to_string()),
+            _ => None,
+        };
+        let identity = self.0.identity(&context);
+        let span = tracing::info_span!(
+            "request",
+            method = %method,
+            tool = tool.as_deref().unwrap_or(""),
+            id = %context.id,
+            client = identity.as_ref().and_then(|i| i.client_name()).unwrap_or_default(),
+            transport = identity.as_ref().map(|i| i.transport.as_str()).unwrap_or(""),
+            peer = identity.as_ref().map(|i| i.peer.as_str()).unwrap_or(""),
+        );
+        async move {
+            let result = Service::handle_request(&self.0, request, context).await;
+            match &result {
+                Ok(_) => tracing::debug!("handled"),
+                Err(error) => {
+                    tracing::info!(code = error.code.0, message = %error.message, "request failed")
+                }
+            }
+            result
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: ClientNotification,
+        context: NotificationContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Service::handle_notification(&self.0, notification, context).await
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        ServerHandler::get_info(&self.0)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        ServerHandler::supported_protocol_versions(&self.0)
+    }
+}

@@ -1,0 +1,131 @@
+//! `get_status` — VoxCtrl's status tool. Its text content is a JSON object
+//! with VoxCtrl's `recording` and `speaking` booleans; Hark adds its version,
+//! uptime, transports with their client counts and each subsystem's state.
+//! The same object is the structured content.
+
+use std::sync::atomic::Ordering;
+
+use rmcp::{Json, tool, tool_router};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::{
+    mcp::HarkServer,
+    state::{ApplianceState, SubsystemState, TransportKind},
+};
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Status {
+    /// True while the microphone is open.
+    pub recording: bool,
+    /// True while the speaker is playing speech.
+    pub speaking: bool,
+    /// Hark's version.
+    pub version: String,
+    /// Seconds since the daemon started.
+    pub uptime_seconds: f64,
+    /// Every transport the daemon listens on, with its connected clients.
+    pub transports: Vec<TransportStatus>,
+    /// State of each subsystem ("not configured" until its engine is built in).
+    pub subsystems: Subsystems,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TransportStatus {
+    /// tcp, http, websocket or unix.
+    pub transport: TransportKind,
+    /// `ip:port`, or the socket path.
+    pub address: String,
+    /// Clients connected right now.
+    pub clients: usize,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Subsystems {
+    pub audio: SubsystemState,
+    pub stt: SubsystemState,
+    pub tts: SubsystemState,
+    pub board: SubsystemState,
+}
+
+impl Status {
+    pub fn of(state: &ApplianceState) -> Self {
+        let mut transports = Vec::new();
+        for listener in state.listeners() {
+            transports.push(TransportStatus {
+                transport: listener.transport,
+                address: listener.address.clone(),
+                clients: state.client_count(listener.transport),
+            });
+            // WebSocket shares the HTTP listener; report it as its own row so
+            // its clients are visible.
+            if listener.transport == TransportKind::Http {
+                transports.push(TransportStatus {
+                    transport: TransportKind::Websocket,
+                    address: listener.address,
+                    clients: state.client_count(TransportKind::Websocket),
+                });
+            }
+        }
+        Status {
+            recording: state.recording.load(Ordering::Relaxed),
+            speaking: state.speaking.load(Ordering::Relaxed),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            uptime_seconds: (state.uptime_seconds() * 1000.0).round() / 1000.0,
+            transports,
+            subsystems: Subsystems {
+                audio: state.subsystem("audio"),
+                stt: state.subsystem("stt"),
+                tts: state.subsystem("tts"),
+                board: state.subsystem("board"),
+            },
+        }
+    }
+}
+
+#[tool_router(router = get_status_router, vis = "pub(crate)")]
+impl HarkServer {
+    /// Report whether the microphone is open (`recording`) and speech is
+    /// playing (`speaking`), plus version, uptime, transports and subsystems.
+    #[tool(
+        name = "get_status",
+        annotations(
+            title = "Appliance status",
+            read_only_hint = true,
+            open_world_hint = false
+        )
+    )]
+    pub async fn get_status(&self) -> Json<Status> {
+        Json(Status::of(&self.state))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn status_reflects_state() {
+        let state = Arc::new(ApplianceState::default());
+        state.add_listener(TransportKind::Tcp, "127.0.0.1:7340".into());
+        state.add_listener(TransportKind::Http, "127.0.0.1:7341".into());
+        let _c = state.connect(TransportKind::Tcp, "peer".into());
+        let _w = state.connect(TransportKind::Websocket, "peer".into());
+        state.recording.store(true, Ordering::Relaxed);
+
+        let status = serde_json::to_value(Status::of(&state)).expect("serialises");
+        assert_eq!(status["recording"], true);
+        assert_eq!(status["speaking"], false);
+        assert_eq!(status["version"], env!("CARGO_PKG_VERSION"));
+        let transports = status["transports"].as_array().expect("array");
+        assert_eq!(transports.len(), 3);
+        assert_eq!(transports[0]["transport"], "tcp");
+        assert_eq!(transports[0]["clients"], 1);
+        assert_eq!(transports[1]["clients"], 0);
+        assert_eq!(transports[2]["transport"], "websocket");
+        assert_eq!(transports[2]["clients"], 1);
+        assert_eq!(status["subsystems"]["stt"], "not configured");
+    }
+}

@@ -1,0 +1,385 @@
+//! The rmcp transport shared by the message-framed transports (TCP and Unix
+//! lines, WebSocket messages), and the connection loop around it.
+//!
+//! Reading is a stream of [`Frame`]s produced by the transport's own framing;
+//! writing goes through one bounded queue to one writer task, so rmcp's
+//! concurrent responses and this module's error replies never interleave
+//! bytes, and a client that stops reading slows only its own connection.
+
+use std::{
+    collections::VecDeque,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use rmcp::{
+    RoleServer, ServiceExt,
+    model::{
+        ClientJsonRpcMessage, ClientNotification, ClientRequest, GetMeta, InitializeRequest,
+        InitializeRequestParams, InitializedNotification, RequestId, ServerJsonRpcMessage,
+    },
+    service::{RxJsonRpcMessage, TxJsonRpcMessage},
+    transport::Transport,
+};
+use tokio::{sync::mpsc, time::Instant};
+use tracing::Instrument;
+
+use super::Shared;
+use crate::{
+    mcp::{
+        HarkServer,
+        framing::{self, Decoded},
+        server::Traced,
+    },
+    state::ConnectionGuard,
+};
+
+/// One unit read from a client.
+#[derive(Debug)]
+pub enum Frame {
+    /// One message's bytes.
+    Data(Bytes),
+    /// A message over the size limit was discarded. `fatal` when the framing
+    /// cannot resynchronise (WebSocket) and the connection must close.
+    TooLarge { fatal: bool },
+    /// Something the transport does not carry (a binary WebSocket message):
+    /// close with this code and reason.
+    Refuse { code: u16, reason: &'static str },
+}
+
+/// What the writer task is asked to do.
+#[derive(Debug)]
+pub enum Outbound {
+    Message(Box<ServerJsonRpcMessage>),
+    Close { code: u16, reason: &'static str },
+}
+
+/// Depth of a connection's outgoing queue. rmcp waits when it is full, which
+/// slows only this client.
+pub const OUTBOUND_QUEUE: usize = 64;
+
+/// Last traffic time and calls in flight on one connection, for the idle
+/// timeout and for letting in-flight calls finish at shutdown.
+#[derive(Debug)]
+pub struct Activity {
+    base: Instant,
+    last_ms: AtomicU64,
+    in_flight: AtomicUsize,
+}
+
+impl Activity {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self {
+            base: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+        })
+    }
+
+    fn touch(&self) {
+        let ms = Instant::now().duration_since(self.base).as_millis() as u64;
+        self.last_ms.store(ms, Ordering::Relaxed);
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    fn idle_since(&self) -> Instant {
+        self.base + Duration::from_millis(self.last_ms.load(Ordering::Relaxed))
+    }
+
+    /// Resolves once the connection has had no traffic and no call in flight
+    /// for `timeout`.
+    pub async fn idle_for(&self, timeout: Duration) {
+        loop {
+            let deadline = self.idle_since() + timeout;
+            tokio::time::sleep_until(deadline).await;
+            if self.in_flight() == 0 && Instant::now() >= self.idle_since() + timeout {
+                return;
+            }
+            // Traffic moved the deadline, or a call is running: look again
+            // later rather than spinning.
+            if self.in_flight() > 0 {
+                tokio::time::sleep(timeout.min(Duration::from_secs(1))).await;
+            }
+        }
+    }
+
+    /// Resolves once no call is in flight (checked every 20 ms; only used
+    /// while shutting down).
+    pub async fn drained(&self) {
+        while self.in_flight() > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Id of the `initialize` Hark sends on behalf of a client that skipped it.
+const IMPLICIT_INITIALIZE_ID: &str = "hark-implicit-initialize";
+
+pub struct FramedTransport<S> {
+    frames: S,
+    out: mpsc::Sender<Outbound>,
+    activity: Arc<Activity>,
+    /// The size limit, quoted in the error for an oversized message.
+    limit: usize,
+    /// Messages to hand to rmcp before reading more.
+    pending: VecDeque<ClientJsonRpcMessage>,
+    /// An error reply decoded but not yet queued (kept across cancellation:
+    /// rmcp polls `receive` inside `select!`).
+    reply: Option<ServerJsonRpcMessage>,
+    /// Whether the first request has been seen (for the implicit session).
+    started: bool,
+    closed: bool,
+}
+
+impl<S> FramedTransport<S>
+where
+    S: Stream<Item = Frame> + Send + Unpin,
+{
+    pub fn new(
+        frames: S,
+        out: mpsc::Sender<Outbound>,
+        activity: Arc<Activity>,
+        limit: usize,
+    ) -> Self {
+        Self {
+            frames,
+            out,
+            activity,
+            limit,
+            pending: VecDeque::new(),
+            reply: None,
+            started: false,
+            closed: false,
+        }
+    }
+
+    /// VoxCtrl's one-shot examples send `tools/list` or `tools/call` straight
+    /// away, with no `initialize` and none of the 2026-07-28 per-request
+    /// metadata. rmcp would refuse them; instead open a 2024-11-05 session on
+    /// their behalf (its `initialize` response is not forwarded) and then pass
+    /// the request on.
+    fn start(&mut self, message: ClientJsonRpcMessage) -> ClientJsonRpcMessage {
+        if self.started {
+            return message;
+        }
+        let ClientJsonRpcMessage::Request(request) = &message else {
+            return message;
+        };
+        self.started = true;
+        let opens_session = matches!(
+            request.request,
+            ClientRequest::InitializeRequest(_)
+                | ClientRequest::DiscoverRequest(_)
+                | ClientRequest::PingRequest(_)
+        );
+        if opens_session || request.request.get_meta().protocol_version().is_some() {
+            if matches!(request.request, ClientRequest::PingRequest(_)) {
+                // A ping does not choose a lifecycle; look again next time.
+                self.started = false;
+            }
+            return message;
+        }
+        tracing::debug!("client skipped initialize; opening a 2024-11-05 session for it");
+        let params = InitializeRequestParams::new(
+            Default::default(),
+            rmcp::model::Implementation::new("unnamed client", "0"),
+        )
+        .with_protocol_version(rmcp::model::ProtocolVersion::V_2024_11_05);
+        self.pending.push_back(ClientJsonRpcMessage::notification(
+            ClientNotification::InitializedNotification(InitializedNotification::default()),
+        ));
+        self.pending.push_back(message);
+        ClientJsonRpcMessage::request(
+            ClientRequest::InitializeRequest(InitializeRequest::new(params)),
+            RequestId::String(IMPLICIT_INITIALIZE_ID.into()),
+        )
+    }
+
+    fn accept(&mut self, message: ClientJsonRpcMessage) -> ClientJsonRpcMessage {
+        let message = self.start(message);
+        if matches!(message, ClientJsonRpcMessage::Request(_)) {
+            self.activity.in_flight.fetch_add(1, Ordering::Relaxed);
+        }
+        message
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("connection closed")]
+pub struct Closed;
+
+impl<S> Transport<RoleServer> for FramedTransport<S>
+where
+    S: Stream<Item = Frame> + Send + Unpin,
+{
+    type Error = Closed;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let out = self.out.clone();
+        let activity = Arc::clone(&self.activity);
+        async move {
+            let answers = match &item {
+                ServerJsonRpcMessage::Response(r) => Some(&r.id),
+                ServerJsonRpcMessage::Error(e) => e.id.as_ref(),
+                _ => None,
+            };
+            if let Some(id) = answers {
+                let _ =
+                    activity
+                        .in_flight
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+                if matches!(id, RequestId::String(s) if &**s == IMPLICIT_INITIALIZE_ID) {
+                    return Ok(());
+                }
+            }
+            activity.touch();
+            out.send(Outbound::Message(Box::new(item)))
+                .await
+                .map_err(|_| Closed)
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            if let Some(message) = self.pending.pop_front() {
+                return Some(message);
+            }
+            if let Some(reply) = self.reply.take() {
+                match self.out.reserve().await {
+                    Ok(permit) => permit.send(Outbound::Message(Box::new(reply))),
+                    Err(_) => return None,
+                }
+            }
+            if self.closed {
+                return None;
+            }
+            let frame = self.frames.next().await?;
+            self.activity.touch();
+            match frame {
+                Frame::Data(bytes) => match framing::decode(&bytes) {
+                    Decoded::Message(message) => return Some(self.accept(*message)),
+                    Decoded::Reply(reply) => {
+                        tracing::info!(error = ?reply_text(&reply), "rejected malformed message");
+                        self.reply = Some(*reply);
+                    }
+                    Decoded::Ignore => {}
+                },
+                Frame::TooLarge { fatal } => {
+                    tracing::warn!("discarded an oversized message");
+                    if fatal {
+                        let _ = self
+                            .out
+                            .send(Outbound::Close {
+                                code: 1009,
+                                reason: "message too big (mcp.max_message_bytes)",
+                            })
+                            .await;
+                        return None;
+                    }
+                    self.reply = Some(framing::too_large(self.limit));
+                }
+                Frame::Refuse { code, reason } => {
+                    tracing::info!(code, reason, "closing connection");
+                    let _ = self.out.send(Outbound::Close { code, reason }).await;
+                    self.closed = true;
+                    return None;
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.closed = true;
+        Ok(())
+    }
+}
+
+fn reply_text(reply: &ServerJsonRpcMessage) -> String {
+    match reply {
+        ServerJsonRpcMessage::Error(e) => e.error.message.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Serves MCP on one message-framed connection until the client leaves, the
+/// idle timeout passes, or the daemon shuts down.
+pub async fn serve<S>(
+    shared: Arc<Shared>,
+    guard: ConnectionGuard,
+    frames: S,
+    out: mpsc::Sender<Outbound>,
+    writer: tokio::task::JoinHandle<()>,
+) where
+    S: Stream<Item = Frame> + Send + Unpin + 'static,
+{
+    let identity = Arc::clone(guard.identity());
+    let span = tracing::info_span!(
+        "connection",
+        transport = %identity.transport,
+        peer = %identity.peer,
+        client_id = identity.id,
+    );
+    let limit = shared.config.mcp.max_message_bytes;
+    async move {
+        tracing::debug!("connected");
+        let activity = Activity::new();
+        let transport = FramedTransport::new(frames, out, Arc::clone(&activity), limit);
+        let handler = Traced(HarkServer::new(
+            Arc::clone(&shared.state),
+            Arc::clone(&shared.tools),
+            Some(Arc::clone(&identity)),
+        ));
+        let ct = shared.shutdown.child_token();
+        let idle = shared.config.idle_timeout();
+        let serving = async {
+            match handler.serve_with_ct(transport, ct.clone()).await {
+                Ok(running) => {
+                    let _ = running.waiting().await;
+                }
+                Err(e) => tracing::info!(error = %e, "session ended before it started"),
+            }
+        };
+        let serving = futures::FutureExt::fuse(serving);
+        tokio::pin!(serving);
+        let idle_watch = async {
+            match idle {
+                Some(timeout) => activity.idle_for(timeout).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = &mut serving => {}
+            _ = idle_watch => {
+                tracing::info!("closing idle connection");
+                ct.cancel();
+            }
+            _ = shared.shutdown.cancelled() => {
+                // Let calls in flight finish within the shutdown budget;
+                // the daemon cancels whatever is left.
+                let _ = tokio::time::timeout(shared.config.shutdown_timeout(), activity.drained()).await;
+            }
+        }
+        ct.cancel();
+        if !futures::future::FusedFuture::is_terminated(&serving) {
+            let _ = tokio::time::timeout(Duration::from_millis(200), &mut serving).await;
+        }
+        // The writer ends once every sender is gone; give it a moment to
+        // flush the last replies.
+        let _ = tokio::time::timeout(Duration::from_millis(200), writer).await;
+        drop(guard);
+        tracing::debug!(client = identity.client_name().unwrap_or_default(), "disconnected");
+    }
+    .instrument(span)
+    .await;
+}

@@ -1,0 +1,187 @@
+//! HTTP on one port: Streamable HTTP at `/mcp` (rmcp's service: POST, the GET
+//! event stream, DELETE, session ids, `MCP-Protocol-Version`) and, on the same
+//! path, the WebSocket upgrade (see [`super::ws`]). Host and Origin are
+//! checked first for both.
+
+use std::{convert::Infallible, sync::Arc, time::Duration};
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use hyper::{body::Incoming, service::service_fn};
+use hyper_util::{
+    rt::{TokioExecutor, TokioIo, TokioTimer},
+    server::conn::auto,
+};
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+};
+use tokio::{io::AsyncWriteExt, net::TcpListener};
+use tracing::Instrument;
+
+use super::{Shared, TransportError, ws};
+use crate::{
+    mcp::HarkServer,
+    state::{ClientIdentity, TransportKind, peer_of},
+};
+
+pub type Body = BoxBody<Bytes, Infallible>;
+type McpService = StreamableHttpService<HarkServer, LocalSessionManager>;
+
+/// The one path MCP is served at.
+pub const MCP_PATH: &str = "/mcp";
+
+pub fn text_response(status: StatusCode, text: impl Into<String>) -> Response<Body> {
+    let mut body = text.into();
+    body.push('\n');
+    let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+fn mcp_service(shared: &Arc<Shared>) -> McpService {
+    let config = StreamableHttpServerConfig::default()
+        // Checked by our guard for HTTP and WebSocket alike.
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_cancellation_token(shared.shutdown.child_token())
+        .with_max_request_body_bytes(shared.config.mcp.max_message_bytes)
+        .with_sse_keep_alive(Some(Duration::from_secs(15)));
+    let state = Arc::clone(&shared.state);
+    let tools = Arc::clone(&shared.tools);
+    StreamableHttpService::new(
+        move || {
+            Ok(HarkServer::new(
+                Arc::clone(&state),
+                Arc::clone(&tools),
+                None,
+            ))
+        },
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    mcp: McpService,
+    identity: Arc<ClientIdentity>,
+    mut request: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    if let Err(rejection) = shared.hosts.check(request.uri(), request.headers()) {
+        tracing::warn!(%rejection, "refused request");
+        return Ok(text_response(StatusCode::FORBIDDEN, rejection.to_string()));
+    }
+    let path = request.uri().path();
+    if path != MCP_PATH && path != "/mcp/" {
+        return Ok(text_response(
+            StatusCode::NOT_FOUND,
+            format!("Hark serves MCP at {MCP_PATH} (Streamable HTTP and WebSocket)"),
+        ));
+    }
+    request.extensions_mut().insert(identity);
+    if ws::is_upgrade(&request) {
+        return Ok(ws::upgrade(shared, request));
+    }
+    Ok(mcp.handle(request).await)
+}
+
+/// Tells an HTTP client over the connection limit to come back later. Written
+/// by hand because the connection is not served at all.
+async fn refuse_busy(mut stream: tokio::net::TcpStream, limit: usize) {
+    let body = format!(
+        "Hark is serving its maximum of {limit} connections (mcp.max_connections); try again later\n"
+    );
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = stream.write_all(response.as_bytes()).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
+}
+
+pub async fn run(shared: Arc<Shared>, listener: TcpListener) -> Result<(), TransportError> {
+    let mcp = mcp_service(&shared);
+    loop {
+        let (stream, addr) = tokio::select! {
+            _ = shared.shutdown.cancelled() => return Ok(()),
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "http accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        super::keepalive(&stream);
+        let Some(permit) = shared.admit() else {
+            tracing::warn!(peer = %addr, "connection limit reached; refusing http client");
+            tokio::spawn(refuse_busy(stream, shared.config.mcp.max_connections));
+            continue;
+        };
+        let guard = shared.state.connect(TransportKind::Http, peer_of(addr));
+        let identity = Arc::clone(guard.identity());
+        let span = tracing::info_span!("connection", transport = "http", peer = %addr, client_id = identity.id);
+        let service = {
+            let shared = Arc::clone(&shared);
+            let mcp = mcp.clone();
+            service_fn(move |request: Request<Incoming>| {
+                let span = tracing::info_span!(
+                    "request",
+                    http_method = %request.method(),
+                    session = request
+                        .headers()
+                        .get("mcp-session-id")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or(""),
+                );
+                handle(
+                    Arc::clone(&shared),
+                    mcp.clone(),
+                    Arc::clone(&identity),
+                    request,
+                )
+                .instrument(span)
+            })
+        };
+        let shared2 = Arc::clone(&shared);
+        shared.tasks.spawn(
+            async move {
+                let mut builder = auto::Builder::new(TokioExecutor::new());
+                let mut http1 = builder.http1();
+                http1.timer(TokioTimer::new());
+                // Closes keep-alive connections that send no next request in
+                // time: the HTTP form of the idle timeout.
+                if let Some(idle) = shared2.config.idle_timeout() {
+                    http1.header_read_timeout(idle);
+                }
+                let connection =
+                    builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                tokio::pin!(connection);
+                tokio::select! {
+                    result = connection.as_mut() => {
+                        if let Err(e) = result {
+                            tracing::debug!(error = %e, "http connection ended with an error");
+                        }
+                    }
+                    _ = shared2.shutdown.cancelled() => {
+                        connection.as_mut().graceful_shutdown();
+                        let _ = tokio::time::timeout(shared2.config.shutdown_timeout(), connection).await;
+                    }
+                }
+                drop(guard);
+                drop(permit);
+            }
+            .instrument(span),
+        );
+    }
+}

@@ -1,0 +1,208 @@
+//! The listeners agents connect to. All of them serve the same
+//! [`HarkServer`](crate::mcp::HarkServer) tools.
+//!
+//! Binding is separate from serving ([`Listeners::bind`] then
+//! [`Listeners::serve`]) so the daemon can report `READY=1` only once every
+//! socket is bound, and so tests can bind port 0 and read the real port back.
+
+pub mod framed;
+pub mod guard;
+pub mod http;
+pub mod stream;
+pub mod ws;
+
+use std::{path::PathBuf, sync::Arc};
+
+use rmcp::{
+    handler::server::router::tool::ToolRouter,
+    model::{ErrorCode, ErrorData, ServerJsonRpcMessage},
+};
+use tokio::{
+    net::{TcpListener, UnixListener},
+    sync::{OwnedSemaphorePermit, Semaphore},
+};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use crate::{
+    config::Config,
+    mcp::HarkServer,
+    state::{ApplianceState, TransportKind},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error("cannot listen for {transport} on {addr}: {source}")]
+    Bind {
+        transport: TransportKind,
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot listen on Unix socket {path}: {source}")]
+    BindUnix {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What every connection handler needs.
+pub struct Shared {
+    pub config: Config,
+    pub state: Arc<ApplianceState>,
+    pub tools: Arc<ToolRouter<HarkServer>>,
+    pub hosts: guard::HostPolicy,
+    /// Cancelled when the daemon shuts down.
+    pub shutdown: CancellationToken,
+    /// Every connection task, so shutdown can wait for them.
+    pub tasks: TaskTracker,
+    connections: Arc<Semaphore>,
+}
+
+impl Shared {
+    pub fn new(config: Config, state: Arc<ApplianceState>, shutdown: CancellationToken) -> Self {
+        let hosts = guard::HostPolicy::new(
+            &config.service.hostname,
+            &config.mcp.allowed_hosts,
+            &config.mcp.allowed_origins,
+        );
+        let connections = Arc::new(Semaphore::new(config.mcp.max_connections));
+        Self {
+            config,
+            state,
+            tools: HarkServer::router(),
+            hosts,
+            shutdown,
+            tasks: TaskTracker::new(),
+            connections,
+        }
+    }
+
+    /// A connection slot, or `None` when `mcp.max_connections` are open.
+    pub fn admit(&self) -> Option<OwnedSemaphorePermit> {
+        Arc::clone(&self.connections).try_acquire_owned().ok()
+    }
+}
+
+/// The error a client over the connection limit gets before it is closed.
+pub fn busy_error(limit: usize) -> ServerJsonRpcMessage {
+    ServerJsonRpcMessage::error(
+        ErrorData::new(
+            ErrorCode(-32000),
+            format!(
+                "Hark is serving its maximum of {limit} connections (mcp.max_connections); try again later"
+            ),
+            None,
+        ),
+        None,
+    )
+}
+
+/// Keep-alive probes, so a client that vanished from the LAN (unplugged,
+/// asleep) releases its connection slot within minutes, not hours.
+pub fn keepalive(stream: &tokio::net::TcpStream) {
+    let probes = socket2::TcpKeepalive::new()
+        .with_time(std::time::Duration::from_secs(60))
+        .with_interval(std::time::Duration::from_secs(10))
+        .with_retries(5);
+    if let Err(e) = socket2::SockRef::from(stream).set_tcp_keepalive(&probes) {
+        tracing::debug!(error = %e, "cannot enable TCP keep-alive");
+    }
+}
+
+/// The bound, not yet serving, listeners.
+pub struct Listeners {
+    tcp: Option<TcpListener>,
+    http: Option<TcpListener>,
+    unix: Option<(UnixListener, PathBuf)>,
+}
+
+impl Listeners {
+    pub async fn bind(config: &Config) -> Result<Self, TransportError> {
+        let tcp = match config.mcp.tcp.enabled {
+            true => Some(bind_tcp(TransportKind::Tcp, config.mcp.tcp.listen).await?),
+            false => None,
+        };
+        let http = match config.mcp.http.enabled {
+            true => Some(bind_tcp(TransportKind::Http, config.mcp.http.listen).await?),
+            false => None,
+        };
+        let unix = match config.mcp.unix.enabled {
+            true => Some((
+                stream::bind_unix(&config.mcp.unix.path, config.mcp.unix.mode)?,
+                config.mcp.unix.path.clone(),
+            )),
+            false => None,
+        };
+        Ok(Self { tcp, http, unix })
+    }
+
+    /// `(transport, address)` of every bound listener, ports resolved.
+    pub fn addresses(&self) -> Vec<(TransportKind, String)> {
+        let mut out = Vec::new();
+        if let Some(addr) = self.tcp.as_ref().and_then(|l| l.local_addr().ok()) {
+            out.push((TransportKind::Tcp, addr.to_string()));
+        }
+        if let Some(addr) = self.http.as_ref().and_then(|l| l.local_addr().ok()) {
+            out.push((TransportKind::Http, addr.to_string()));
+        }
+        if let Some((_, path)) = &self.unix {
+            out.push((TransportKind::Unix, path.display().to_string()));
+        }
+        out
+    }
+
+    /// Serves every listener until `shared.shutdown` is cancelled. Returns
+    /// the accept loops' handles; connection tasks are in `shared.tasks`.
+    pub fn serve(self, shared: &Arc<Shared>) -> Vec<(TransportKind, tokio::task::JoinHandle<()>)> {
+        for (transport, address) in self.addresses() {
+            shared.state.add_listener(transport, address);
+        }
+        let mut loops = Vec::new();
+        if let Some(listener) = self.tcp {
+            let shared = Arc::clone(shared);
+            loops.push((
+                TransportKind::Tcp,
+                tokio::spawn(async move { report(stream::run_tcp(shared, listener).await) }),
+            ));
+        }
+        if let Some(listener) = self.http {
+            let shared = Arc::clone(shared);
+            loops.push((
+                TransportKind::Http,
+                tokio::spawn(async move { report(http::run(shared, listener).await) }),
+            ));
+        }
+        if let Some((listener, path)) = self.unix {
+            let shared = Arc::clone(shared);
+            loops.push((
+                TransportKind::Unix,
+                tokio::spawn(async move {
+                    report(stream::run_unix(shared, listener).await);
+                    // Leave no socket file behind for the next start to trip on.
+                    let _ = std::fs::remove_file(&path);
+                }),
+            ));
+        }
+        loops
+    }
+}
+
+fn report(result: Result<(), TransportError>) {
+    if let Err(e) = result {
+        tracing::error!(error = %e, "listener stopped");
+    }
+}
+
+async fn bind_tcp(
+    transport: TransportKind,
+    addr: std::net::SocketAddr,
+) -> Result<TcpListener, TransportError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| TransportError::Bind {
+            transport,
+            addr,
+            source,
+        })
+}

@@ -1,0 +1,196 @@
+//! The daemon's lifecycle: bind every listener, tell systemd we are ready,
+//! keep the watchdog fed while the health checks pass, and on SIGTERM or
+//! SIGINT stop accepting, let calls in flight finish (or cancel them) and
+//! release everything within the shutdown budget.
+//!
+//! [`run`] takes the shutdown signal as a future, so tests drive a real daemon
+//! on port 0 and stop it when they like (mini-redis's shape).
+
+use std::{
+    future::Future,
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use sd_notify::NotifyState;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    config::Config,
+    mcp::transport::{Listeners, Shared, TransportError},
+    state::ApplianceState,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+}
+
+/// One health check: `Ok` while the component works, else why not.
+type Check = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// The checks the watchdog runs before each `WATCHDOG=1`. The listeners
+/// register here; the audio and inference threads register their heartbeats
+/// when they exist.
+#[derive(Default)]
+pub struct Health {
+    checks: Mutex<Vec<(String, Check)>>,
+}
+
+impl Health {
+    pub fn add(&self, name: impl Into<String>, check: Check) {
+        self.checks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((name.into(), check));
+    }
+
+    /// Runs every check; the first failure names the component.
+    pub fn check(&self) -> Result<(), String> {
+        let checks = self.checks.lock().unwrap_or_else(PoisonError::into_inner);
+        for (name, check) in checks.iter() {
+            check().map_err(|why| format!("{name}: {why}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Sends a notification to systemd when it is listening (`NOTIFY_SOCKET`).
+fn notify(states: &[NotifyState]) {
+    if std::env::var_os("NOTIFY_SOCKET").is_none() {
+        return;
+    }
+    if let Err(e) = sd_notify::notify(states) {
+        tracing::warn!(error = %e, "cannot notify systemd");
+    }
+}
+
+/// Runs the daemon until `shutdown` resolves.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ServiceError> {
+    let state = Arc::new(ApplianceState::default());
+    let token = CancellationToken::new();
+    let grace = config.shutdown_timeout();
+
+    let listeners = Listeners::bind(&config).await?;
+    let serving = listeners
+        .addresses()
+        .iter()
+        .map(|(transport, address)| format!("{transport}={address}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let shared = Arc::new(Shared::new(config, state, token.clone()));
+    let health = Arc::new(Health::default());
+    let mut loops = Vec::new();
+    for (transport, handle) in listeners.serve(&shared) {
+        let alive = Arc::new(AtomicBool::new(true));
+        let flag = Arc::clone(&alive);
+        health.add(
+            format!("{transport} listener"),
+            Box::new(move || match flag.load(Ordering::Relaxed) {
+                true => Ok(()),
+                false => Err("stopped accepting connections".into()),
+            }),
+        );
+        loops.push(tokio::spawn(async move {
+            let _ = handle.await;
+            alive.store(false, Ordering::Relaxed);
+        }));
+    }
+
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), %serving, "hark is ready");
+    let status = format!("serving {serving}");
+    notify(&[NotifyState::Ready, NotifyState::Status(&status)]);
+
+    let watchdog = sd_notify::watchdog_enabled().map(|period| {
+        let health = Arc::clone(&health);
+        let token = token.clone();
+        tokio::spawn(feed_watchdog(period / 2, health, token, status.clone()))
+    });
+
+    shutdown.await;
+    tracing::info!("shutting down");
+    notify(&[NotifyState::Stopping, NotifyState::Status("shutting down")]);
+    token.cancel();
+    shared.tasks.close();
+    // Connections let calls in flight finish within `grace`, then cancel
+    // them; the margin covers closing their sockets.
+    if tokio::time::timeout(grace + Duration::from_millis(300), shared.tasks.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            remaining = shared.tasks.len(),
+            "connections still closing at the end of the shutdown budget"
+        );
+    }
+    for handle in loops {
+        let _ = handle.await;
+    }
+    if let Some(watchdog) = watchdog {
+        watchdog.abort();
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn feed_watchdog(
+    every: Duration,
+    health: Arc<Health>,
+    token: CancellationToken,
+    status: String,
+) {
+    let mut interval = tokio::time::interval(every);
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            _ = token.cancelled() => return,
+            _ = interval.tick() => {}
+        }
+        match health.check() {
+            Ok(()) => {
+                if failing {
+                    tracing::info!("health restored");
+                    notify(&[NotifyState::Status(&status)]);
+                    failing = false;
+                }
+                notify(&[NotifyState::Watchdog]);
+            }
+            Err(why) => {
+                // Withholding WATCHDOG=1 lets systemd restart the daemon.
+                tracing::error!(%why, "health check failed; not feeding the watchdog");
+                notify(&[NotifyState::Status(&format!("unhealthy: {why}"))]);
+                failing = true;
+            }
+        }
+    }
+}
+
+/// Resolves on SIGTERM (what `systemctl stop` sends) or SIGINT (Ctrl-C).
+pub async fn termination() -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = term.recv() => tracing::info!("received SIGTERM"),
+        _ = int.recv() => tracing::info!("received SIGINT"),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn health_names_the_failing_component() {
+        let health = Health::default();
+        health.add("tcp listener", Box::new(|| Ok(())));
+        assert_eq!(health.check(), Ok(()));
+        health.add("audio", Box::new(|| Err("capture thread stalled".into())));
+        assert_eq!(health.check(), Err("audio: capture thread stalled".into()));
+    }
+}

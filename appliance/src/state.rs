@@ -1,0 +1,239 @@
+//! What the appliance knows about itself at run time: when it started, which
+//! transports it serves and who is connected, and the state of each
+//! subsystem. `get_status` reports it; transports and engines update it.
+//!
+//! This is also where the engines plug in: the audio engine (issue 3) sets
+//! `recording` and the audio state, speech-to-text and text-to-speech report
+//! their model and voice, the board reports its backend. Until an engine is
+//! built into the daemon its subsystem reads "not configured".
+
+use std::{
+    collections::BTreeMap,
+    net::SocketAddr,
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    },
+    time::Instant,
+};
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// The four transports agents reach Hark by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TransportKind {
+    /// Newline-delimited JSON-RPC over TCP.
+    Tcp,
+    /// Streamable HTTP at `/mcp`.
+    Http,
+    /// WebSocket upgrade at `/mcp`.
+    Websocket,
+    /// Newline-delimited JSON-RPC over a Unix socket.
+    Unix,
+}
+
+impl TransportKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransportKind::Tcp => "tcp",
+            TransportKind::Http => "http",
+            TransportKind::Websocket => "websocket",
+            TransportKind::Unix => "unix",
+        }
+    }
+}
+
+impl std::fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who is on the other end of one connection. Created when the connection is
+/// accepted; the client's self-reported name is filled in by `initialize`.
+/// Authentication (a later issue) attaches its verified identity here too.
+#[derive(Debug)]
+pub struct ClientIdentity {
+    pub id: u64,
+    pub transport: TransportKind,
+    /// Remote address, or the Unix peer's credentials.
+    pub peer: String,
+    client_name: Mutex<Option<String>>,
+}
+
+impl ClientIdentity {
+    pub fn client_name(&self) -> Option<String> {
+        self.client_name
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn set_client_name(&self, name: &str) {
+        *self
+            .client_name
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(name.to_owned());
+    }
+}
+
+/// A registered connection. Dropping it removes the client from the counts.
+pub struct ConnectionGuard {
+    identity: Arc<ClientIdentity>,
+    state: Arc<ApplianceState>,
+}
+
+impl ConnectionGuard {
+    pub fn identity(&self) -> &Arc<ClientIdentity> {
+        &self.identity
+    }
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.state.clients[self.identity.transport as usize].fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// State of one subsystem as `get_status` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct SubsystemState(pub String);
+
+impl SubsystemState {
+    pub fn not_configured() -> Self {
+        Self("not configured".into())
+    }
+}
+
+/// One listening transport.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Listener {
+    pub transport: TransportKind,
+    /// `ip:port` or the socket path.
+    pub address: String,
+}
+
+pub struct ApplianceState {
+    started: Instant,
+    next_client: AtomicU64,
+    clients: [AtomicUsize; 4],
+    listeners: Mutex<Vec<Listener>>,
+    /// True while the microphone is open (VoxCtrl's `recording`).
+    pub recording: AtomicBool,
+    /// True while the speaker plays speech (VoxCtrl's `speaking`).
+    pub speaking: AtomicBool,
+    subsystems: Mutex<BTreeMap<&'static str, SubsystemState>>,
+}
+
+impl Default for ApplianceState {
+    fn default() -> Self {
+        let subsystems = ["audio", "stt", "tts", "board"]
+            .into_iter()
+            .map(|name| (name, SubsystemState::not_configured()))
+            .collect();
+        Self {
+            started: Instant::now(),
+            next_client: AtomicU64::new(1),
+            clients: Default::default(),
+            listeners: Mutex::new(Vec::new()),
+            recording: AtomicBool::new(false),
+            speaking: AtomicBool::new(false),
+            subsystems: Mutex::new(subsystems),
+        }
+    }
+}
+
+impl ApplianceState {
+    pub fn uptime_seconds(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    pub fn add_listener(&self, transport: TransportKind, address: String) {
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Listener { transport, address });
+    }
+
+    pub fn listeners(&self) -> Vec<Listener> {
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Registers a new client connection and returns the guard that keeps it
+    /// counted.
+    pub fn connect(self: &Arc<Self>, transport: TransportKind, peer: String) -> ConnectionGuard {
+        self.clients[transport as usize].fetch_add(1, Ordering::Relaxed);
+        let identity = Arc::new(ClientIdentity {
+            id: self.next_client.fetch_add(1, Ordering::Relaxed),
+            transport,
+            peer,
+            client_name: Mutex::new(None),
+        });
+        ConnectionGuard {
+            identity,
+            state: Arc::clone(self),
+        }
+    }
+
+    pub fn client_count(&self, transport: TransportKind) -> usize {
+        self.clients[transport as usize].load(Ordering::Relaxed)
+    }
+
+    pub fn set_subsystem(&self, name: &'static str, state: SubsystemState) {
+        self.subsystems
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name, state);
+    }
+
+    pub fn subsystem(&self, name: &str) -> SubsystemState {
+        self.subsystems
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+            .unwrap_or_else(SubsystemState::not_configured)
+    }
+}
+
+/// Formats a peer address the same way for every TCP-based transport.
+pub fn peer_of(addr: SocketAddr) -> String {
+    addr.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_guard_counts_per_transport() {
+        let state = Arc::new(ApplianceState::default());
+        let a = state.connect(TransportKind::Tcp, "1.2.3.4:5".into());
+        let b = state.connect(TransportKind::Tcp, "1.2.3.4:6".into());
+        let c = state.connect(TransportKind::Websocket, "x".into());
+        assert_eq!(state.client_count(TransportKind::Tcp), 2);
+        assert_eq!(state.client_count(TransportKind::Websocket), 1);
+        assert_eq!(state.client_count(TransportKind::Unix), 0);
+        assert_ne!(a.identity().id, b.identity().id);
+        drop(a);
+        assert_eq!(state.client_count(TransportKind::Tcp), 1);
+        drop((b, c));
+        assert_eq!(state.client_count(TransportKind::Tcp), 0);
+        assert_eq!(state.client_count(TransportKind::Websocket), 0);
+    }
+
+    #[test]
+    fn subsystems_start_not_configured() {
+        let state = ApplianceState::default();
+        for name in ["audio", "stt", "tts", "board"] {
+            assert_eq!(state.subsystem(name).0, "not configured");
+        }
+        state.set_subsystem("audio", SubsystemState("capture device missing".into()));
+        assert_eq!(state.subsystem("audio").0, "capture device missing");
+    }
+}
