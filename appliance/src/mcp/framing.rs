@@ -16,6 +16,8 @@ use rmcp::model::{
 };
 use serde_json::{Map, Value};
 
+use crate::mcp::server::METHODS;
+
 /// The outcome of decoding one frame.
 #[derive(Debug)]
 pub enum Decoded {
@@ -140,9 +142,10 @@ pub fn decode(frame: &[u8]) -> Decoded {
     let params = object.get("params").cloned();
     match serde_json::from_value::<ClientJsonRpcMessage>(Value::Object(object)) {
         // rmcp falls back to a custom request when a standard method's params
-        // do not fit; that would be answered "method not found", which is
-        // wrong and unhelpful. Say what is wrong with the params instead.
-        Ok(ClientJsonRpcMessage::Request(request)) if matches!(&request.request, ClientRequest::CustomRequest(c) if STANDARD_REQUESTS.contains(&c.method.as_str())) =>
+        // do not fit; for a method Hark serves that would be answered "method
+        // not found", which is wrong and unhelpful: say what is wrong with the
+        // params instead. Methods Hark does not serve stay "method not found".
+        Ok(ClientJsonRpcMessage::Request(request)) if matches!(&request.request, ClientRequest::CustomRequest(c) if METHODS.contains(&c.method.as_str())) =>
         {
             let method = method.unwrap_or_default();
             reply(
@@ -176,38 +179,24 @@ pub fn decode(frame: &[u8]) -> Decoded {
     }
 }
 
-/// The client-to-server requests of MCP, whose params rmcp checks.
-const STANDARD_REQUESTS: &[&str] = &[
-    "initialize",
-    "ping",
-    "server/discover",
-    "prompts/get",
-    "prompts/list",
-    "resources/list",
-    "resources/read",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "resources/templates/list",
-    "subscriptions/listen",
-    "tools/call",
-    "tools/list",
-    "completion/complete",
-    "logging/setLevel",
-];
-
 /// The serde error for the params of the methods agents call most, so the
 /// message names the field; a general sentence for the rest.
 fn params_problem(method: &str, params: Option<Value>) -> String {
     let params = params.unwrap_or(Value::Null);
+    fn problem<T: serde::de::DeserializeOwned>(params: Value) -> Option<String> {
+        serde_path_to_error::deserialize::<_, T>(params)
+            .err()
+            .map(|e| match e.path().to_string().as_str() {
+                "." => e.inner().to_string(),
+                path => format!("`{path}`: {}", e.inner()),
+            })
+    }
     let detail = match method {
-        "tools/call" => serde_json::from_value::<CallToolRequestParams>(params).err(),
-        "initialize" => serde_json::from_value::<InitializeRequestParams>(params).err(),
+        "tools/call" => problem::<CallToolRequestParams>(params),
+        "initialize" => problem::<InitializeRequestParams>(params),
         _ => None,
     };
-    match detail {
-        Some(e) => e.to_string(),
-        None => "they do not match the method's schema".into(),
-    }
+    detail.unwrap_or_else(|| "they do not match the method's schema".into())
 }
 
 /// VoxCtrl's clients send `initialize` with empty params. Fill in what the
@@ -330,6 +319,7 @@ mod tests {
         ));
         assert_eq!(code, -32602);
         assert!(message.contains("tools/call"), "{message}");
+        assert!(message.contains("`name`"), "{message}");
         assert_eq!(id, Some(RequestId::String("x".into())));
     }
 
@@ -348,6 +338,16 @@ mod tests {
             }
             other => panic!("expected a message, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn unserved_method_with_bad_params_is_not_invalid_params() {
+        // Hark serves no logging: that is "method not found" (rmcp answers),
+        // not a complaint about the params.
+        assert!(matches!(
+            decode(br#"{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{}}"#),
+            Decoded::Message(_)
+        ));
     }
 
     #[test]

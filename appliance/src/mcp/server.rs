@@ -24,6 +24,18 @@ const INSTRUCTIONS: &str = "Hark is a voice appliance in a room: a microphone ar
 a push-to-talk button and status lights. Call get_status to see whether the microphone is open \
 or the speaker is playing, and which subsystems are ready.";
 
+/// The requests Hark serves. (`initialize` and `ping` only to clients before
+/// 2026-07-28; rmcp answers them as removed methods to later ones.) Any other
+/// method is answered with -32601, whatever its params.
+pub const METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "subscriptions/listen",
+];
+
 #[derive(Clone)]
 pub struct HarkServer {
     pub(crate) state: Arc<ApplianceState>,

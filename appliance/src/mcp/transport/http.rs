@@ -7,11 +7,14 @@ use std::{convert::Infallible, sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited, combinators::BoxBody};
 use hyper::{body::Incoming, service::service_fn};
 use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
     server::conn::auto,
+};
+use rmcp::model::{
+    ClientJsonRpcMessage, ErrorCode, ErrorData, ProtocolVersion, ServerJsonRpcMessage,
 };
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
@@ -21,7 +24,11 @@ use tracing::Instrument;
 
 use super::{Shared, TransportError, ws};
 use crate::{
-    mcp::HarkServer,
+    mcp::{
+        HarkServer,
+        framing::{self, Decoded},
+        server::METHODS,
+    },
     state::{ClientIdentity, TransportKind, peer_of},
 };
 
@@ -87,7 +94,78 @@ async fn handle(
     if ws::is_upgrade(&request) {
         return Ok(ws::upgrade(shared, request));
     }
-    Ok(mcp.handle(request).await)
+    if request.method() != http::Method::POST {
+        return Ok(mcp.handle(request).await);
+    }
+    // rmcp answers a body that is not a JSON-RPC message with a plain-text
+    // 415; JSON-RPC clients expect -32700 / -32600 in a JSON-RPC error. Check
+    // the body with the same rules as every other transport, then hand the
+    // untouched bytes to rmcp.
+    let (parts, body) = request.into_parts();
+    let limit = shared.config.mcp.max_message_bytes;
+    let bytes = match Limited::new(body, limit).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+            return Ok(text_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("request body exceeds the {limit}-byte limit (mcp.max_message_bytes)"),
+            ));
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot read request body");
+            return Ok(text_response(StatusCode::BAD_REQUEST, "cannot read the request body"));
+        }
+    };
+    match framing::decode(&bytes) {
+        Decoded::Reply(reply) => return Ok(json_response(StatusCode::BAD_REQUEST, &reply)),
+        Decoded::Message(message) => {
+            if let Some(reply) = unserved_2026_method(&parts.headers, &message) {
+                return Ok(json_response(StatusCode::NOT_FOUND, &reply));
+            }
+        }
+        Decoded::Ignore => {}
+    }
+    Ok(mcp.handle(Request::from_parts(parts, Full::new(bytes))).await)
+}
+
+/// Under 2026-07-28 a method the server does not serve is a 404 with -32601,
+/// and that takes precedence over the per-request metadata checks. rmcp
+/// checks the metadata first for the methods 2026-07-28 removed
+/// (`logging/setLevel`, `resources/subscribe`, …), so answer those here.
+fn unserved_2026_method(
+    headers: &http::HeaderMap,
+    message: &ClientJsonRpcMessage,
+) -> Option<ServerJsonRpcMessage> {
+    let version = headers.get("mcp-protocol-version")?.to_str().ok()?;
+    if version < ProtocolVersion::V_2026_07_28.as_str() {
+        return None;
+    }
+    let ClientJsonRpcMessage::Request(request) = message else {
+        return None;
+    };
+    let method = request.request.method();
+    if METHODS.contains(&method) {
+        return None;
+    }
+    Some(ServerJsonRpcMessage::error(
+        ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("Method not found: `{method}` is not served under MCP {version}"),
+            None,
+        ),
+        Some(request.id.clone()),
+    ))
+}
+
+fn json_response(status: StatusCode, message: &impl serde::Serialize) -> Response<Body> {
+    let body = serde_json::to_vec(message).unwrap_or_default();
+    let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// Tells an HTTP client over the connection limit to come back later. Written

@@ -1,0 +1,236 @@
+"""Starts the real `hark` binary on port 0 and talks to it over real sockets.
+
+The daemon reports READY=1 and the addresses it bound (STATUS=serving tcp=…
+http=… unix=…) through a real sd-notify datagram socket, which is how tests
+learn the ports and also how the sd-notify protocol itself is checked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal as sig_mod
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+HARK = Path(os.environ.get("HARK_BIN", REPO / "target" / "debug" / "hark"))
+VENV_WS_PYTHON = REPO / "tests" / ".venv-ws" / "bin" / "python"
+NODE_BIN = REPO / "tests" / "node" / "node_modules" / ".bin"
+
+
+def toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))
+
+
+def render_config(sections: dict) -> str:
+    lines = []
+    for section, values in sections.items():
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            lines.append(f"{key} = {toml_value(value)}")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Daemon:
+    tmp: Path
+    overrides: dict = field(default_factory=dict)
+    env: dict = field(default_factory=dict)
+    proc: subprocess.Popen | None = None
+    notifications: list[str] = field(default_factory=list)
+    tcp: tuple[str, int] | None = None
+    http: tuple[str, int] | None = None
+    unix: str | None = None
+
+    def config(self) -> dict:
+        sections = {
+            "service": {"log_level": "debug,rmcp=warn"},
+            "mcp": {},
+            "mcp.tcp": {"listen": "127.0.0.1:0"},
+            "mcp.http": {"listen": "127.0.0.1:0"},
+            "mcp.unix": {"path": str(self.tmp / "run" / "mcp.sock")},
+        }
+        for section, values in self.overrides.items():
+            sections.setdefault(section, {}).update(values)
+        return sections
+
+    def start(self, timeout: float = 20.0) -> "Daemon":
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        config_path = self.tmp / "hark.toml"
+        config_path.write_text(render_config(self.config()))
+        notify_path = self.tmp / "notify.sock"
+        if notify_path.exists():
+            notify_path.unlink()
+        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.notify.bind(str(notify_path))
+        self.notify.setblocking(False)
+        env = {k: v for k, v in os.environ.items() if k not in ("RUST_LOG", "JOURNAL_STREAM")}
+        env.update({"NOTIFY_SOCKET": str(notify_path)})
+        env.update(self.env)
+        self.log_path = self.tmp / "hark.log"
+        self.log_file = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [str(HARK), "--config", str(config_path), "run"],
+            stdin=subprocess.DEVNULL,
+            stdout=self.log_file,
+            stderr=self.log_file,
+            env=env,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"hark exited with {self.proc.returncode}:\n{self.log()}")
+            self.drain_notifications()
+            if any("READY=1" in n for n in self.notifications):
+                break
+            time.sleep(0.02)
+        else:
+            raise RuntimeError(f"hark did not report READY=1:\n{self.log()}")
+        status = next(n for n in self.notifications if "READY=1" in n)
+        serving = re.search(r"STATUS=serving (.*)", status)
+        assert serving, status
+        for item in serving.group(1).split():
+            kind, _, addr = item.partition("=")
+            if kind in ("tcp", "http"):
+                host, _, port = addr.rpartition(":")
+                setattr(self, kind, (host, int(port)))
+            elif kind == "unix":
+                self.unix = addr
+        return self
+
+    def drain_notifications(self) -> list[str]:
+        new = []
+        while self.notify.fileno() != -1:
+            try:
+                data = self.notify.recv(4096)
+            except (socket.timeout, BlockingIOError):
+                break
+            new.append(data.decode())
+        self.notifications.extend(new)
+        return new
+
+    @property
+    def url(self) -> str:
+        host, port = self.http
+        return f"http://{host}:{port}/mcp"
+
+    @property
+    def ws_url(self) -> str:
+        host, port = self.http
+        return f"ws://{host}:{port}/mcp"
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def send_signal(self, sig=sig_mod.SIGTERM):
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def stop(self, sig=sig_mod.SIGTERM, timeout: float = 5.0) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"hark did not stop within {timeout}s:\n{self.log()}")
+        finally:
+            self.log_file.close()
+            self.drain_notifications()
+            self.notify.close()
+
+
+class LineClient:
+    """A newline-delimited JSON-RPC client over TCP or a Unix socket."""
+
+    def __init__(self, sock: socket.socket, timeout: float = 10.0):
+        self.sock = sock
+        self.sock.settimeout(timeout)
+        self.buf = b""
+
+    @classmethod
+    def tcp(cls, daemon: Daemon, **kw) -> "LineClient":
+        return cls(socket.create_connection(daemon.tcp), **kw)
+
+    @classmethod
+    def unix(cls, daemon: Daemon, **kw) -> "LineClient":
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(daemon.unix)
+        return cls(s, **kw)
+
+    def send_raw(self, data: bytes):
+        self.sock.sendall(data)
+
+    def send(self, message: dict):
+        self.send_raw(json.dumps(message).encode() + b"\n")
+
+    def recv(self) -> dict:
+        line = self.recv_line()
+        return json.loads(line)
+
+    def recv_line(self) -> bytes:
+        while b"\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("connection closed by hark")
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line
+
+    def request(self, method: str, params: dict | None = None, id=1) -> dict:
+        self.send({"jsonrpc": "2.0", "id": id, "method": method, "params": params or {}})
+        return self.recv()
+
+    def initialize(self, name: str = "e2e") -> dict:
+        reply = self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": name, "version": "1"},
+            },
+            id=0,
+        )
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return reply
+
+    def call_tool(self, name: str, arguments: dict | None = None, id=1) -> dict:
+        return self.request("tools/call", {"name": name, "arguments": arguments or {}}, id=id)
+
+    def closed(self, timeout: float = 5.0) -> bool:
+        """True once the server has closed the connection."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    return True
+                self.buf += chunk
+        except (socket.timeout, TimeoutError):
+            return False
+        except ConnectionResetError:
+            return True
+
+    def close(self):
+        self.sock.close()
+
+
+def status_of(client: LineClient, id=99) -> dict:
+    reply = client.call_tool("get_status", id=id)
+    return reply["result"]["structuredContent"]

