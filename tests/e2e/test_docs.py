@@ -1,0 +1,55 @@
+"""docs/mcp.md must describe exactly the tools the daemon serves: the same
+names, the same arguments, the same result fields."""
+
+import re
+from pathlib import Path
+
+from harness import REPO, LineClient
+
+DOC = REPO / "docs" / "mcp.md"
+
+
+def documented_tools(text: str) -> dict[str, dict[str, set[str]]]:
+    tools_section = text.split("\n## Tools\n", 1)[1].split("\n## ", 1)[0]
+    tools = {}
+    for block in re.split(r"\n### ", tools_section)[1:]:
+        name = re.match(r"`([^`]+)`", block).group(1)
+        tables = {"argument": set(), "field": set()}
+        current = None
+        for line in block.splitlines():
+            header = re.match(r"\|\s*(argument|field)\s*\|", line)
+            if header:
+                current = header.group(1)
+                continue
+            row = re.match(r"\|\s*`([^`]+)`\s*\|", line)
+            if row and current:
+                tables[current].add(row.group(1))
+            elif not line.startswith("|"):
+                current = None
+        tools[name] = tables
+    return tools
+
+
+def test_reference_matches_tools_list(daemon):
+    c = LineClient.tcp(daemon)
+    c.initialize()
+    served = c.request("tools/list", id=1)["result"]["tools"]
+    documented = documented_tools(DOC.read_text())
+    assert set(documented) == {t["name"] for t in served}
+    for tool in served:
+        doc = documented[tool["name"]]
+        assert doc["argument"] == set(tool["inputSchema"].get("properties", {})), tool["name"]
+        assert doc["field"] == set(tool["outputSchema"]["properties"]), tool["name"]
+
+
+def test_documented_limits_match_the_defaults():
+    out = __import__("subprocess").run(
+        [str(REPO / "target" / "debug" / "hark"), "config", "check", "/dev/null"], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    text = DOC.read_text()
+    for key, doc_value in [("max_connections", "32"), ("idle_timeout_secs", "3600")]:
+        assert re.search(rf"^{key} = {doc_value}$", out.stdout, re.M), key
+        assert re.search(rf"`mcp\.{key}` \| {doc_value}", text), key
+    assert re.search(r"^max_message_bytes = 1048576$", out.stdout, re.M)
+    assert "`mcp.max_message_bytes` | 1 MiB" in text
