@@ -5,14 +5,14 @@
 use std::{borrow::Cow, sync::Arc};
 
 use rmcp::{
-    ErrorData, RoleServer, ServerHandler, Service,
+    ErrorData, RoleServer, ServerHandler,
     handler::server::{router::tool::ToolRouter, tool::ToolCallContext},
     model::{
-        CallToolRequestParams, CallToolResponse, ClientNotification, ClientRequest, CustomRequest,
-        CustomResult, ErrorCode, Implementation, InitializeRequestParams, InitializeResult,
-        ProtocolVersion, ServerCapabilities, ServerConfig, ServerResult,
+        CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
+        Implementation, InitializeRequestParams, InitializeResult, ProtocolVersion,
+        ServerCapabilities, ServerConfig,
     },
-    service::{NotificationContext, RequestContext},
+    service::RequestContext,
     tool_handler,
 };
 use tracing::Instrument;
@@ -69,6 +69,30 @@ impl HarkServer {
         self.identity
             .clone()
             .or_else(|| identity_from_extensions(&context.extensions))
+    }
+}
+
+impl HarkServer {
+    /// The span a tool call runs in: which agent asked for what, over which
+    /// transport, from where.
+    fn tool_span(&self, tool: &str, context: &RequestContext<RoleServer>) -> tracing::Span {
+        let identity = self.identity(context);
+        // Sessions that began with `initialize` know the client's name from
+        // it; 2026-07-28 clients send it with every request.
+        let client = context
+            .peer
+            .peer_info()
+            .map(|info| info.client_info.name.clone())
+            .or_else(|| context.meta.client_info().map(|info| info.name))
+            .unwrap_or_default();
+        tracing::info_span!(
+            "tool",
+            tool = %tool,
+            id = %context.id,
+            client = %client,
+            transport = identity.as_ref().map(|i| i.transport.as_str()).unwrap_or(""),
+            peer = identity.as_ref().map(|i| i.peer.as_str()).unwrap_or(""),
+        )
     }
 }
 
@@ -142,64 +166,19 @@ impl ServerHandler for HarkServer {
                 None,
             ));
         }
-        let tcc = ToolCallContext::new(self, request, context);
-        self.tools.call(tcc).await
-    }
-}
-
-/// Wraps the handler so every request runs in its own span naming the
-/// method, the tool, the request id and the client. The connection span
-/// (transport, peer) is its parent.
-pub struct Traced(pub HarkServer);
-
-impl Service<RoleServer> for Traced {
-    async fn handle_request(
-        &self,
-        request: ClientRequest,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ServerResult, ErrorData> {
-        let method = request.method().to_owned();
-        let tool = match &request {
-            ClientRequest::CallToolRequest(call) => Some(call.params.name.to_string()),
-            _ => None,
-        };
-        let identity = self.0.identity(&context);
-        let span = tracing::info_span!(
-            "request",
-            method = %method,
-            tool = tool.as_deref().unwrap_or(""),
-            id = %context.id,
-            client = identity.as_ref().and_then(|i| i.client_name()).unwrap_or_default(),
-            transport = identity.as_ref().map(|i| i.transport.as_str()).unwrap_or(""),
-            peer = identity.as_ref().map(|i| i.peer.as_str()).unwrap_or(""),
-        );
+        let span = self.tool_span(&request.name, &context);
         async move {
-            let result = Service::handle_request(&self.0, request, context).await;
+            let result = self
+                .tools
+                .call(ToolCallContext::new(self, request, context))
+                .await;
             match &result {
-                Ok(_) => tracing::debug!("handled"),
-                Err(error) => {
-                    tracing::info!(code = error.code.0, message = %error.message, "request failed")
-                }
+                Ok(_) => tracing::info!("tool call answered"),
+                Err(error) => tracing::info!(code = error.code.0, message = %error.message, "tool call failed"),
             }
             result
         }
         .instrument(span)
         .await
-    }
-
-    async fn handle_notification(
-        &self,
-        notification: ClientNotification,
-        context: NotificationContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        Service::handle_notification(&self.0, notification, context).await
-    }
-
-    fn get_info(&self) -> ServerConfig {
-        ServerHandler::get_info(&self.0)
-    }
-
-    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        ServerHandler::supported_protocol_versions(&self.0)
     }
 }

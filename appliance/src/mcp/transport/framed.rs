@@ -34,7 +34,6 @@ use crate::{
     mcp::{
         HarkServer,
         framing::{self, Decoded},
-        server::Traced,
     },
     state::ConnectionGuard,
 };
@@ -205,7 +204,8 @@ where
 
     fn accept(&mut self, message: ClientJsonRpcMessage) -> ClientJsonRpcMessage {
         let message = self.start(message);
-        if matches!(message, ClientJsonRpcMessage::Request(_)) {
+        if let ClientJsonRpcMessage::Request(request) = &message {
+            tracing::debug!(method = request.request.method(), id = %request.id, "request");
             self.activity.in_flight.fetch_add(1, Ordering::Relaxed);
         }
         message
@@ -335,11 +335,11 @@ pub async fn serve<S>(
         tracing::debug!("connected");
         let activity = Activity::new();
         let transport = FramedTransport::new(frames, out, Arc::clone(&activity), limit);
-        let handler = Traced(HarkServer::new(
+        let handler = HarkServer::new(
             Arc::clone(&shared.state),
             Arc::clone(&shared.tools),
             Some(Arc::clone(&identity)),
-        ));
+        );
         let ct = shared.shutdown.child_token();
         let idle = shared.config.idle_timeout();
         let serving = async {

@@ -113,19 +113,27 @@ async fn handle(
         }
         Err(e) => {
             tracing::debug!(error = %e, "cannot read request body");
-            return Ok(text_response(StatusCode::BAD_REQUEST, "cannot read the request body"));
+            return Ok(text_response(
+                StatusCode::BAD_REQUEST,
+                "cannot read the request body",
+            ));
         }
     };
     match framing::decode(&bytes) {
         Decoded::Reply(reply) => return Ok(json_response(StatusCode::BAD_REQUEST, &reply)),
         Decoded::Message(message) => {
+            if let ClientJsonRpcMessage::Request(request) = &*message {
+                tracing::debug!(method = request.request.method(), id = %request.id, "request");
+            }
             if let Some(reply) = unserved_2026_method(&parts.headers, &message) {
                 return Ok(json_response(StatusCode::NOT_FOUND, &reply));
             }
         }
         Decoded::Ignore => {}
     }
-    Ok(mcp.handle(Request::from_parts(parts, Full::new(bytes))).await)
+    Ok(mcp
+        .handle(Request::from_parts(parts, Full::new(bytes)))
+        .await)
 }
 
 /// Under 2026-07-28 a method the server does not serve is a 404 with -32601,
