@@ -121,3 +121,23 @@ def test_connection_limit_http(start_daemon):
         assert r.status_code == 503 and "maximum of 2" in r.text
     c1.close()
     c2.close()
+
+
+def test_silent_and_idle_http_connections_are_closed(start_daemon):
+    import socket
+    import time
+
+    d = start_daemon({"mcp": {"idle_timeout_secs": 1}})
+    silent = socket.create_connection(d.http)
+    silent.settimeout(4)
+    started = time.monotonic()
+    assert silent.recv(10) == b""  # closed without a request ever arriving
+    assert time.monotonic() - started < 3
+
+    keepalive = socket.create_connection(d.http)
+    keepalive.settimeout(4)
+    keepalive.sendall(b"GET /elsewhere HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    assert keepalive.recv(4096).startswith(b"HTTP/1.1 404")
+    assert keepalive.recv(10) == b""  # no next request: closed
+    with httpx.Client(timeout=5) as http:  # and the daemon still serves
+        assert http.post(d.url, json=INIT, headers=HEADERS).status_code == 200

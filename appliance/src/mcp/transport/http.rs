@@ -35,6 +35,9 @@ use crate::{
 pub type Body = BoxBody<Bytes, Infallible>;
 type McpService = StreamableHttpService<HarkServer, LocalSessionManager>;
 
+/// Longest wait for an HTTP request to begin on an open connection.
+const HTTP_REQUEST_WAIT: Duration = Duration::from_secs(30);
+
 /// The one path MCP is served at.
 pub const MCP_PATH: &str = "/mcp";
 
@@ -242,14 +245,29 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) -> Result<(), Trans
         let shared2 = Arc::clone(&shared);
         shared.tasks.spawn(
             async move {
+                // A connection must start a request, and a keep-alive
+                // connection its next one, within this time; otherwise it is
+                // closed and its slot freed. HTTP clients reconnect without
+                // fuss, and event streams are responses, not affected.
+                let request_wait = shared2
+                    .config
+                    .idle_timeout()
+                    .map_or(HTTP_REQUEST_WAIT, |idle| idle.min(HTTP_REQUEST_WAIT));
+                // hyper's timer only starts once it knows the HTTP version,
+                // so wait for the first bytes here.
+                let mut first = [0u8; 1];
+                if !matches!(
+                    tokio::time::timeout(request_wait, stream.peek(&mut first)).await,
+                    Ok(Ok(1))
+                ) {
+                    tracing::debug!("no request arrived (or the client left); closing");
+                    drop((guard, permit));
+                    return;
+                }
                 let mut builder = auto::Builder::new(TokioExecutor::new());
                 let mut http1 = builder.http1();
                 http1.timer(TokioTimer::new());
-                // Closes keep-alive connections that send no next request in
-                // time: the HTTP form of the idle timeout.
-                if let Some(idle) = shared2.config.idle_timeout() {
-                    http1.header_read_timeout(idle);
-                }
+                http1.header_read_timeout(request_wait);
                 let connection =
                     builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
                 tokio::pin!(connection);
