@@ -35,17 +35,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 None => tracing::info!("no configuration file; using defaults"),
             }
             runtime.block_on(async {
-                let signals =
-                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                        .context("cannot watch SIGTERM")?;
-                drop(signals);
-                service::run(config, async {
-                    if let Err(e) = service::termination().await {
-                        tracing::error!(error = %e, "cannot watch signals; stopping");
-                    }
-                })
-                .await
-                .context("the daemon failed")
+                let shutdown = service::termination().context("cannot watch SIGTERM and SIGINT")?;
+                service::run(config, shutdown)
+                    .await
+                    .context("the daemon failed")
             })
         }
         Command::Status { host, json } => {

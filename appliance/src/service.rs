@@ -169,16 +169,20 @@ async fn feed_watchdog(
     }
 }
 
-/// Resolves on SIGTERM (what `systemctl stop` sends) or SIGINT (Ctrl-C).
-pub async fn termination() -> std::io::Result<()> {
+/// Starts watching SIGTERM (what `systemctl stop` sends) and SIGINT (Ctrl-C)
+/// now, and returns a future that resolves when either arrives. Watching
+/// from the start matters: a signal during start-up must still lead to a
+/// clean stop, not to the default action or to nothing.
+pub fn termination() -> std::io::Result<impl Future<Output = ()>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("received SIGTERM"),
-        _ = int.recv() => tracing::info!("received SIGINT"),
-    }
-    Ok(())
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("received SIGTERM"),
+            _ = int.recv() => tracing::info!("received SIGINT"),
+        }
+    })
 }
 
 #[cfg(test)]
