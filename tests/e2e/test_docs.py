@@ -4,7 +4,7 @@ names, the same arguments, the same result fields."""
 import re
 from pathlib import Path
 
-from harness import REPO, LineClient
+from harness import HARK, REPO, LineClient
 
 DOC = REPO / "docs" / "mcp.md"
 
@@ -44,7 +44,7 @@ def test_reference_matches_tools_list(daemon):
 
 def test_documented_limits_match_the_defaults():
     out = __import__("subprocess").run(
-        [str(REPO / "target" / "debug" / "hark"), "config", "check", "/dev/null"], capture_output=True, text=True
+        [str(HARK), "config", "check", "/dev/null"], capture_output=True, text=True
     )
     assert out.returncode == 0, out.stderr
     text = DOC.read_text()

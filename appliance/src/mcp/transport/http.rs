@@ -22,7 +22,7 @@ use rmcp::transport::streamable_http_server::{
 use tokio::{io::AsyncWriteExt, net::TcpListener};
 use tracing::Instrument;
 
-use super::{Shared, TransportError, ws};
+use super::{Shared, ws};
 use crate::{
     mcp::{
         HarkServer,
@@ -196,20 +196,11 @@ async fn refuse_busy(mut stream: tokio::net::TcpStream, limit: usize) {
     .await;
 }
 
-pub async fn run(shared: Arc<Shared>, listener: TcpListener) -> Result<(), TransportError> {
+pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
     let mcp = mcp_service(&shared);
-    loop {
-        let (stream, addr) = tokio::select! {
-            _ = shared.shutdown.cancelled() => return Ok(()),
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    tracing::warn!(error = %e, "http accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
+    while let Some((stream, addr)) =
+        super::accept_next(&shared, TransportKind::Http, || listener.accept()).await
+    {
         let _ = stream.set_nodelay(true);
         super::keepalive(&stream);
         let Some(permit) = shared.admit() else {

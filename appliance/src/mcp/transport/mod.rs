@@ -98,6 +98,32 @@ pub fn busy_error(limit: usize) -> ServerJsonRpcMessage {
     )
 }
 
+/// Waits for the next accepted connection; `None` once the daemon shuts
+/// down. Accept errors (EMFILE when out of descriptors, …) are logged and
+/// retried after a pause rather than in a busy loop.
+pub async fn accept_next<T, F, Fut>(
+    shared: &Shared,
+    transport: TransportKind,
+    mut accept: F,
+) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = std::io::Result<T>>,
+{
+    loop {
+        tokio::select! {
+            _ = shared.shutdown.cancelled() => return None,
+            accepted = accept() => match accepted {
+                Ok(accepted) => return Some(accepted),
+                Err(e) => {
+                    tracing::warn!(%transport, error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            },
+        }
+    }
+}
+
 /// Keep-alive probes, so a client that vanished from the LAN (unplugged,
 /// asleep) releases its connection slot within minutes, not hours.
 pub fn keepalive(stream: &tokio::net::TcpStream) {
@@ -163,14 +189,14 @@ impl Listeners {
             let shared = Arc::clone(shared);
             loops.push((
                 TransportKind::Tcp,
-                tokio::spawn(async move { report(stream::run_tcp(shared, listener).await) }),
+                tokio::spawn(stream::run_tcp(shared, listener)),
             ));
         }
         if let Some(listener) = self.http {
             let shared = Arc::clone(shared);
             loops.push((
                 TransportKind::Http,
-                tokio::spawn(async move { report(http::run(shared, listener).await) }),
+                tokio::spawn(http::run(shared, listener)),
             ));
         }
         if let Some((listener, path)) = self.unix {
@@ -178,19 +204,13 @@ impl Listeners {
             loops.push((
                 TransportKind::Unix,
                 tokio::spawn(async move {
-                    report(stream::run_unix(shared, listener).await);
+                    stream::run_unix(shared, listener).await;
                     // Leave no socket file behind for the next start to trip on.
                     let _ = std::fs::remove_file(&path);
                 }),
             ));
         }
         loops
-    }
-}
-
-fn report(result: Result<(), TransportError>) {
-    if let Err(e) = result {
-        tracing::error!(error = %e, "listener stopped");
     }
 }
 

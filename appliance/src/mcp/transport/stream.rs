@@ -145,20 +145,10 @@ async fn refuse_busy<S: AsyncWrite + Unpin>(mut stream: S, limit: usize) {
     .await;
 }
 
-pub async fn run_tcp(shared: Arc<Shared>, listener: TcpListener) -> Result<(), TransportError> {
-    loop {
-        let (stream, addr) = tokio::select! {
-            _ = shared.shutdown.cancelled() => return Ok(()),
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // EMFILE and friends: back off instead of spinning.
-                    tracing::warn!(error = %e, "tcp accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
+pub async fn run_tcp(shared: Arc<Shared>, listener: TcpListener) {
+    while let Some((stream, addr)) =
+        super::accept_next(&shared, TransportKind::Tcp, || listener.accept()).await
+    {
         let _ = stream.set_nodelay(true);
         super::keepalive(&stream);
         let Some(permit) = shared.admit() else {
@@ -175,19 +165,10 @@ pub async fn run_tcp(shared: Arc<Shared>, listener: TcpListener) -> Result<(), T
     }
 }
 
-pub async fn run_unix(shared: Arc<Shared>, listener: UnixListener) -> Result<(), TransportError> {
-    loop {
-        let stream = tokio::select! {
-            _ = shared.shutdown.cancelled() => return Ok(()),
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    tracing::warn!(error = %e, "unix accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
+pub async fn run_unix(shared: Arc<Shared>, listener: UnixListener) {
+    while let Some((stream, _)) =
+        super::accept_next(&shared, TransportKind::Unix, || listener.accept()).await
+    {
         let peer = match stream.peer_cred() {
             Ok(cred) => format!(
                 "uid={} pid={}",
