@@ -60,12 +60,19 @@ impl Health {
 }
 
 /// Sends a notification to systemd when it is listening (`NOTIFY_SOCKET`).
+/// A failure is logged as a warning once, then quietly: the watchdog would
+/// otherwise repeat it every few seconds.
 fn notify(states: &[NotifyState]) {
+    static WARNED: AtomicBool = AtomicBool::new(false);
     if std::env::var_os("NOTIFY_SOCKET").is_none() {
         return;
     }
     if let Err(e) = sd_notify::notify(states) {
-        tracing::warn!(error = %e, "cannot notify systemd");
+        if WARNED.swap(true, Ordering::Relaxed) {
+            tracing::debug!(error = %e, "cannot notify systemd");
+        } else {
+            tracing::warn!(error = %e, "cannot notify systemd");
+        }
     }
 }
 

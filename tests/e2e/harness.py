@@ -7,6 +7,7 @@ learn the ports and also how the sd-notify protocol itself is checked.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -21,6 +22,13 @@ REPO = Path(__file__).resolve().parents[2]
 HARK = Path(os.environ.get("HARK_BIN", REPO / "target" / "debug" / "hark"))
 VENV_WS_PYTHON = REPO / "tests" / ".venv-ws" / "bin" / "python"
 NODE_BIN = REPO / "tests" / "node" / "node_modules" / ".bin"
+
+
+def die_with_parent():
+    """In the child: get SIGTERM when the test process dies, so no daemon
+    outlives an interrupted or timed-out test run."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, sig_mod.SIGTERM)
 
 
 def toml_value(value) -> str:
@@ -86,6 +94,7 @@ class Daemon:
             stdout=self.log_file,
             stderr=self.log_file,
             env=env,
+            preexec_fn=die_with_parent,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

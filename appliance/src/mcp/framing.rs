@@ -53,6 +53,14 @@ pub fn decode(frame: &[u8]) -> Decoded {
             );
         }
     };
+    // Fast path: a well-formed message for a method Hark serves parses
+    // straight into rmcp's type. Everything else takes the slow path below,
+    // which works out what exactly is wrong.
+    if let Ok(message) = serde_json::from_str::<ClientJsonRpcMessage>(text)
+        && !matches!(&message, ClientJsonRpcMessage::Request(r) if is_unfit_standard_request(&r.request))
+    {
+        return Decoded::Message(Box::new(message));
+    }
     let value: Value = match serde_json::from_str(text) {
         Ok(value) => value,
         Err(e) => {
@@ -145,7 +153,8 @@ pub fn decode(frame: &[u8]) -> Decoded {
         // do not fit; for a method Hark serves that would be answered "method
         // not found", which is wrong and unhelpful: say what is wrong with the
         // params instead. Methods Hark does not serve stay "method not found".
-        Ok(ClientJsonRpcMessage::Request(request)) if matches!(&request.request, ClientRequest::CustomRequest(c) if METHODS.contains(&c.method.as_str())) =>
+        Ok(ClientJsonRpcMessage::Request(request))
+            if is_unfit_standard_request(&request.request) =>
         {
             let method = method.unwrap_or_default();
             reply(
@@ -177,6 +186,12 @@ pub fn decode(frame: &[u8]) -> Decoded {
             Decoded::Ignore
         }
     }
+}
+
+/// A request for a method Hark serves whose params did not fit, which rmcp
+/// turned into a custom request.
+fn is_unfit_standard_request(request: &ClientRequest) -> bool {
+    matches!(request, ClientRequest::CustomRequest(c) if METHODS.contains(&c.method.as_str()))
 }
 
 /// The serde error for the params of the methods agents call most, so the

@@ -1,0 +1,116 @@
+//! What the bench reads about a server process from `/proc`: CPU time
+//! (`/proc/PID/stat` utime + stime, all threads) and memory (`VmRSS`,
+//! `VmHWM` from `/proc/PID/status`).
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+/// Clock ticks per second (`getconf CLK_TCK`), the unit of utime/stime.
+pub fn clock_ticks_per_second() -> u64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| text.trim().parse().ok())
+        .filter(|&ticks| ticks > 0)
+        // Linux has used 100 on every architecture for decades.
+        .unwrap_or(100)
+}
+
+/// User plus system CPU time the process has used so far, in clock ticks.
+pub fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
+    let path = format!("/proc/{pid}/stat");
+    let stat = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
+    parse_cpu_ticks(&stat).with_context(|| format!("unexpected format of {path}"))
+}
+
+fn parse_cpu_ticks(stat: &str) -> anyhow::Result<u64> {
+    // The command name (field 2) may contain spaces and parentheses; the
+    // fields after the last `)` start at field 3 (state).
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        bail!("no `)` after the command name");
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15, i.e. 11 and 12 after `state`.
+    let field = |index: usize| -> anyhow::Result<u64> {
+        fields
+            .get(index)
+            .context("too few fields")?
+            .parse::<u64>()
+            .context("field is not a number")
+    };
+    Ok(field(11)? + field(12)?)
+}
+
+/// A CPU-time reading, to subtract from a later one.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuSample {
+    ticks: u64,
+    at: std::time::Instant,
+}
+
+impl CpuSample {
+    pub fn take(pid: u32) -> anyhow::Result<Self> {
+        Ok(Self {
+            ticks: cpu_ticks(pid)?,
+            at: std::time::Instant::now(),
+        })
+    }
+
+    /// CPU time used between `self` and `later`, and the wall time between them.
+    pub fn until(&self, later: &CpuSample, ticks_per_second: u64) -> (Duration, Duration) {
+        let ticks = later.ticks.saturating_sub(self.ticks);
+        let cpu = Duration::from_secs_f64(ticks as f64 / ticks_per_second as f64);
+        (cpu, later.at.duration_since(self.at))
+    }
+}
+
+/// Resident memory, in KiB.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Memory {
+    /// `VmRSS`: resident now.
+    pub rss_kib: u64,
+    /// `VmHWM`: the most that was ever resident.
+    pub peak_kib: u64,
+}
+
+pub fn memory(pid: u32) -> anyhow::Result<Memory> {
+    let path = format!("/proc/{pid}/status");
+    let status = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
+    let kib = |key: &str| -> anyhow::Result<u64> {
+        let line = status
+            .lines()
+            .find_map(|line| line.strip_prefix(key))
+            .with_context(|| format!("no {key} in {path}"))?;
+        line.trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .with_context(|| format!("unexpected {key} line in {path}"))
+    };
+    Ok(Memory {
+        rss_kib: kib("VmRSS:")?,
+        peak_kib: kib("VmHWM:")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_utime_plus_stime_past_an_awkward_name() {
+        let stat =
+            "4242 (hark (rt) x) S 1 4242 4242 0 -1 4194560 1234 0 0 0 17 5 0 0 20 0 3 0 100 0 0";
+        assert_eq!(parse_cpu_ticks(stat).expect("parses"), 22);
+    }
+
+    #[test]
+    fn this_process_is_readable() {
+        let pid = std::process::id();
+        assert!(cpu_ticks(pid).is_ok());
+        assert!(memory(pid).expect("status").rss_kib > 0);
+    }
+}
