@@ -172,8 +172,10 @@ impl ServerHandler for HarkServer {
                 .tools
                 .call(ToolCallContext::new(self, request, context))
                 .await;
+            // Answers at debug: agents may poll get_status many times a
+            // minute. Failures are worth a line at info.
             match &result {
-                Ok(_) => tracing::info!("tool call answered"),
+                Ok(_) => tracing::debug!("tool call answered"),
                 Err(error) => tracing::info!(code = error.code.0, message = %error.message, "tool call failed"),
             }
             result
