@@ -1,0 +1,219 @@
+//! `[audio]` configuration: the capture device and how its channels become
+//! the 16 kHz mono stream the detector and speech-to-text use, and the voice
+//! detector's timing. Every field documents its unit and range; ranges are
+//! checked by [`AudioConfig::validate`], which names the offending key.
+
+use serde::{Deserialize, Serialize};
+
+/// The rate everything after capture works at: what whisper and the voice
+/// detector expect.
+pub const PIPELINE_RATE: u32 = 16_000;
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("invalid value for `{key}`: {reason}")]
+pub struct ConfigError {
+    pub key: &'static str,
+    pub reason: String,
+}
+
+/// Sample formats Hark reads from a capture device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SampleFormat {
+    #[serde(rename = "S16_LE")]
+    S16Le,
+    #[serde(rename = "S32_LE")]
+    S32Le,
+    #[serde(rename = "FLOAT_LE")]
+    FloatLe,
+}
+
+impl SampleFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            SampleFormat::S16Le => "S16_LE",
+            SampleFormat::S32Le => "S32_LE",
+            SampleFormat::FloatLe => "FLOAT_LE",
+        }
+    }
+
+    pub fn bytes(self) -> usize {
+        match self {
+            SampleFormat::S16Le => 2,
+            SampleFormat::S32Le | SampleFormat::FloatLe => 4,
+        }
+    }
+}
+
+/// `[audio]`
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AudioConfig {
+    /// Capture: the microphones.
+    pub capture: CaptureConfig,
+    /// The voice detector that ends an utterance.
+    pub vad: VadConfig,
+}
+
+/// `[audio.capture]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CaptureConfig {
+    /// ALSA device name: `default`, `plughw:CARD=seeed2micvoicec`, `hw:1,0`, …
+    pub device: String,
+    /// Channels to open (1–8): the array's microphone count.
+    pub channels: u32,
+    /// Device sample rate in Hz: 16000, or 44100/48000 (resampled to 16 kHz).
+    pub rate: u32,
+    /// Sample format: "S16_LE", "S32_LE" or "FLOAT_LE".
+    pub format: SampleFormat,
+    /// ALSA period in milliseconds (5–100): how much audio each read returns.
+    pub period_ms: u32,
+    /// ALSA buffer size in periods (2–16).
+    pub periods: u32,
+    /// Gain per channel in dB (−40 … +40), in device channel order. Missing
+    /// entries are 0 dB.
+    pub gains_db: Vec<f32>,
+    /// Channels (0-based) mixed into the mono stream. Empty: all of them.
+    pub select: Vec<u32>,
+    /// Audio kept from before a listener starts, in milliseconds (0–2000),
+    /// so the first syllable before the detector fires is not lost.
+    pub preroll_ms: u32,
+    /// Seconds of 16 kHz audio the capture ring holds (2–120). A consumer
+    /// further behind than this loses the oldest audio (counted).
+    pub ring_seconds: u32,
+}
+
+impl Default for CaptureConfig {
+    fn default() -> Self {
+        Self {
+            device: "default".into(),
+            channels: 1,
+            rate: PIPELINE_RATE,
+            format: SampleFormat::S16Le,
+            period_ms: 20,
+            periods: 4,
+            gains_db: Vec::new(),
+            select: Vec::new(),
+            preroll_ms: 300,
+            ring_seconds: 40,
+        }
+    }
+}
+
+/// `[audio.vad]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VadConfig {
+    /// Silence after speech that ends the utterance, in milliseconds (100–5000).
+    pub hangover_ms: u32,
+    /// Speech shorter than this is not an utterance (a cough, a click), in
+    /// milliseconds (0–2000).
+    pub min_speech_ms: u32,
+    /// Longest utterance, in seconds (1–120); recording stops there.
+    pub max_utterance_s: u32,
+    /// How readily sound counts as speech, 0.0–1.0 (0.5: the detector's
+    /// recommended threshold; higher catches quieter speech and more noise).
+    pub sensitivity: f32,
+}
+
+impl Default for VadConfig {
+    fn default() -> Self {
+        Self {
+            hangover_ms: 800,
+            min_speech_ms: 200,
+            max_utterance_s: 30,
+            sensitivity: 0.5,
+        }
+    }
+}
+
+fn range<T: PartialOrd + std::fmt::Display + Copy>(
+    key: &'static str,
+    value: T,
+    lo: T,
+    hi: T,
+) -> Result<(), ConfigError> {
+    if value < lo || value > hi {
+        return Err(ConfigError {
+            key,
+            reason: format!("{value} is outside {lo}–{hi}"),
+        });
+    }
+    Ok(())
+}
+
+impl AudioConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let c = &self.capture;
+        if c.device.trim().is_empty() {
+            return Err(ConfigError {
+                key: "audio.capture.device",
+                reason: "empty; use `default` or an ALSA device name".into(),
+            });
+        }
+        range("audio.capture.channels", c.channels, 1, 8)?;
+        if ![16_000, 44_100, 48_000].contains(&c.rate) {
+            return Err(ConfigError {
+                key: "audio.capture.rate",
+                reason: format!("{} Hz is not one of 16000, 44100, 48000", c.rate),
+            });
+        }
+        range("audio.capture.period_ms", c.period_ms, 5, 100)?;
+        range("audio.capture.periods", c.periods, 2, 16)?;
+        range("audio.capture.preroll_ms", c.preroll_ms, 0, 2000)?;
+        range("audio.capture.ring_seconds", c.ring_seconds, 2, 120)?;
+        if c.gains_db.len() > c.channels as usize {
+            return Err(ConfigError {
+                key: "audio.capture.gains_db",
+                reason: format!("{} gains for {} channels", c.gains_db.len(), c.channels),
+            });
+        }
+        for gain in &c.gains_db {
+            range("audio.capture.gains_db", *gain, -40.0, 40.0)?;
+        }
+        for channel in &c.select {
+            if *channel >= c.channels {
+                return Err(ConfigError {
+                    key: "audio.capture.select",
+                    reason: format!(
+                        "channel {channel} does not exist; channels are 0–{}",
+                        c.channels - 1
+                    ),
+                });
+            }
+        }
+        let v = &self.vad;
+        range("audio.vad.hangover_ms", v.hangover_ms, 100, 5000)?;
+        range("audio.vad.min_speech_ms", v.min_speech_ms, 0, 2000)?;
+        range("audio.vad.max_utterance_s", v.max_utterance_s, 1, 120)?;
+        range("audio.vad.sensitivity", v.sensitivity, 0.0, 1.0)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        assert_eq!(AudioConfig::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let mut c = AudioConfig::default();
+        c.capture.rate = 22_050;
+        assert_eq!(c.validate().unwrap_err().key, "audio.capture.rate");
+        let mut c = AudioConfig::default();
+        c.capture.channels = 4;
+        c.capture.select = vec![0, 4];
+        assert_eq!(c.validate().unwrap_err().key, "audio.capture.select");
+        let mut c = AudioConfig::default();
+        c.vad.sensitivity = 1.5;
+        assert_eq!(c.validate().unwrap_err().key, "audio.vad.sensitivity");
+        let mut c = AudioConfig::default();
+        c.capture.gains_db = vec![0.0, 1.0];
+        assert_eq!(c.validate().unwrap_err().key, "audio.capture.gains_db");
+    }
+}

@@ -1,0 +1,27 @@
+//! Hark's audio engine.
+//!
+//! - [`capture`]: the capture thread — ALSA in, 16 kHz mono out, into the
+//!   [`ring`], with fault recovery and device-missing retries.
+//! - [`dsp`]: format conversion, channel gain/selection/mix, resampling, DC
+//!   removal.
+//! - [`vad`]: end-of-speech detection with the `earshot` voice detector.
+//! - [`utterance`]: record until end of speech, timeout, stop or cancel.
+//! - [`config`]: the `[audio]` configuration section.
+//! - [`virtual_mic`]: the microphone of the virtual sound card (ALSA's `file`
+//!   plugin reading a FIFO this feeds in real time), with utterance injection.
+//!
+//! Threads: capture runs on its own thread and never waits for anyone; an
+//! utterance recording runs on the caller's blocking thread and reads the
+//! ring at its own pace.
+
+pub mod capture;
+pub mod config;
+pub mod dsp;
+pub mod ring;
+pub mod utterance;
+pub mod vad;
+pub mod virtual_mic;
+
+pub use capture::{Capture, CaptureError, CaptureState, CaptureStats};
+pub use config::AudioConfig;
+pub use ring::Ring;

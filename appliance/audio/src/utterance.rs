@@ -1,0 +1,185 @@
+//! "Record until end of speech, timeout, stop request or cancel": reads the
+//! capture ring from the pre-roll on, runs the voice detector, and returns
+//! 16 kHz mono samples with the speech's timing.
+//!
+//! Time is counted in captured audio, so a recording behaves the same whether
+//! audio arrives in real time or faster; a wall-clock guard ends it if
+//! capture stops delivering (device unplugged) so a caller never waits
+//! forever.
+
+use std::{
+    sync::atomic::{AtomicU8, Ordering},
+    time::{Duration, Instant},
+};
+
+use crate::{
+    config::{PIPELINE_RATE, VadConfig},
+    ring::Ring,
+    vad::{Event, Segmenter},
+};
+
+/// Why a recording ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    /// The detector heard speech and then the hang-over of silence.
+    EndOfSpeech,
+    /// No speech began before the timeout.
+    NoSpeech,
+    /// Speech went on to the maximum utterance length.
+    MaxLength,
+    /// A stop was requested (push-to-talk released): keep what was heard.
+    Stopped,
+    /// Cancelled: the caller does not want the audio.
+    Cancelled,
+    /// Capture delivered no audio for too long (device gone).
+    CaptureStalled,
+}
+
+/// Ask a running recording to end, from any thread.
+#[derive(Debug, Default)]
+pub struct Control(AtomicU8);
+
+impl Control {
+    const RUN: u8 = 0;
+    const STOP: u8 = 1;
+    const CANCEL: u8 = 2;
+
+    pub fn stop(&self) {
+        let _ = self
+            .0
+            .compare_exchange(Self::RUN, Self::STOP, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    pub fn cancel(&self) {
+        self.0.store(Self::CANCEL, Ordering::Release);
+    }
+
+    fn state(&self) -> u8 {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How long to wait for speech to begin.
+    pub timeout: Duration,
+    /// Audio kept from before the recording started.
+    pub preroll: Duration,
+    pub vad: VadConfig,
+    /// How often the ring is polled for new audio.
+    pub poll: Duration,
+    /// End the recording if no audio arrives for this long (wall clock).
+    pub stall: Duration,
+}
+
+impl Options {
+    pub fn new(timeout: Duration, preroll: Duration, vad: VadConfig) -> Self {
+        Self {
+            timeout,
+            preroll,
+            vad,
+            poll: Duration::from_millis(10),
+            stall: Duration::from_secs(3),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Utterance {
+    /// 16 kHz mono, from the start of the pre-roll to where recording ended.
+    pub samples: Vec<f32>,
+    /// Where speech began and ended, relative to `samples[0]`.
+    pub speech: Option<(Duration, Duration)>,
+    pub reason: EndReason,
+    /// Audio lost because the recorder fell behind capture (should be 0).
+    pub dropped: u64,
+}
+
+fn samples_to_duration(samples: u64) -> Duration {
+    Duration::from_secs_f64(samples as f64 / f64::from(PIPELINE_RATE))
+}
+
+fn duration_to_samples(d: Duration) -> u64 {
+    (d.as_secs_f64() * f64::from(PIPELINE_RATE)) as u64
+}
+
+/// Records one utterance from `ring`. Blocking: run it on its own thread
+/// (or `spawn_blocking`), never on the async runtime's threads.
+pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
+    let mut reader = ring.reader(duration_to_samples(options.preroll) as usize);
+    let origin = reader.position();
+    let timeout_at = origin + duration_to_samples(options.preroll + options.timeout);
+    let max_len = duration_to_samples(Duration::from_secs(u64::from(options.vad.max_utterance_s)));
+    let mut segmenter = Segmenter::new(&options.vad, origin);
+    let mut samples = Vec::with_capacity((max_len + duration_to_samples(options.preroll)) as usize);
+    let mut chunk = vec![0.0f32; 4096];
+    let mut speech: Option<(u64, u64)> = None;
+    let mut speech_start: Option<u64> = None;
+    let mut last_audio = Instant::now();
+
+    let reason = loop {
+        match control.state() {
+            Control::CANCEL => break EndReason::Cancelled,
+            Control::STOP => break EndReason::Stopped,
+            _ => {}
+        }
+        let n = reader.read(&mut chunk);
+        if n == 0 {
+            if last_audio.elapsed() > options.stall {
+                break EndReason::CaptureStalled;
+            }
+            std::thread::sleep(options.poll);
+            continue;
+        }
+        last_audio = Instant::now();
+        let mut rest = &chunk[..n];
+        let mut ended = None;
+        while !rest.is_empty() {
+            let (used, event) = segmenter.push(rest);
+            samples.extend_from_slice(&rest[..used]);
+            rest = &rest[used..];
+            match event {
+                Some(Event::SpeechStart { at }) => speech_start = Some(at),
+                Some(Event::SpeechEnd { start, end }) => {
+                    speech = Some((start, end));
+                    ended = Some(EndReason::EndOfSpeech);
+                    break;
+                }
+                None => {}
+            }
+        }
+        if let Some(reason) = ended {
+            break reason;
+        }
+        let now = origin + samples.len() as u64;
+        match speech_start {
+            None if now >= timeout_at => break EndReason::NoSpeech,
+            Some(start) if now - start >= max_len => {
+                speech = Some((start, now));
+                break EndReason::MaxLength;
+            }
+            _ => {}
+        }
+    };
+
+    if matches!(reason, EndReason::Stopped | EndReason::CaptureStalled)
+        && let Some(start) = speech_start
+    {
+        speech = Some((start, origin + samples.len() as u64));
+    }
+    if reason == EndReason::Cancelled {
+        samples.clear();
+        speech = None;
+    }
+    Utterance {
+        speech: speech.map(|(s, e)| {
+            (
+                samples_to_duration(s.saturating_sub(origin)),
+                samples_to_duration(e.saturating_sub(origin)),
+            )
+        }),
+        samples,
+        reason,
+        dropped: reader.dropped(),
+    }
+}

@@ -1,0 +1,114 @@
+//! End-of-speech detection: the `earshot` neural voice detector scores each
+//! 16 ms frame, and a small state machine turns scores into "speech started"
+//! and "speech ended" with the configured minimum speech and hang-over.
+//!
+//! Positions are in samples of the 16 kHz stream, so timing does not depend
+//! on how fast audio arrives (real time from a microphone, or all at once in
+//! a test).
+
+use crate::config::{PIPELINE_RATE, VadConfig};
+
+/// Samples per detector frame (16 ms at 16 kHz), fixed by the model.
+pub const FRAME: usize = 256;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// Speech confirmed (it lasted at least the minimum); `at` is where it began.
+    SpeechStart { at: u64 },
+    /// The hang-over passed after speech; `end` is where the last voiced frame ended.
+    SpeechEnd { start: u64, end: u64 },
+}
+
+pub struct Segmenter {
+    detector: Box<earshot::Detector>,
+    threshold: f32,
+    hangover: u64,
+    min_speech: u64,
+    frame: [f32; FRAME],
+    filled: usize,
+    /// Samples consumed so far (absolute position of `frame[0]` + `filled`).
+    position: u64,
+    start: Option<u64>,
+    confirmed: bool,
+    voiced: u64,
+    last_voiced_end: u64,
+}
+
+fn ms_to_samples(ms: u32) -> u64 {
+    u64::from(ms) * u64::from(PIPELINE_RATE) / 1000
+}
+
+impl Segmenter {
+    /// `origin`: the absolute position of the first sample that will be pushed.
+    pub fn new(config: &VadConfig, origin: u64) -> Self {
+        Self {
+            detector: earshot::Detector::default_boxed(),
+            // Higher sensitivity → lower score needed to count as speech.
+            threshold: (1.0 - config.sensitivity).clamp(0.05, 0.95),
+            hangover: ms_to_samples(config.hangover_ms),
+            min_speech: ms_to_samples(config.min_speech_ms),
+            frame: [0.0; FRAME],
+            filled: 0,
+            position: origin,
+            start: None,
+            confirmed: false,
+            voiced: 0,
+            last_voiced_end: 0,
+        }
+    }
+
+    /// Whether speech has been confirmed and not yet ended.
+    pub fn in_speech(&self) -> bool {
+        self.confirmed
+    }
+
+    /// Feeds samples; returns the first event they produce, if any. Samples
+    /// after an event are kept for the next call.
+    pub fn push(&mut self, mut samples: &[f32]) -> (usize, Option<Event>) {
+        let total = samples.len();
+        while !samples.is_empty() {
+            let take = (FRAME - self.filled).min(samples.len());
+            self.frame[self.filled..self.filled + take].copy_from_slice(&samples[..take]);
+            self.filled += take;
+            samples = &samples[take..];
+            if self.filled == FRAME {
+                self.filled = 0;
+                let frame_start = self.position;
+                self.position += FRAME as u64;
+                if let Some(event) = self.frame_done(frame_start) {
+                    return (total - samples.len(), Some(event));
+                }
+            }
+        }
+        (total, None)
+    }
+
+    fn frame_done(&mut self, frame_start: u64) -> Option<Event> {
+        let frame_end = frame_start + FRAME as u64;
+        let score = self.detector.predict_f32(&self.frame);
+        if score >= self.threshold {
+            let start = *self.start.get_or_insert(frame_start);
+            self.voiced += FRAME as u64;
+            self.last_voiced_end = frame_end;
+            if !self.confirmed && self.voiced >= self.min_speech.max(1) {
+                self.confirmed = true;
+                return Some(Event::SpeechStart { at: start });
+            }
+            return None;
+        }
+        let start = self.start?;
+        if frame_end - self.last_voiced_end < self.hangover {
+            return None;
+        }
+        let was_speech = self.confirmed;
+        self.start = None;
+        self.confirmed = false;
+        self.voiced = 0;
+        // Too short to be speech (a click, a cough): forget it and go on
+        // listening.
+        was_speech.then_some(Event::SpeechEnd {
+            start,
+            end: self.last_voiced_end,
+        })
+    }
+}

@@ -1,0 +1,487 @@
+//! The audio engine through real ALSA, on the virtual sound card (ALSA's
+//! `file` plugin reading a FIFO fed by the virtual microphone).
+//!
+//! A custom harness: ALSA reads `ALSA_CONFIG_PATH` and the card reads
+//! `HARK_VIRTUAL_MIC` from the environment, which must be set before any
+//! thread exists. One process, one environment: the tests run one after
+//! another, each starting and stopping its own feeder on the same FIFO.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use hark_audio::{
+    Capture, CaptureState,
+    config::{CaptureConfig, VadConfig},
+    dsp::DcBlocker,
+    utterance::{self, Control, EndReason, Options},
+    virtual_mic::{MicFormat, VirtualMic},
+};
+
+struct Env {
+    dir: PathBuf,
+    fifo: PathBuf,
+}
+
+fn device_config(channels: u32, rate: u32) -> CaptureConfig {
+    CaptureConfig {
+        device: "hark_virtual_mic".into(),
+        channels,
+        rate,
+        ..CaptureConfig::default()
+    }
+}
+
+fn mic(env: &Env, channels: u32, rate: u32) -> VirtualMic {
+    VirtualMic::start(
+        &env.fifo,
+        None,
+        MicFormat {
+            rate,
+            channels,
+            period: Duration::from_millis(20),
+        },
+    )
+    .expect("virtual mic")
+}
+
+fn s16(samples: &[f32]) -> Vec<u8> {
+    samples
+        .iter()
+        .flat_map(|s| ((s.clamp(-1.0, 1.0) * 32767.0).round() as i16).to_le_bytes())
+        .collect()
+}
+
+fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// Reads `n` samples from the ring starting now (blocking, bounded).
+fn read_samples(capture: &Capture, start: u64, n: usize) -> Vec<f32> {
+    let ring = capture.ring();
+    wait_for("captured audio", Duration::from_secs(20), || {
+        ring.written() >= start + n as u64
+    });
+    let back = (ring.written() - start) as usize;
+    let mut reader = ring.reader(back);
+    let mut out = vec![0.0; n];
+    let got = reader.read(&mut out);
+    assert_eq!(got, n);
+    out
+}
+
+/// Finds where `needle` starts in `hay` (best correlation).
+fn locate(hay: &[f32], needle: &[f32]) -> usize {
+    let mut best = (f32::MIN, 0);
+    for offset in 0..hay.len().saturating_sub(needle.len()) {
+        let score: f32 = hay[offset..offset + needle.len()]
+            .iter()
+            .zip(needle)
+            .map(|(a, b)| a * b)
+            .sum();
+        if score > best.0 {
+            best = (score, offset);
+        }
+    }
+    best.1
+}
+
+fn tone(freq: f32, rate: u32, seconds: f32, amp: f32) -> Vec<f32> {
+    (0..(rate as f32 * seconds) as usize)
+        .map(|i| (2.0 * std::f32::consts::PI * freq * i as f32 / rate as f32).sin() * amp)
+        .collect()
+}
+
+/// A reproducible noise generator (xorshift), −amp…amp.
+fn noise(n: usize, amp: f32, seed: u32) -> Vec<f32> {
+    let mut x = seed.max(1);
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x as f32 / u32::MAX as f32 * 2.0 - 1.0) * amp
+        })
+        .collect()
+}
+
+fn capture_known_signal(env: &Env) {
+    let mic = mic(env, 1, 16_000);
+    let capture = Capture::start(device_config(1, 16_000)).expect("capture");
+    wait_for("capturing", Duration::from_secs(10), || {
+        capture.stats().state() == CaptureState::Capturing
+    });
+    let start = capture.ring().written();
+    // A chirp-like signal no stretch of silence resembles.
+    let signal: Vec<f32> = (0..8000)
+        .map(|i| {
+            let t = i as f32 / 16_000.0;
+            (2.0 * std::f32::consts::PI * (300.0 + 2000.0 * t) * t).sin() * 0.5
+        })
+        .collect();
+    mic.inject(&s16(&signal));
+    let captured = read_samples(&capture, start, 16_000);
+    let at = locate(&captured, &signal);
+    // What the engine should deliver: the signal, quantised to 16 bits, with
+    // the DC blocker applied.
+    let mut expected: Vec<f32> = signal
+        .iter()
+        .map(|s| f32::from((s * 32767.0).round() as i16) / 32768.0)
+        .collect();
+    // Silence before the signal leaves the blocker at rest, so a fresh one
+    // reproduces what the engine did.
+    assert!(captured[..at].iter().all(|s| *s == 0.0));
+    DcBlocker::default().process(&mut expected);
+    let worst = captured[at..at + signal.len()]
+        .iter()
+        .zip(&expected)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(worst < 2e-3, "largest sample difference {worst}");
+    assert_eq!(
+        capture
+            .stats()
+            .overruns
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    println!("capture_known_signal: ok (signal at sample {at}, max diff {worst:.2e})");
+}
+
+fn four_channels_select_the_speech_channel(env: &Env) {
+    let mic = mic(env, 4, 16_000);
+    let mut config = device_config(4, 16_000);
+    config.select = vec![2];
+    let capture = Capture::start(config).expect("capture");
+    wait_for("capturing", Duration::from_secs(10), || {
+        capture.stats().state() == CaptureState::Capturing
+    });
+    let start = capture.ring().written();
+    let voice = tone(440.0, 16_000, 0.5, 0.4);
+    let n0 = noise(voice.len(), 0.6, 1);
+    let n1 = noise(voice.len(), 0.6, 2);
+    let n3 = noise(voice.len(), 0.6, 3);
+    let interleaved: Vec<f32> = (0..voice.len())
+        .flat_map(|i| [n0[i], n1[i], voice[i], n3[i]])
+        .collect();
+    mic.inject(&s16(&interleaved));
+    let captured = read_samples(&capture, start, 16_000);
+    let at = locate(&captured, &voice);
+    let seg = &captured[at + 800..at + voice.len() - 800];
+    let err: f32 = seg
+        .iter()
+        .zip(&voice[800..voice.len() - 800])
+        .map(|(a, b)| (a - b).powi(2))
+        .sum::<f32>()
+        / seg.len() as f32;
+    assert!(
+        err < 1e-4,
+        "mean squared difference from the speech channel {err}"
+    );
+    println!("four_channels_select_the_speech_channel: ok (mse {err:.2e})");
+}
+
+fn resample_48k(env: &Env) {
+    let mic = mic(env, 1, 48_000);
+    let capture = Capture::start(device_config(1, 48_000)).expect("capture");
+    wait_for("capturing", Duration::from_secs(10), || {
+        capture.stats().state() == CaptureState::Capturing
+    });
+    let start = capture.ring().written();
+    mic.inject(&s16(&tone(1000.0, 48_000, 2.0, 0.5)));
+    let captured = read_samples(&capture, start, 32_000);
+    let loud: Vec<f32> = captured
+        .iter()
+        .copied()
+        .skip_while(|s| s.abs() < 0.1)
+        .collect();
+    let window = &loud[1_600..1_600 + 16_000];
+    let crossings = window
+        .windows(2)
+        .filter(|w| w[0] < 0.0 && w[1] >= 0.0)
+        .count();
+    assert!((crossings as i32 - 1000).abs() <= 1, "{crossings} Hz");
+    println!("resample_48k: ok ({crossings} Hz)");
+}
+
+fn speech_clip(dir: &Path, text: &str) -> Vec<f32> {
+    let wav = dir.join("speech.wav");
+    let raw = dir.join("speech.raw");
+    let ok = Command::new("espeak-ng")
+        .args(["-w", wav.to_str().expect("utf-8 path"), text])
+        .status()
+        .expect("espeak-ng is installed (appliance/setup-build)");
+    assert!(ok.success());
+    let ok = Command::new("sox")
+        .args([
+            wav.to_str().expect("path"),
+            "-r",
+            "16000",
+            "-c",
+            "1",
+            "-b",
+            "16",
+            "-e",
+            "signed",
+            "-t",
+            "raw",
+            raw.to_str().expect("path"),
+        ])
+        .status()
+        .expect("sox is installed (appliance/setup-build)");
+    assert!(ok.success());
+    std::fs::read(&raw)
+        .expect("raw speech")
+        .chunks_exact(2)
+        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
+        .collect()
+}
+
+/// Where speech truly ends in a clean clip: the last 10 ms window whose RMS
+/// is above −40 dBFS.
+fn true_end(clip: &[f32]) -> usize {
+    let win = 160;
+    let mut end = 0;
+    for (i, w) in clip.chunks(win).enumerate() {
+        let rms = (w.iter().map(|s| s * s).sum::<f32>() / w.len() as f32).sqrt();
+        if rms > 0.01 {
+            end = (i + 1) * win;
+        }
+    }
+    end
+}
+
+fn end_of_speech(env: &Env) {
+    let speech = speech_clip(
+        &env.dir,
+        "Hark, what is the weather like in the kitchen today?",
+    );
+    let lead = 16_000; // 1 s before speech
+    let mut clip = vec![0.0f32; lead];
+    clip.extend_from_slice(&speech);
+    clip.extend(vec![0.0f32; 32_000]);
+    let hiss = noise(clip.len(), 0.003, 7);
+    for (s, n) in clip.iter_mut().zip(hiss) {
+        *s += n;
+    }
+    let truth_end = lead + true_end(&speech);
+
+    let mic = mic(env, 1, 16_000);
+    let capture = Capture::start(device_config(1, 16_000)).expect("capture");
+    wait_for("capturing", Duration::from_secs(10), || {
+        capture.stats().state() == CaptureState::Capturing
+    });
+    let vad = VadConfig::default();
+    let options = Options::new(
+        Duration::from_secs(5),
+        Duration::from_millis(300),
+        vad.clone(),
+    );
+    let control = Control::default();
+    let ring = capture.ring().clone();
+    let recorder = std::thread::spawn(move || utterance::record(&ring, &options, &control));
+    std::thread::sleep(Duration::from_millis(100));
+    let injected_at = Instant::now();
+    mic.inject(&s16(&clip));
+    let utterance = recorder.join().expect("recorder");
+    let decided_after = injected_at.elapsed();
+    assert_eq!(utterance.reason, EndReason::EndOfSpeech);
+    let (start, end) = utterance.speech.expect("speech timing");
+    // Locate the clip in what was recorded to compare against the truth.
+    let at = locate(&utterance.samples, &speech[..4000]) as i64 - lead as i64;
+    let detected_end = (end.as_secs_f64() * 16_000.0) as i64 - at;
+    let error_ms = (detected_end - truth_end as i64) as f64 / 16.0;
+    assert!(
+        error_ms.abs() <= 150.0,
+        "speech end off by {error_ms:.0} ms"
+    );
+    let detected_start = (start.as_secs_f64() * 16_000.0) as i64 - at;
+    let start_error_ms = (detected_start - lead as i64) as f64 / 16.0;
+    assert!(
+        start_error_ms.abs() <= 150.0,
+        "speech start off by {start_error_ms:.0} ms"
+    );
+    println!(
+        "end_of_speech: ok (end {error_ms:+.0} ms, start {start_error_ms:+.0} ms, decided {:.2} s after injection)",
+        decided_after.as_secs_f64()
+    );
+}
+
+fn silence_times_out(env: &Env) {
+    let _mic = mic(env, 1, 16_000);
+    let capture = Capture::start(device_config(1, 16_000)).expect("capture");
+    wait_for("capturing", Duration::from_secs(10), || {
+        capture.stats().state() == CaptureState::Capturing
+    });
+    let options = Options::new(
+        Duration::from_secs(1),
+        Duration::from_millis(300),
+        VadConfig::default(),
+    );
+    let started = Instant::now();
+    let utterance = utterance::record(capture.ring(), &options, &Control::default());
+    assert_eq!(utterance.reason, EndReason::NoSpeech);
+    assert!(utterance.speech.is_none());
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    println!("silence_times_out: ok ({:.2} s)", took.as_secs_f64());
+}
+
+fn pre_roll_keeps_the_onset(env: &Env) {
+    let mic = mic(env, 1, 16_000);
+    let capture = Capture::start(device_config(1, 16_000)).expect("capture");
+    wait_for("capturing", Duration::from_secs(10), || {
+        capture.stats().state() == CaptureState::Capturing
+    });
+    // A marker tone, then the recorder starts 200 ms after it was captured.
+    let marker = tone(2000.0, 16_000, 0.1, 0.5);
+    let before = capture.ring().written();
+    mic.inject(&s16(&marker));
+    let ring = capture.ring().clone();
+    wait_for("marker captured", Duration::from_secs(5), || {
+        ring.written() > before + 1600 + 3200
+    });
+    let control = Control::default();
+    control.stop(); // take just the pre-roll
+    let options = Options::new(
+        Duration::from_secs(1),
+        Duration::from_millis(300),
+        VadConfig::default(),
+    );
+    let utterance = utterance::record(&ring, &options, &control);
+    assert_eq!(utterance.reason, EndReason::Stopped);
+    assert_eq!(
+        utterance.samples.len(),
+        0,
+        "a stopped recording keeps only what it read"
+    );
+    // Now with the recorder running: the marker must be in its first 300 ms.
+    let before = ring.written();
+    mic.inject(&s16(&marker));
+    wait_for("marker captured", Duration::from_secs(5), || {
+        ring.written() > before + 1600 + 3200
+    });
+    let control = std::sync::Arc::new(Control::default());
+    let c2 = control.clone();
+    let ring2 = ring.clone();
+    let recorder = std::thread::spawn(move || utterance::record(&ring2, &options, &c2));
+    std::thread::sleep(Duration::from_millis(50));
+    control.stop();
+    let utterance = recorder.join().expect("recorder");
+    let energy: f32 = utterance.samples.iter().take(4800).map(|s| s * s).sum();
+    assert!(
+        energy > 10.0,
+        "the marker from before the start is in the pre-roll ({energy})"
+    );
+    println!("pre_roll_keeps_the_onset: ok");
+}
+
+fn device_missing_then_back(env: &Env) {
+    // Nothing feeds the card's FIFO path yet: remove it so the plugin cannot
+    // open its infile.
+    let _ = std::fs::remove_file(&env.fifo);
+    let capture = Capture::start(device_config(1, 16_000)).expect("capture");
+    wait_for("device reported missing", Duration::from_secs(10), || {
+        matches!(
+            capture.stats().state(),
+            CaptureState::DeviceMissing | CaptureState::DeviceError
+        )
+    });
+    let described = capture.stats().describe();
+    assert!(described.starts_with("capture device"), "{described}");
+    // The device appears: capture recovers on its next retry.
+    let mic = mic(env, 1, 16_000);
+    wait_for("capture recovered", Duration::from_secs(10), || {
+        capture.stats().state() == CaptureState::Capturing
+    });
+    let start = capture.ring().written();
+    mic.inject(&s16(&tone(440.0, 16_000, 0.2, 0.5)));
+    let captured = read_samples(&capture, start, 8000);
+    assert!(captured.iter().any(|s| s.abs() > 0.3));
+    println!("device_missing_then_back: ok ({described})");
+}
+
+fn feeder_gone_mid_stream(env: &Env) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mic = mic(env, 1, 16_000);
+    let capture = Capture::start(device_config(1, 16_000)).expect("capture");
+    wait_for("capturing", Duration::from_secs(10), || {
+        capture.stats().state() == CaptureState::Capturing
+    });
+    // The microphone's feeder goes away mid-stream: the file plugin then
+    // answers instantly with nothing. Capture must not spin.
+    drop(mic);
+    std::thread::sleep(Duration::from_millis(500));
+    let periods = capture.stats().periods.load(Relaxed);
+    std::thread::sleep(Duration::from_millis(1000));
+    let per_second = capture.stats().periods.load(Relaxed) - periods;
+    assert!(
+        per_second < 80,
+        "{per_second} reads in a second without a feeder"
+    );
+    // It comes back on the same FIFO: audio flows again.
+    let mic = self::mic(env, 1, 16_000);
+    let start = capture.ring().written();
+    mic.inject(&s16(&tone(440.0, 16_000, 0.2, 0.5)));
+    let captured = read_samples(&capture, start, 16_000);
+    assert!(
+        captured.iter().any(|s| s.abs() > 0.3),
+        "the tone arrived after the feeder returned"
+    );
+    println!("feeder_gone_mid_stream: ok ({per_second} reads/s while gone)");
+}
+
+type Test = fn(&Env);
+
+fn main() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("mic.fifo");
+    let conf = Path::new(env!("CARGO_MANIFEST_DIR")).join("virtual-card.conf");
+    // SAFETY: no other thread exists yet.
+    unsafe {
+        std::env::set_var(
+            "ALSA_CONFIG_PATH",
+            format!("/usr/share/alsa/alsa.conf:{}", conf.display()),
+        );
+        std::env::set_var("HARK_VIRTUAL_MIC", &fifo);
+    }
+    let env = Env {
+        dir: dir.path().to_path_buf(),
+        fifo,
+    };
+    let tests: &[(&str, Test)] = &[
+        ("capture_known_signal", capture_known_signal),
+        (
+            "four_channels_select_the_speech_channel",
+            four_channels_select_the_speech_channel,
+        ),
+        ("resample_48k", resample_48k),
+        ("end_of_speech", end_of_speech),
+        ("silence_times_out", silence_times_out),
+        ("pre_roll_keeps_the_onset", pre_roll_keeps_the_onset),
+        ("device_missing_then_back", device_missing_then_back),
+        ("feeder_gone_mid_stream", feeder_gone_mid_stream),
+    ];
+    let filter = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
+    let mut passed = 0;
+    for (name, test) in tests {
+        if filter.as_deref().is_some_and(|f| !name.contains(f)) {
+            continue;
+        }
+        test(&env);
+        passed += 1;
+    }
+    println!("{passed} passed, 0 failed");
+}
