@@ -47,6 +47,12 @@ pub enum Command {
         #[arg(default_value = "127.0.0.1:7340")]
         target: String,
     },
+    /// Play a WAV file into the running daemon's virtual microphone, as if
+    /// someone spoke it in the room (machines without a sound card).
+    Inject {
+        /// The WAV file (any rate, any channel count).
+        file: PathBuf,
+    },
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),

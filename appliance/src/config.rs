@@ -52,6 +52,8 @@ pub struct Config {
     pub service: ServiceConfig,
     /// The MCP server and its transports.
     pub mcp: McpConfig,
+    /// Microphones, speaker, voice detection, and the virtual sound card.
+    pub audio: hark_audio::AudioConfig,
 }
 
 /// `[service]`
@@ -276,6 +278,10 @@ impl Config {
                 });
             }
         }
+        self.audio.validate().map_err(|e| ConfigError::Invalid {
+            key: e.key,
+            reason: e.reason,
+        })?;
         if self.service.log_level.trim().is_empty() {
             return Err(ConfigError::Invalid {
                 key: "service.log_level",
@@ -389,6 +395,24 @@ mod tests {
         let again = parse(&config.to_toml()).expect("printed config parses");
         assert_eq!(config, again);
         assert_eq!(again.service.hostname, "kitchen");
+    }
+
+    #[test]
+    fn audio_section_is_checked() {
+        let err = parse("[audio.capture]\nchannels = 9\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("audio.capture.channels"), "{err}");
+        let err = parse("[audio.vad]\nhangover = 3\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("hangover"), "{err}");
+        let config = parse("[audio.capture]\ndevice = \"plughw:CARD=seeed2micvoicec\"\nchannels = 2\nformat = \"S32_LE\"\n")
+            .expect("valid");
+        assert_eq!(
+            config.audio.capture.format,
+            hark_audio::config::SampleFormat::S32Le
+        );
     }
 
     #[test]

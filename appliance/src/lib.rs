@@ -7,7 +7,10 @@
 //! - [`state`]: what the appliance knows about itself; where the audio,
 //!   speech-to-text, text-to-speech and board engines report their state.
 //! - [`client`]: `hark status` and the `hark connect` stdio bridge.
+//! - [`audio`]: the audio engine (crate `hark-audio`) inside the daemon, and
+//!   `hark inject` for the virtual sound card.
 
+pub mod audio;
 pub mod cli;
 pub mod client;
 pub mod config;

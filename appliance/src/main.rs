@@ -3,6 +3,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use hark::{
+    audio,
     cli::{Cli, Command, ConfigCommand},
     client,
     config::Config,
@@ -21,6 +22,14 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    // The virtual sound card is set up through the environment, which may
+    // only change while this is the process's one thread.
+    if let Command::Run = cli.command {
+        let (config, _) = Config::load(cli.config.as_deref())?;
+        if config.audio.enabled && config.audio.virtual_card.enabled {
+            audio::prepare_virtual_card(&config.audio)?;
+        }
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("hark-rt")
@@ -54,6 +63,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Connect { target } => {
             logging::init("warn")?;
             runtime.block_on(client::connect(&target))?;
+            Ok(())
+        }
+        Command::Inject { file } => {
+            let (config, _) = Config::load(cli.config.as_deref())?;
+            let seconds = audio::inject(&config.audio, &file)?;
+            println!(
+                "injected {} ({seconds:.1} s) into {}",
+                file.display(),
+                config.audio.virtual_card.inject_fifo.display()
+            );
             Ok(())
         }
         Command::Config(ConfigCommand::Check { file }) => {

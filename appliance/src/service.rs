@@ -28,6 +28,8 @@ use crate::{
 pub enum ServiceError {
     #[error(transparent)]
     Transport(#[from] TransportError),
+    #[error(transparent)]
+    Audio(#[from] crate::audio::AudioError),
 }
 
 /// One health check: `Ok` while the component works, else why not.
@@ -83,6 +85,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let grace = config.shutdown_timeout();
 
     let listeners = Listeners::bind(&config).await?;
+    let health = Arc::new(Health::default());
+    // Capture starts before READY=1; a missing device is a state it reports
+    // and retries, not a reason to fail.
+    let audio = crate::audio::AudioEngine::start(&config.audio, &state, &health)?;
     let serving = listeners
         .addresses()
         .iter()
@@ -90,7 +96,6 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         .collect::<Vec<_>>()
         .join(" ");
     let shared = Arc::new(Shared::new(config, state, token.clone()));
-    let health = Arc::new(Health::default());
     let mut loops = Vec::new();
     for (transport, handle) in listeners.serve(&shared) {
         let alive = Arc::new(AtomicBool::new(true));
@@ -140,6 +145,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     if let Some(watchdog) = watchdog {
         watchdog.abort();
     }
+    // Joins the audio threads (each wakes within one period).
+    let _ = tokio::task::spawn_blocking(move || drop(audio)).await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -107,6 +107,10 @@ impl SubsystemState {
     }
 }
 
+/// Where a subsystem's state comes from: a fixed text, or a live reading of
+/// the engine (read when `get_status` asks, so it is never stale).
+pub type SubsystemSource = Arc<dyn Fn() -> String + Send + Sync>;
+
 /// One listening transport.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Listener {
@@ -124,14 +128,14 @@ pub struct ApplianceState {
     pub recording: AtomicBool,
     /// True while the speaker plays speech (VoxCtrl's `speaking`).
     pub speaking: AtomicBool,
-    subsystems: Mutex<BTreeMap<&'static str, SubsystemState>>,
+    subsystems: Mutex<BTreeMap<&'static str, SubsystemSource>>,
 }
 
 impl Default for ApplianceState {
     fn default() -> Self {
         let subsystems = ["audio", "stt", "tts", "board"]
             .into_iter()
-            .map(|name| (name, SubsystemState::not_configured()))
+            .map(|name| (name, fixed("not configured")))
             .collect();
         Self {
             started: Instant::now(),
@@ -184,21 +188,31 @@ impl ApplianceState {
         self.clients[transport as usize].load(Ordering::Relaxed)
     }
 
-    pub fn set_subsystem(&self, name: &'static str, state: SubsystemState) {
+    /// Sets where a subsystem's state is read from.
+    pub fn set_subsystem(&self, name: &'static str, source: SubsystemSource) {
         self.subsystems
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(name, state);
+            .insert(name, source);
     }
 
     pub fn subsystem(&self, name: &str) -> SubsystemState {
-        self.subsystems
+        let source = self
+            .subsystems
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(name)
-            .cloned()
-            .unwrap_or_else(SubsystemState::not_configured)
+            .cloned();
+        match source {
+            Some(source) => SubsystemState(source()),
+            None => SubsystemState::not_configured(),
+        }
     }
+}
+
+/// A subsystem state that does not change.
+pub fn fixed(text: &'static str) -> SubsystemSource {
+    Arc::new(move || text.to_owned())
 }
 
 /// Formats a peer address the same way for every TCP-based transport.
@@ -233,7 +247,7 @@ mod tests {
         for name in ["audio", "stt", "tts", "board"] {
             assert_eq!(state.subsystem(name).0, "not configured");
         }
-        state.set_subsystem("audio", SubsystemState("capture device missing".into()));
+        state.set_subsystem("audio", fixed("capture device missing"));
         assert_eq!(state.subsystem("audio").0, "capture device missing");
     }
 }

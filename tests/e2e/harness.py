@@ -68,6 +68,14 @@ class Daemon:
             "mcp.tcp": {"listen": "127.0.0.1:0"},
             "mcp.http": {"listen": "127.0.0.1:0"},
             "mcp.unix": {"path": str(self.tmp / "run" / "mcp.sock")},
+            # This machine has no sound card: the virtual one, through ALSA.
+            "audio.capture": {"device": "hark_virtual_mic"},
+            "audio.virtual_card": {
+                "enabled": True,
+                "mic_fifo": str(self.tmp / "run" / "virtual-mic.fifo"),
+                "inject_fifo": str(self.tmp / "run" / "inject.fifo"),
+                "speaker_wav": str(self.tmp / "speaker.wav"),
+            },
         }
         for section, values in self.overrides.items():
             sections.setdefault(section, {}).update(values)
@@ -75,7 +83,7 @@ class Daemon:
 
     def start(self, timeout: float = 20.0) -> "Daemon":
         self.tmp.mkdir(parents=True, exist_ok=True)
-        config_path = self.tmp / "hark.toml"
+        config_path = self.config_path = self.tmp / "hark.toml"
         config_path.write_text(render_config(self.config()))
         notify_path = self.tmp / "notify.sock"
         if notify_path.exists():
@@ -83,7 +91,7 @@ class Daemon:
         self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.notify.bind(str(notify_path))
         self.notify.setblocking(False)
-        env = {k: v for k, v in os.environ.items() if k not in ("RUST_LOG", "JOURNAL_STREAM")}
+        env = {k: v for k, v in os.environ.items() if k not in ("RUST_LOG", "JOURNAL_STREAM", "ALSA_CONFIG_PATH")}
         env.update({"NOTIFY_SOCKET": str(notify_path)})
         env.update(self.env)
         self.log_path = self.tmp / "hark.log"

@@ -198,7 +198,40 @@ fn pause(stop: &AtomicBool, total: Duration) {
     }
 }
 
+/// alsa-lib prints its own diagnostics to stderr (twice per failed open of
+/// a missing device, every retry). Hark reports those errors itself, with
+/// the device and what to do; on its audio threads alsa-lib's messages are
+/// reduced to a debug line naming the failing function.
+pub(crate) fn route_alsa_messages() {
+    unsafe extern "C" fn to_log(
+        _file: *const std::ffi::c_char,
+        _line: std::ffi::c_int,
+        func: *const std::ffi::c_char,
+        errcode: std::ffi::c_int,
+        _fmt: *const std::ffi::c_char,
+        _args: *mut alsa_sys::__va_list_tag,
+    ) {
+        let func = if func.is_null() {
+            String::new()
+        } else {
+            // SAFETY: alsa-lib passes a NUL-terminated function name valid
+            // for the duration of the call.
+            unsafe { std::ffi::CStr::from_ptr(func) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        tracing::debug!(%func, errcode, "alsa-lib reported an error");
+    }
+    // SAFETY: installs a handler for this thread only; `to_log` has the
+    // handler's signature, reads none of the variadic arguments and never
+    // unwinds.
+    unsafe {
+        alsa_sys::snd_lib_error_set_local(Some(to_log));
+    }
+}
+
 fn run(config: &CaptureConfig, ring: &Ring, stats: &CaptureStats, stop: &AtomicBool) {
+    route_alsa_messages();
     let mut logged_missing = false;
     while !stop.load(Ordering::Acquire) {
         match open(config) {

@@ -45,14 +45,64 @@ impl SampleFormat {
 }
 
 /// `[audio]`
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AudioConfig {
+    /// Run the audio engine. Off, the daemon serves MCP without microphones
+    /// or speaker and reports audio as "disabled".
+    pub enabled: bool,
     /// Capture: the microphones.
     pub capture: CaptureConfig,
     /// The voice detector that ends an utterance.
     pub vad: VadConfig,
+    /// The virtual sound card, for machines without one.
+    pub virtual_card: VirtualCardConfig,
 }
+
+impl Default for AudioConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            capture: CaptureConfig::default(),
+            vad: VadConfig::default(),
+            virtual_card: VirtualCardConfig::default(),
+        }
+    }
+}
+
+/// `[audio.virtual_card]`: ALSA's `file` plugin as a sound card. Capture
+/// reads a FIFO the daemon feeds in real time (silence, or what is injected
+/// with `hark inject`); playback writes a WAV file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VirtualCardConfig {
+    /// Use the virtual card. Set `audio.capture.device = "hark_virtual_mic"`
+    /// to capture from it.
+    pub enabled: bool,
+    /// The FIFO the card's capture side reads.
+    pub mic_fifo: std::path::PathBuf,
+    /// The FIFO `hark inject` writes utterances into (raw S16_LE in the
+    /// capture format).
+    pub inject_fifo: std::path::PathBuf,
+    /// The WAV file the card's playback side writes.
+    pub speaker_wav: std::path::PathBuf,
+}
+
+impl Default for VirtualCardConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            mic_fifo: "/run/hark/virtual-mic.fifo".into(),
+            inject_fifo: "/run/hark/inject.fifo".into(),
+            speaker_wav: "/run/hark/speaker.wav".into(),
+        }
+    }
+}
+
+/// The ALSA configuration that defines the virtual card's devices
+/// (`hark_virtual_mic`, `hark_virtual_speaker`); the paths come from
+/// `HARK_VIRTUAL_MIC` and `HARK_VIRTUAL_SPEAKER`.
+pub const VIRTUAL_CARD_ALSA_CONF: &str = include_str!("../virtual-card.conf");
 
 /// `[audio.capture]`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -15,6 +15,7 @@
 //! ring at its own pace.
 
 pub mod capture;
+pub mod clip;
 pub mod config;
 pub mod dsp;
 pub mod ring;

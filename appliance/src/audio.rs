@@ -1,0 +1,188 @@
+//! The audio engine inside the daemon: starts capture (and, on machines
+//! without a sound card, the virtual card's microphone), reports its state
+//! in `get_status`, registers its health check, and stops it at shutdown.
+//! The engine itself is the `hark-audio` crate.
+
+use std::{path::Path, sync::Arc};
+
+use hark_audio::{
+    AudioConfig, Capture, CaptureError,
+    clip::{Clip, ClipError},
+    config::VIRTUAL_CARD_ALSA_CONF,
+    virtual_mic::{MicFormat, VirtualMic, VirtualMicError},
+};
+
+use crate::{
+    service::Health,
+    state::{ApplianceState, fixed},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AudioError {
+    #[error("cannot prepare the virtual sound card in {dir}: {source}")]
+    VirtualCardSetup {
+        dir: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    VirtualMic(#[from] VirtualMicError),
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
+    #[error(transparent)]
+    Clip(#[from] ClipError),
+    #[error(
+        "nothing reads the virtual microphone's inject FIFO {path}: is `hark run` running with `[audio.virtual_card] enabled = true`?"
+    )]
+    NoDaemon { path: String },
+    #[error("cannot write to {path}: {source}")]
+    Inject {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Points ALSA at the virtual card's configuration. ALSA reads these
+/// variables when a device is opened, so this must run in `main` before any
+/// thread exists (setting the environment is only sound then).
+pub fn prepare_virtual_card(config: &AudioConfig) -> Result<(), AudioError> {
+    let card = &config.virtual_card;
+    let dir = card
+        .mic_fifo
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let err = |source| AudioError::VirtualCardSetup {
+        dir: dir.display().to_string(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(err)?;
+    let conf = dir.join("virtual-card.conf");
+    std::fs::write(&conf, VIRTUAL_CARD_ALSA_CONF).map_err(err)?;
+    let base = std::env::var("ALSA_CONFIG_PATH")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "/usr/share/alsa/alsa.conf".into());
+    // SAFETY: called from `main` before the runtime or any other thread
+    // starts, so nothing can read the environment concurrently.
+    unsafe {
+        std::env::set_var("ALSA_CONFIG_PATH", format!("{base}:{}", conf.display()));
+        std::env::set_var("HARK_VIRTUAL_MIC", &card.mic_fifo);
+        std::env::set_var("HARK_VIRTUAL_SPEAKER", &card.speaker_wav);
+    }
+    Ok(())
+}
+
+/// The running engine. Dropping it stops capture, then the virtual
+/// microphone, and joins their threads.
+pub struct AudioEngine {
+    capture: Option<Capture>,
+    virtual_mic: Option<VirtualMic>,
+}
+
+impl AudioEngine {
+    pub fn start(
+        config: &AudioConfig,
+        state: &ApplianceState,
+        health: &Health,
+    ) -> Result<Self, AudioError> {
+        if !config.enabled {
+            state.set_subsystem("audio", fixed("disabled"));
+            return Ok(Self {
+                capture: None,
+                virtual_mic: None,
+            });
+        }
+        let virtual_mic = if config.virtual_card.enabled {
+            let c = &config.capture;
+            Some(VirtualMic::start(
+                &config.virtual_card.mic_fifo,
+                Some(&config.virtual_card.inject_fifo),
+                MicFormat {
+                    rate: c.rate,
+                    channels: c.channels,
+                    period: std::time::Duration::from_millis(u64::from(c.period_ms)),
+                },
+            )?)
+        } else {
+            None
+        };
+        let capture = Capture::start(config.capture.clone())?;
+        let stats = Arc::clone(capture.stats());
+        state.set_subsystem("audio", Arc::new(move || stats.describe()));
+        let alive = Arc::clone(capture.stats());
+        health.add(
+            "capture thread",
+            Box::new(move || {
+                use hark_audio::CaptureState;
+                match alive.state() {
+                    CaptureState::Stopped => Err("the capture thread stopped".into()),
+                    _ => Ok(()),
+                }
+            }),
+        );
+        Ok(Self {
+            capture: Some(capture),
+            virtual_mic,
+        })
+    }
+
+    pub fn capture(&self) -> Option<&Capture> {
+        self.capture.as_ref()
+    }
+}
+
+impl Drop for AudioEngine {
+    fn drop(&mut self) {
+        // Capture first: it may be reading the virtual microphone's FIFO.
+        drop(self.capture.take());
+        drop(self.virtual_mic.take());
+    }
+}
+
+/// `hark inject FILE`: plays a WAV file into the running daemon's virtual
+/// microphone, converted to the capture format.
+pub fn inject(config: &AudioConfig, wav: &Path) -> Result<f64, AudioError> {
+    use std::{io::Write, os::unix::fs::OpenOptionsExt};
+    let clip = Clip::read_wav(wav)?.resampled(config.capture.rate)?;
+    let raw = clip.to_s16_le(config.capture.channels);
+    let path = &config.virtual_card.inject_fifo;
+    let display = path.display().to_string();
+    // Non-blocking open fails with ENXIO when no process has the FIFO open
+    // for reading: the daemon is not running.
+    let mut fifo = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(0o4000) // O_NONBLOCK
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(6) | Some(2) => AudioError::NoDaemon {
+                path: display.clone(),
+            },
+            _ => AudioError::Inject {
+                path: display.clone(),
+                source: e,
+            },
+        })?;
+    // The daemon drains the FIFO every period; wait when it is full.
+    let mut sent = 0;
+    while sent < raw.len() {
+        match fifo.write(&raw[sent..]) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => {
+                return Err(AudioError::Inject {
+                    path: display,
+                    source: e,
+                });
+            }
+        }
+    }
+    fifo.flush().map_err(|source| AudioError::Inject {
+        path: display,
+        source,
+    })?;
+    Ok(clip.duration_secs())
+}
