@@ -9,6 +9,7 @@ use hark_audio::{
     AudioConfig, Capture, CaptureError,
     clip::{Clip, ClipError},
     config::VIRTUAL_CARD_ALSA_CONF,
+    playback::{PlaybackError, Player},
     virtual_mic::{MicFormat, VirtualMic, VirtualMicError},
 };
 
@@ -29,6 +30,8 @@ pub enum AudioError {
     VirtualMic(#[from] VirtualMicError),
     #[error(transparent)]
     Capture(#[from] CaptureError),
+    #[error(transparent)]
+    Playback(#[from] PlaybackError),
     #[error(transparent)]
     Clip(#[from] ClipError),
     #[error(
@@ -78,6 +81,7 @@ pub fn prepare_virtual_card(config: &AudioConfig) -> Result<(), AudioError> {
 /// microphone, and joins their threads.
 pub struct AudioEngine {
     capture: Option<Capture>,
+    player: Option<Player>,
     virtual_mic: Option<VirtualMic>,
 }
 
@@ -91,6 +95,7 @@ impl AudioEngine {
             state.set_subsystem("audio", fixed("disabled"));
             return Ok(Self {
                 capture: None,
+                player: None,
                 virtual_mic: None,
             });
         }
@@ -108,22 +113,40 @@ impl AudioEngine {
         } else {
             None
         };
-        let capture = Capture::start(config.capture.clone())?;
-        let stats = Arc::clone(capture.stats());
-        state.set_subsystem("audio", Arc::new(move || stats.describe()));
-        let alive = Arc::clone(capture.stats());
+        let speaking = Arc::clone(&state.speaking);
+        let player = Player::start(config.playback.clone(), Arc::clone(&speaking))?;
+        let mute = config.half_duplex.then_some(speaking);
+        let capture = Capture::start(config.capture.clone(), mute)?;
+        let (capture_stats, player_stats) =
+            (Arc::clone(capture.stats()), Arc::clone(player.stats()));
+        state.set_subsystem(
+            "audio",
+            Arc::new(move || {
+                format!(
+                    "{}; speaker {}",
+                    capture_stats.describe(),
+                    player_stats.describe()
+                )
+            }),
+        );
+        let (capture_stats, player_stats) =
+            (Arc::clone(capture.stats()), Arc::clone(player.stats()));
         health.add(
-            "capture thread",
+            "audio threads",
             Box::new(move || {
-                use hark_audio::CaptureState;
-                match alive.state() {
-                    CaptureState::Stopped => Err("the capture thread stopped".into()),
-                    _ => Ok(()),
+                use hark_audio::{CaptureState, playback::PlaybackState};
+                if capture_stats.state() == CaptureState::Stopped {
+                    return Err("the capture thread stopped".into());
                 }
+                if player_stats.state() == PlaybackState::Stopped {
+                    return Err("the playback thread stopped".into());
+                }
+                Ok(())
             }),
         );
         Ok(Self {
             capture: Some(capture),
+            player: Some(player),
             virtual_mic,
         })
     }
@@ -131,12 +154,17 @@ impl AudioEngine {
     pub fn capture(&self) -> Option<&Capture> {
         self.capture.as_ref()
     }
+
+    pub fn player(&self) -> Option<&Player> {
+        self.player.as_ref()
+    }
 }
 
 impl Drop for AudioEngine {
     fn drop(&mut self) {
         // Capture first: it may be reading the virtual microphone's FIFO.
         drop(self.capture.take());
+        drop(self.player.take());
         drop(self.virtual_mic.take());
     }
 }

@@ -126,8 +126,9 @@ pub struct ApplianceState {
     listeners: Mutex<Vec<Listener>>,
     /// True while the microphone is open (VoxCtrl's `recording`).
     pub recording: AtomicBool,
-    /// True while the speaker plays speech (VoxCtrl's `speaking`).
-    pub speaking: AtomicBool,
+    /// True while the speaker plays (VoxCtrl's `speaking`); shared with the
+    /// playback thread, which raises it, and capture (half duplex).
+    pub speaking: Arc<AtomicBool>,
     subsystems: Mutex<BTreeMap<&'static str, SubsystemSource>>,
 }
 
@@ -143,7 +144,7 @@ impl Default for ApplianceState {
             clients: Default::default(),
             listeners: Mutex::new(Vec::new()),
             recording: AtomicBool::new(false),
-            speaking: AtomicBool::new(false),
+            speaking: Arc::new(AtomicBool::new(false)),
             subsystems: Mutex::new(subsystems),
         }
     }

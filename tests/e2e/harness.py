@@ -70,6 +70,7 @@ class Daemon:
             "mcp.unix": {"path": str(self.tmp / "run" / "mcp.sock")},
             # This machine has no sound card: the virtual one, through ALSA.
             "audio.capture": {"device": "hark_virtual_mic"},
+            "audio.playback": {"device": "hark_virtual_speaker", "rate": 22050, "channels": 1},
             "audio.virtual_card": {
                 "enabled": True,
                 "mic_fifo": str(self.tmp / "run" / "virtual-mic.fifo"),

@@ -15,15 +15,21 @@ def audio_state(daemon) -> str:
 
 
 def test_capturing_on_the_virtual_card(daemon):
-    assert audio_state(daemon) == "capturing"
+    assert audio_state(daemon) == "capturing; speaker ready"
 
 
 def test_missing_capture_device_is_a_state(start_daemon):
-    d = start_daemon({"audio.capture": {"device": "hw:CARD=NoSuchCard"}, "audio.virtual_card": {"enabled": False}})
+    d = start_daemon(
+        {
+            "audio.capture": {"device": "hw:CARD=NoSuchCard"},
+            "audio.playback": {"device": "hw:CARD=NoSuchCard"},
+            "audio.virtual_card": {"enabled": False},
+        }
+    )
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and audio_state(d) == "starting":
+    while time.monotonic() < deadline and "starting" in audio_state(d):
         time.sleep(0.1)
-    assert audio_state(d) == "capture device missing"
+    assert audio_state(d) == "capture device missing; speaker missing"
     # Everything else keeps working, and the daemon does not spin.
     time.sleep(1)
     assert d.proc.poll() is None

@@ -45,7 +45,7 @@ def test_handshake_list_and_status(daemon, transport):
     counts = {t["transport"]: t["clients"] for t in structured["transports"]}
     assert counts[transport] >= 1
     assert structured["subsystems"] == {
-        "audio": "capturing",
+        "audio": "capturing; speaker ready",
         "stt": "not configured",
         "tts": "not configured",
         "board": "not configured",

@@ -30,6 +30,7 @@ use alsa::{
 use crate::{
     config::{CaptureConfig, PIPELINE_RATE, SampleFormat},
     dsp::{DspError, Frontend},
+    pace::Pacer,
     ring::Ring,
 };
 
@@ -146,7 +147,13 @@ pub struct Capture {
 impl Capture {
     /// Starts capturing. Never fails because of the device: a missing or
     /// broken device is reported through [`CaptureStats`] and retried.
-    pub fn start(config: CaptureConfig) -> Result<Self, CaptureError> {
+    /// `mute`: while it is raised (the speaker is playing, half duplex),
+    /// capture stores silence instead of what the microphones hear, so the
+    /// appliance does not listen to itself.
+    pub fn start(
+        config: CaptureConfig,
+        mute: Option<Arc<AtomicBool>>,
+    ) -> Result<Self, CaptureError> {
         let ring = Arc::new(Ring::new((config.ring_seconds * PIPELINE_RATE) as usize));
         let stats = Arc::new(CaptureStats::default());
         let stop = Arc::new(AtomicBool::new(false));
@@ -154,7 +161,7 @@ impl Capture {
             let (ring, stats, stop) = (Arc::clone(&ring), Arc::clone(&stats), Arc::clone(&stop));
             std::thread::Builder::new()
                 .name("hark-capture".into())
-                .spawn(move || run(&config, &ring, &stats, &stop))
+                .spawn(move || run(&config, &ring, &stats, &stop, mute.as_deref()))
                 .map_err(CaptureError::Thread)?
         };
         Ok(Self {
@@ -230,7 +237,13 @@ pub(crate) fn route_alsa_messages() {
     }
 }
 
-fn run(config: &CaptureConfig, ring: &Ring, stats: &CaptureStats, stop: &AtomicBool) {
+fn run(
+    config: &CaptureConfig,
+    ring: &Ring,
+    stats: &CaptureStats,
+    stop: &AtomicBool,
+    mute: Option<&AtomicBool>,
+) {
     route_alsa_messages();
     let mut logged_missing = false;
     while !stop.load(Ordering::Acquire) {
@@ -241,7 +254,7 @@ fn run(config: &CaptureConfig, ring: &Ring, stats: &CaptureStats, stop: &AtomicB
                 stats.set_error(None);
                 stats.set_state(CaptureState::Capturing);
                 tracing::info!(device = %config.device, period_frames = period, "capture started");
-                match read_loop(config, &pcm, period, ring, stats, stop) {
+                match read_loop(config, &pcm, period, ring, stats, stop, mute) {
                     Ok(()) => break,
                     Err(e) => {
                         let missing = matches!(e, CaptureError::Missing { .. });
@@ -403,49 +416,6 @@ fn supported(hwp: &HwParams) -> String {
     format!("formats {formats}; channels {channels}; rates {rates}")
 }
 
-/// Keeps capture from running ahead of the wall clock. A sound card's clock
-/// paces `readi` by itself; a device that answers faster than real time (the
-/// virtual card once its feeder is gone, a broken driver) would otherwise
-/// turn this thread into a busy loop and flood the ring.
-struct Pacer {
-    rate: f64,
-    since: std::time::Instant,
-    frames: u64,
-    warned: bool,
-}
-
-impl Pacer {
-    /// How far ahead of real time a device may run before it is held back.
-    const AHEAD: Duration = Duration::from_millis(200);
-
-    fn new(rate: u32) -> Self {
-        Self {
-            rate: f64::from(rate),
-            since: std::time::Instant::now(),
-            frames: 0,
-            warned: false,
-        }
-    }
-
-    fn pace(&mut self, frames: usize) {
-        self.frames += frames as u64;
-        let audio = Duration::from_secs_f64(self.frames as f64 / self.rate);
-        let wall = self.since.elapsed();
-        if audio > wall + Self::AHEAD {
-            if !self.warned {
-                tracing::warn!("capture device delivers audio faster than real time; pacing it");
-                self.warned = true;
-            }
-            std::thread::sleep(audio - wall - Self::AHEAD / 2);
-        } else if wall > audio + Duration::from_secs(1) {
-            // We fell behind (an overrun, a suspended machine): start over
-            // rather than let the device burst to catch up.
-            self.since = std::time::Instant::now();
-            self.frames = 0;
-        }
-    }
-}
-
 fn read_loop(
     config: &CaptureConfig,
     pcm: &PCM,
@@ -453,18 +423,22 @@ fn read_loop(
     ring: &Ring,
     stats: &CaptureStats,
     stop: &AtomicBool,
+    mute: Option<&AtomicBool>,
 ) -> Result<(), CaptureError> {
     let mut frontend = Frontend::new(config, period)?;
     let frame_bytes = config.channels as usize * config.format.bytes();
     let mut buffer = vec![0u8; period * frame_bytes];
     let io = pcm.io_bytes();
-    let mut pacer = Pacer::new(config.rate);
+    let mut pacer = Pacer::new(config.rate, Duration::from_millis(200));
     while !stop.load(Ordering::Acquire) {
         match io.readi(&mut buffer) {
             Ok(frames) => {
                 stats.periods.fetch_add(1, Ordering::Relaxed);
                 pacer.pace(frames);
-                let out = frontend.process(&buffer[..frames * frame_bytes], frames);
+                let out = frontend.process_mut(&buffer[..frames * frame_bytes], frames);
+                if mute.is_some_and(|m| m.load(Ordering::Acquire)) {
+                    out.fill(0.0);
+                }
                 ring.push(out);
             }
             Err(e) if matches!(e.errno(), libc_errno::EPIPE | libc_errno::ESTRPIPE) => {

@@ -51,8 +51,13 @@ pub struct AudioConfig {
     /// Run the audio engine. Off, the daemon serves MCP without microphones
     /// or speaker and reports audio as "disabled".
     pub enabled: bool,
+    /// While the speaker plays, capture keeps silence instead of what the
+    /// microphones hear, so Hark does not listen to itself.
+    pub half_duplex: bool,
     /// Capture: the microphones.
     pub capture: CaptureConfig,
+    /// Playback: the speaker.
+    pub playback: PlaybackConfig,
     /// The voice detector that ends an utterance.
     pub vad: VadConfig,
     /// The virtual sound card, for machines without one.
@@ -63,7 +68,9 @@ impl Default for AudioConfig {
     fn default() -> Self {
         Self {
             enabled: true,
+            half_duplex: true,
             capture: CaptureConfig::default(),
+            playback: PlaybackConfig::default(),
             vad: VadConfig::default(),
             virtual_card: VirtualCardConfig::default(),
         }
@@ -150,6 +157,47 @@ impl Default for CaptureConfig {
     }
 }
 
+/// `[audio.playback]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PlaybackConfig {
+    /// ALSA device name: `default`, `plughw:CARD=seeed2micvoicec`, …
+    pub device: String,
+    /// Device sample rate in Hz (8000–192000). Clips are resampled to it.
+    pub rate: u32,
+    /// Channels (1–2); mono speech goes to every channel.
+    pub channels: u32,
+    /// ALSA period in milliseconds (5–100).
+    pub period_ms: u32,
+    /// ALSA buffer size in periods (2–16).
+    pub periods: u32,
+    /// Volume, 0–100 (software gain on a logarithmic curve; also set on the
+    /// card's mixer control when `mixer_control` names one). Changeable at
+    /// run time.
+    pub volume: u8,
+    /// The card's mixer control to set the volume on (`Speaker`,
+    /// `Playback`, `PCM`, …). Empty: software volume only.
+    pub mixer_control: String,
+    /// Fade applied when speech is stopped, in milliseconds (1–50), so a stop
+    /// does not click.
+    pub fade_ms: u32,
+}
+
+impl Default for PlaybackConfig {
+    fn default() -> Self {
+        Self {
+            device: "default".into(),
+            rate: 48_000,
+            channels: 2,
+            period_ms: 20,
+            periods: 4,
+            volume: 80,
+            mixer_control: String::new(),
+            fade_ms: 8,
+        }
+    }
+}
+
 /// `[audio.vad]`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -232,6 +280,19 @@ impl AudioConfig {
                 });
             }
         }
+        let p = &self.playback;
+        if p.device.trim().is_empty() {
+            return Err(ConfigError {
+                key: "audio.playback.device",
+                reason: "empty; use `default` or an ALSA device name".into(),
+            });
+        }
+        range("audio.playback.rate", p.rate, 8_000, 192_000)?;
+        range("audio.playback.channels", p.channels, 1, 2)?;
+        range("audio.playback.period_ms", p.period_ms, 5, 100)?;
+        range("audio.playback.periods", p.periods, 2, 16)?;
+        range("audio.playback.volume", p.volume, 0, 100)?;
+        range("audio.playback.fade_ms", p.fade_ms, 1, 50)?;
         let v = &self.vad;
         range("audio.vad.hangover_ms", v.hangover_ms, 100, 5000)?;
         range("audio.vad.min_speech_ms", v.min_speech_ms, 0, 2000)?;

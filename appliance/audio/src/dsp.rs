@@ -132,6 +132,11 @@ impl Frontend {
     /// Converts `frames` interleaved frames from `raw` to 16 kHz mono. The
     /// result may be empty (the resampler is still filling a chunk).
     pub fn process(&mut self, raw: &[u8], frames: usize) -> &[f32] {
+        self.process_mut(raw, frames)
+    }
+
+    /// As [`Frontend::process`], with the output writable in place.
+    pub fn process_mut(&mut self, raw: &[u8], frames: usize) -> &mut [f32] {
         let frames = frames.min(self.mono.capacity());
         self.mono.clear();
         for frame in 0..frames {
@@ -171,7 +176,7 @@ impl Frontend {
             }
         }
         self.dc.process(&mut self.out);
-        &self.out
+        &mut self.out
     }
 }
 

@@ -4,6 +4,8 @@
 //!   [`ring`], with fault recovery and device-missing retries.
 //! - [`dsp`]: format conversion, channel gain/selection/mix, resampling, DC
 //!   removal.
+//! - [`playback`]: the playback thread — a queue of clips, volume, fade and
+//!   barge-in within a period.
 //! - [`vad`]: end-of-speech detection with the `earshot` voice detector.
 //! - [`utterance`]: record until end of speech, timeout, stop or cancel.
 //! - [`config`]: the `[audio]` configuration section.
@@ -18,6 +20,9 @@ pub mod capture;
 pub mod clip;
 pub mod config;
 pub mod dsp;
+pub mod earcon;
+pub mod pace;
+pub mod playback;
 pub mod ring;
 pub mod utterance;
 pub mod vad;

@@ -14,8 +14,10 @@ use std::{
 
 use hark_audio::{
     Capture, CaptureState,
-    config::{CaptureConfig, VadConfig},
+    clip::Clip,
+    config::{CaptureConfig, PlaybackConfig, VadConfig},
     dsp::DcBlocker,
+    playback::{Outcome, PlaybackState, Player},
     utterance::{self, Control, EndReason, Options},
     virtual_mic::{MicFormat, VirtualMic},
 };
@@ -23,6 +25,7 @@ use hark_audio::{
 struct Env {
     dir: PathBuf,
     fifo: PathBuf,
+    speaker: PathBuf,
 }
 
 fn device_config(channels: u32, rate: u32) -> CaptureConfig {
@@ -116,7 +119,7 @@ fn noise(n: usize, amp: f32, seed: u32) -> Vec<f32> {
 
 fn capture_known_signal(env: &Env) {
     let mic = mic(env, 1, 16_000);
-    let capture = Capture::start(device_config(1, 16_000)).expect("capture");
+    let capture = Capture::start(device_config(1, 16_000), None).expect("capture");
     wait_for("capturing", Duration::from_secs(10), || {
         capture.stats().state() == CaptureState::Capturing
     });
@@ -161,7 +164,7 @@ fn four_channels_select_the_speech_channel(env: &Env) {
     let mic = mic(env, 4, 16_000);
     let mut config = device_config(4, 16_000);
     config.select = vec![2];
-    let capture = Capture::start(config).expect("capture");
+    let capture = Capture::start(config, None).expect("capture");
     wait_for("capturing", Duration::from_secs(10), || {
         capture.stats().state() == CaptureState::Capturing
     });
@@ -192,7 +195,7 @@ fn four_channels_select_the_speech_channel(env: &Env) {
 
 fn resample_48k(env: &Env) {
     let mic = mic(env, 1, 48_000);
-    let capture = Capture::start(device_config(1, 48_000)).expect("capture");
+    let capture = Capture::start(device_config(1, 48_000), None).expect("capture");
     wait_for("capturing", Duration::from_secs(10), || {
         capture.stats().state() == CaptureState::Capturing
     });
@@ -276,7 +279,7 @@ fn end_of_speech(env: &Env) {
     let truth_end = lead + true_end(&speech);
 
     let mic = mic(env, 1, 16_000);
-    let capture = Capture::start(device_config(1, 16_000)).expect("capture");
+    let capture = Capture::start(device_config(1, 16_000), None).expect("capture");
     wait_for("capturing", Duration::from_secs(10), || {
         capture.stats().state() == CaptureState::Capturing
     });
@@ -318,7 +321,7 @@ fn end_of_speech(env: &Env) {
 
 fn silence_times_out(env: &Env) {
     let _mic = mic(env, 1, 16_000);
-    let capture = Capture::start(device_config(1, 16_000)).expect("capture");
+    let capture = Capture::start(device_config(1, 16_000), None).expect("capture");
     wait_for("capturing", Duration::from_secs(10), || {
         capture.stats().state() == CaptureState::Capturing
     });
@@ -341,7 +344,7 @@ fn silence_times_out(env: &Env) {
 
 fn pre_roll_keeps_the_onset(env: &Env) {
     let mic = mic(env, 1, 16_000);
-    let capture = Capture::start(device_config(1, 16_000)).expect("capture");
+    let capture = Capture::start(device_config(1, 16_000), None).expect("capture");
     wait_for("capturing", Duration::from_secs(10), || {
         capture.stats().state() == CaptureState::Capturing
     });
@@ -392,7 +395,7 @@ fn device_missing_then_back(env: &Env) {
     // Nothing feeds the card's FIFO path yet: remove it so the plugin cannot
     // open its infile.
     let _ = std::fs::remove_file(&env.fifo);
-    let capture = Capture::start(device_config(1, 16_000)).expect("capture");
+    let capture = Capture::start(device_config(1, 16_000), None).expect("capture");
     wait_for("device reported missing", Duration::from_secs(10), || {
         matches!(
             capture.stats().state(),
@@ -416,7 +419,7 @@ fn device_missing_then_back(env: &Env) {
 fn feeder_gone_mid_stream(env: &Env) {
     use std::sync::atomic::Ordering::Relaxed;
     let mic = mic(env, 1, 16_000);
-    let capture = Capture::start(device_config(1, 16_000)).expect("capture");
+    let capture = Capture::start(device_config(1, 16_000), None).expect("capture");
     wait_for("capturing", Duration::from_secs(10), || {
         capture.stats().state() == CaptureState::Capturing
     });
@@ -443,11 +446,176 @@ fn feeder_gone_mid_stream(env: &Env) {
     println!("feeder_gone_mid_stream: ok ({per_second} reads/s while gone)");
 }
 
+fn speaker(rate: u32) -> Player {
+    Player::start(
+        PlaybackConfig {
+            device: "hark_virtual_speaker".into(),
+            rate,
+            channels: 1,
+            volume: 100,
+            ..PlaybackConfig::default()
+        },
+        Default::default(),
+    )
+    .expect("player")
+}
+
+/// The samples the virtual speaker wrote so far (the WAV's length fields are
+/// only final once the device closes, so read to the end of the file).
+fn speaker_samples(env: &Env) -> Vec<i16> {
+    let bytes = std::fs::read(&env.speaker).expect("speaker.wav");
+    let data = bytes
+        .windows(4)
+        .position(|w| w == b"data")
+        .expect("a data chunk")
+        + 8;
+    bytes[data..]
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .collect()
+}
+
+fn play_a_clip(env: &Env) {
+    let player = speaker(16_000);
+    wait_for("player ready", Duration::from_secs(10), || {
+        player.stats().state() == PlaybackState::Ready
+    });
+    let tone = tone(440.0, 16_000, 0.5, 0.5);
+    let done = player
+        .play(&Clip {
+            samples: tone.clone(),
+            rate: 16_000,
+        })
+        .expect("queued");
+    wait_for("speaking", Duration::from_secs(2), || {
+        player
+            .stats()
+            .speaking
+            .load(std::sync::atomic::Ordering::Acquire)
+    });
+    let started = Instant::now();
+    assert_eq!(
+        done.recv_timeout(Duration::from_secs(5)),
+        Ok(Outcome::Finished)
+    );
+    let took = started.elapsed();
+    // Played in real time, not dumped at once.
+    assert!(took >= Duration::from_millis(400), "{took:?}");
+    wait_for("silent", Duration::from_secs(2), || {
+        !player
+            .stats()
+            .speaking
+            .load(std::sync::atomic::Ordering::Acquire)
+    });
+    let written = speaker_samples(env);
+    let expected: Vec<i16> = tone.iter().map(|v| (v * 32767.0) as i16).collect();
+    assert!(written.len() >= expected.len());
+    assert_eq!(
+        &written[..expected.len()],
+        &expected[..],
+        "the WAV holds the clip sample for sample"
+    );
+    assert!(written[expected.len()..].iter().all(|s| *s == 0));
+    println!(
+        "play_a_clip: ok ({:.2} s for 0.5 s of audio)",
+        took.as_secs_f64()
+    );
+}
+
+fn stop_silences_within_50ms(env: &Env) {
+    let player = speaker(16_000);
+    wait_for("player ready", Duration::from_secs(10), || {
+        player.stats().state() == PlaybackState::Ready
+    });
+    let long = Clip {
+        samples: tone(300.0, 16_000, 3.0, 0.5),
+        rate: 16_000,
+    };
+    let first = player.play(&long).expect("queued");
+    let second = player.play(&long).expect("queued");
+    std::thread::sleep(Duration::from_millis(500));
+    player.stop();
+    assert_eq!(
+        first.recv_timeout(Duration::from_secs(2)),
+        Ok(Outcome::Stopped)
+    );
+    assert_eq!(
+        second.recv_timeout(Duration::from_secs(2)),
+        Ok(Outcome::Stopped)
+    );
+    let latency = player
+        .stats()
+        .last_stop_latency()
+        .expect("a stop was measured");
+    assert!(
+        latency <= Duration::from_millis(50),
+        "silent {latency:?} after the stop"
+    );
+    let written = speaker_samples(env);
+    let seconds = written.len() as f64 / 16_000.0;
+    assert!(
+        (0.4..1.0).contains(&seconds),
+        "{seconds:.2} s were played, not 3 s"
+    );
+    // The stop fades instead of cutting: the last samples are small.
+    let tail = written
+        .iter()
+        .rev()
+        .skip_while(|s| **s == 0)
+        .take(8)
+        .map(|s| s.unsigned_abs())
+        .max();
+    assert!(tail.unwrap_or(0) < 4000, "no click at the stop ({tail:?})");
+    // A clip queued after the stop plays.
+    let after = player
+        .play(&Clip {
+            samples: tone(300.0, 16_000, 0.1, 0.5),
+            rate: 16_000,
+        })
+        .expect("queued");
+    assert_eq!(
+        after.recv_timeout(Duration::from_secs(2)),
+        Ok(Outcome::Finished)
+    );
+    println!(
+        "stop_silences_within_50ms: ok (silent after {:.1} ms)",
+        latency.as_secs_f64() * 1000.0
+    );
+}
+
+fn half_duplex_mutes_capture_while_speaking(env: &Env) {
+    use std::sync::{Arc, atomic::AtomicBool, atomic::Ordering::Release};
+    let mic = mic(env, 1, 16_000);
+    let speaking = Arc::new(AtomicBool::new(true));
+    let capture =
+        Capture::start(device_config(1, 16_000), Some(Arc::clone(&speaking))).expect("capture");
+    wait_for("capturing", Duration::from_secs(10), || {
+        capture.stats().state() == CaptureState::Capturing
+    });
+    let start = capture.ring().written();
+    mic.inject(&s16(&tone(440.0, 16_000, 0.3, 0.5)));
+    let heard = read_samples(&capture, start, 8000);
+    assert!(
+        heard.iter().all(|s| *s == 0.0),
+        "nothing is heard while the speaker plays"
+    );
+    speaking.store(false, Release);
+    let start = capture.ring().written();
+    mic.inject(&s16(&tone(440.0, 16_000, 0.3, 0.5)));
+    let heard = read_samples(&capture, start, 8000);
+    assert!(
+        heard.iter().any(|s| s.abs() > 0.3),
+        "and heard again once it stops"
+    );
+    println!("half_duplex_mutes_capture_while_speaking: ok");
+}
+
 type Test = fn(&Env);
 
 fn main() {
     let dir = tempfile::tempdir().expect("tempdir");
     let fifo = dir.path().join("mic.fifo");
+    let speaker = dir.path().join("speaker.wav");
     let conf = Path::new(env!("CARGO_MANIFEST_DIR")).join("virtual-card.conf");
     // SAFETY: no other thread exists yet.
     unsafe {
@@ -456,10 +624,12 @@ fn main() {
             format!("/usr/share/alsa/alsa.conf:{}", conf.display()),
         );
         std::env::set_var("HARK_VIRTUAL_MIC", &fifo);
+        std::env::set_var("HARK_VIRTUAL_SPEAKER", &speaker);
     }
     let env = Env {
         dir: dir.path().to_path_buf(),
         fifo,
+        speaker,
     };
     let tests: &[(&str, Test)] = &[
         ("capture_known_signal", capture_known_signal),
@@ -473,6 +643,12 @@ fn main() {
         ("pre_roll_keeps_the_onset", pre_roll_keeps_the_onset),
         ("device_missing_then_back", device_missing_then_back),
         ("feeder_gone_mid_stream", feeder_gone_mid_stream),
+        ("play_a_clip", play_a_clip),
+        (
+            "half_duplex_mutes_capture_while_speaking",
+            half_duplex_mutes_capture_while_speaking,
+        ),
+        ("stop_silences_within_50ms", stop_silences_within_50ms),
     ];
     let filter = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
     let mut passed = 0;

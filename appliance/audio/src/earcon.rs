@@ -1,0 +1,90 @@
+//! Earcons: the short sounds that tell a person what the appliance is doing
+//! without a screen — the microphone opened, it closed, something failed.
+//! Generated in code (no files to ship or lose), each under 200 ms, with
+//! raised-cosine edges so they start and end without a click.
+
+use std::f32::consts::PI;
+
+use crate::clip::Clip;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Earcon {
+    /// Listening started: a rising two-note chime.
+    ListenStart,
+    /// Listening ended: the same two notes, falling.
+    ListenStop,
+    /// Something failed: a low double buzz.
+    Error,
+}
+
+const RATE: u32 = 16_000;
+
+/// A tone of `ms` milliseconds at `hz`, with 8 ms raised-cosine edges.
+fn note(hz: f32, ms: u32, amp: f32, out: &mut Vec<f32>) {
+    let n = (RATE * ms / 1000) as usize;
+    let edge = (RATE * 8 / 1000) as usize;
+    for i in 0..n {
+        let envelope = if i < edge {
+            0.5 - 0.5 * (PI * i as f32 / edge as f32).cos()
+        } else if i >= n - edge {
+            0.5 - 0.5 * (PI * (n - i) as f32 / edge as f32).cos()
+        } else {
+            1.0
+        };
+        out.push((2.0 * PI * hz * i as f32 / RATE as f32).sin() * amp * envelope);
+    }
+}
+
+fn gap(ms: u32, out: &mut Vec<f32>) {
+    out.extend(std::iter::repeat_n(0.0, (RATE * ms / 1000) as usize));
+}
+
+impl Earcon {
+    pub fn clip(self) -> Clip {
+        let mut samples = Vec::with_capacity(RATE as usize / 5);
+        match self {
+            Earcon::ListenStart => {
+                note(660.0, 70, 0.35, &mut samples);
+                gap(15, &mut samples);
+                note(990.0, 90, 0.35, &mut samples);
+            }
+            Earcon::ListenStop => {
+                note(990.0, 70, 0.3, &mut samples);
+                gap(15, &mut samples);
+                note(660.0, 90, 0.3, &mut samples);
+            }
+            Earcon::Error => {
+                note(220.0, 80, 0.4, &mut samples);
+                gap(30, &mut samples);
+                note(220.0, 80, 0.4, &mut samples);
+            }
+        }
+        Clip {
+            samples,
+            rate: RATE,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn earcons_are_short_audible_clickless_and_distinct() {
+        let clips: Vec<Clip> = [Earcon::ListenStart, Earcon::ListenStop, Earcon::Error]
+            .into_iter()
+            .map(Earcon::clip)
+            .collect();
+        for clip in &clips {
+            assert!(clip.duration_secs() < 0.2, "{}", clip.duration_secs());
+            let peak = clip.samples.iter().fold(0.0f32, |m, s| m.max(s.abs()));
+            assert!(peak > 0.2 && peak <= 0.4, "{peak}");
+            // Starts and ends at (near) zero: no click.
+            assert!(clip.samples[0].abs() < 1e-3);
+            assert!(clip.samples.last().map_or(0.0, |s| s.abs()) < 0.01);
+        }
+        assert_ne!(clips[0], clips[1]);
+        assert_ne!(clips[0], clips[2]);
+    }
+}

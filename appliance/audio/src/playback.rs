@@ -1,0 +1,490 @@
+//! The playback thread: a queue of clips played through ALSA, with software
+//! volume, a short fade when speech is stopped, and barge-in within one
+//! period.
+//!
+//! Clips are resampled to the device rate by [`Player::play`] in the
+//! caller's thread; the playback thread only scales and converts samples
+//! into one preallocated period buffer and writes it, so it never allocates.
+//! A stop request is an atomic generation counter the thread checks every
+//! period: the current period is faded out, the device's buffer is dropped
+//! (`snd_pcm_drop`), queued clips are discarded. Underruns are recovered in
+//! place and counted; a missing device is a state, retried every few
+//! seconds.
+
+use std::{
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering},
+        mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel},
+    },
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use alsa::{
+    Direction, ValueOr,
+    pcm::{Access, Format, HwParams, PCM},
+};
+
+use crate::{
+    capture::{RETRY, route_alsa_messages},
+    clip::{Clip, ClipError},
+    config::PlaybackConfig,
+    pace::Pacer,
+};
+
+/// Clips waiting to be played, at most.
+pub const QUEUE: usize = 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlaybackError {
+    #[error("the speech queue is full ({QUEUE} clips waiting); try again when it drains")]
+    QueueFull,
+    #[error("the playback thread has stopped")]
+    Stopped,
+    #[error(transparent)]
+    Clip(#[from] ClipError),
+    #[error("cannot start the playback thread: {0}")]
+    Thread(#[source] std::io::Error),
+    #[error("playback device `{device}` is missing: {reason}")]
+    Missing { device: String, reason: String },
+    #[error("playback device `{device}`: {operation} failed: {source}")]
+    Alsa {
+        device: String,
+        operation: &'static str,
+        #[source]
+        source: alsa::Error,
+    },
+}
+
+/// How a clip's playback ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Played to the end.
+    Finished,
+    /// Stopped (barge-in, or a stop request) before or while playing.
+    Stopped,
+    /// The device was missing or failed.
+    Failed,
+}
+
+struct Queued {
+    samples: Vec<f32>,
+    /// Stop generation when queued: a later stop cancels it.
+    generation: u64,
+    done: Option<SyncSender<Outcome>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum PlaybackState {
+    Starting = 0,
+    Ready = 1,
+    DeviceMissing = 2,
+    DeviceError = 3,
+    Stopped = 4,
+}
+
+/// Shared with the rest of the daemon.
+#[derive(Debug)]
+pub struct PlayerStats {
+    state: AtomicU8,
+    /// True while sound is coming out of the speaker (shared: capture reads
+    /// it for half duplex, `get_status` reports it).
+    pub speaking: Arc<AtomicBool>,
+    pub underruns: AtomicU64,
+    pub clips_played: AtomicU64,
+    /// When the thread last went silent after a stop (for latency tests).
+    last_stop_latency_us: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+impl PlayerStats {
+    pub fn state(&self) -> PlaybackState {
+        match self.state.load(Ordering::Acquire) {
+            1 => PlaybackState::Ready,
+            2 => PlaybackState::DeviceMissing,
+            3 => PlaybackState::DeviceError,
+            4 => PlaybackState::Stopped,
+            _ => PlaybackState::Starting,
+        }
+    }
+
+    fn set_state(&self, state: PlaybackState) {
+        self.state.store(state as u8, Ordering::Release);
+    }
+
+    fn set_error(&self, error: Option<String>) {
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = error;
+    }
+
+    /// Time from the last stop request until the speaker was silent.
+    pub fn last_stop_latency(&self) -> Option<Duration> {
+        match self.last_stop_latency_us.load(Ordering::Acquire) {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
+        }
+    }
+
+    /// A few words for `get_status` ("ready", "missing", "error: …").
+    pub fn describe(&self) -> String {
+        match self.state() {
+            PlaybackState::Starting => "starting".into(),
+            PlaybackState::Ready => "ready".into(),
+            PlaybackState::DeviceMissing => "missing".into(),
+            PlaybackState::DeviceError => {
+                match self
+                    .last_error
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .as_deref()
+                {
+                    Some(e) => format!("error: {e}"),
+                    None => "error".into(),
+                }
+            }
+            PlaybackState::Stopped => "stopped".into(),
+        }
+    }
+}
+
+struct Shared {
+    stats: Arc<PlayerStats>,
+    /// Incremented by every stop request.
+    stop_generation: AtomicU64,
+    /// When the latest stop was requested.
+    stop_requested: Mutex<Option<Instant>>,
+    /// Software gain, linear, as f32 bits.
+    gain: AtomicU32,
+    shutdown: AtomicBool,
+}
+
+/// Volume 0–100 to a linear gain: about 50 dB of range on a log curve, 0
+/// is silence.
+pub fn volume_to_gain(volume: u8) -> f32 {
+    match volume.min(100) {
+        0 => 0.0,
+        v => 10f32.powf((f32::from(v) - 100.0) / 2.0 / 20.0),
+    }
+}
+
+pub struct Player {
+    tx: SyncSender<Queued>,
+    shared: Arc<Shared>,
+    rate: u32,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Player {
+    /// `speaking` is raised while the speaker plays; pass the same flag to
+    /// [`Capture::start`](crate::Capture::start) for half duplex.
+    pub fn start(config: PlaybackConfig, speaking: Arc<AtomicBool>) -> Result<Self, PlaybackError> {
+        let (tx, rx) = sync_channel(QUEUE);
+        let shared = Arc::new(Shared {
+            stats: Arc::new(PlayerStats {
+                state: AtomicU8::new(0),
+                speaking,
+                underruns: AtomicU64::new(0),
+                clips_played: AtomicU64::new(0),
+                last_stop_latency_us: AtomicU64::new(0),
+                last_error: Mutex::new(None),
+            }),
+            stop_generation: AtomicU64::new(0),
+            stop_requested: Mutex::new(None),
+            gain: AtomicU32::new(volume_to_gain(config.volume).to_bits()),
+            shutdown: AtomicBool::new(false),
+        });
+        let rate = config.rate;
+        let thread = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("hark-playback".into())
+                .spawn(move || run(&config, &rx, &shared))
+                .map_err(PlaybackError::Thread)?
+        };
+        Ok(Self {
+            tx,
+            shared,
+            rate,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn stats(&self) -> &Arc<PlayerStats> {
+        &self.shared.stats
+    }
+
+    /// Queues a clip. Resampling happens here, in the caller's thread.
+    /// Returns a receiver that gets the clip's [`Outcome`].
+    pub fn play(&self, clip: &Clip) -> Result<Receiver<Outcome>, PlaybackError> {
+        let samples = clip.resampled(self.rate)?.samples;
+        let (done_tx, done_rx) = sync_channel(1);
+        let queued = Queued {
+            samples,
+            generation: self.shared.stop_generation.load(Ordering::Acquire),
+            done: Some(done_tx),
+        };
+        match self.tx.try_send(queued) {
+            Ok(()) => Ok(done_rx),
+            Err(TrySendError::Full(_)) => Err(PlaybackError::QueueFull),
+            Err(TrySendError::Disconnected(_)) => Err(PlaybackError::Stopped),
+        }
+    }
+
+    /// Stops what is playing and everything queued (barge-in).
+    pub fn stop(&self) {
+        *self
+            .shared
+            .stop_requested
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+        self.shared.stop_generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Sets the software volume, 0–100.
+    pub fn set_volume(&self, volume: u8) {
+        self.shared
+            .gain
+            .store(volume_to_gain(volume).to_bits(), Ordering::Release);
+    }
+
+    pub fn alive(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+}
+
+impl Drop for Player {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::Release);
+        self.stop();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn open(config: &PlaybackConfig) -> Result<(PCM, usize), PlaybackError> {
+    let device = config.device.clone();
+    let pcm = PCM::new(&device, Direction::Playback, false).map_err(|e| {
+        if matches!(e.errno(), 2 | 6 | 19) {
+            PlaybackError::Missing {
+                device: device.clone(),
+                reason: e.to_string(),
+            }
+        } else {
+            PlaybackError::Alsa {
+                device: device.clone(),
+                operation: "open",
+                source: e,
+            }
+        }
+    })?;
+    let err = |operation| {
+        let device = device.clone();
+        move |source| PlaybackError::Alsa {
+            device,
+            operation,
+            source,
+        }
+    };
+    let period = {
+        let hwp = HwParams::any(&pcm).map_err(err("reading hardware parameters"))?;
+        hwp.set_access(Access::RWInterleaved)
+            .map_err(err("setting interleaved access"))?;
+        hwp.set_format(Format::S16LE)
+            .map_err(err("setting S16_LE"))?;
+        hwp.set_channels(config.channels)
+            .map_err(err("setting the channel count"))?;
+        hwp.set_rate(config.rate, ValueOr::Nearest)
+            .map_err(err("setting the rate"))?;
+        let period = i64::from(config.rate * config.period_ms / 1000);
+        let period = hwp
+            .set_period_size_near(period, ValueOr::Nearest)
+            .map_err(err("setting the period size"))?;
+        hwp.set_buffer_size_near(period * i64::from(config.periods))
+            .map_err(err("setting the buffer size"))?;
+        pcm.hw_params(&hwp)
+            .map_err(err("applying hardware parameters"))?;
+        pcm.hw_params_current()
+            .and_then(|h| h.get_period_size())
+            .map_err(err("reading the period size"))? as usize
+    };
+    pcm.prepare().map_err(err("prepare"))?;
+    Ok((pcm, period))
+}
+
+fn finish(clip: &mut Queued, outcome: Outcome) {
+    if let Some(done) = clip.done.take() {
+        let _ = done.try_send(outcome);
+    }
+}
+
+fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
+    route_alsa_messages();
+    let stats = &shared.stats;
+    let mut logged = false;
+    'device: while !shared.shutdown.load(Ordering::Acquire) {
+        let (pcm, period) = match open(config) {
+            Ok(opened) => opened,
+            Err(e) => {
+                if !logged {
+                    tracing::warn!(error = %e, retry_s = RETRY.as_secs(), "cannot open playback device");
+                    logged = true;
+                }
+                stats.set_state(if matches!(e, PlaybackError::Missing { .. }) {
+                    PlaybackState::DeviceMissing
+                } else {
+                    PlaybackState::DeviceError
+                });
+                stats.set_error(Some(e.to_string()));
+                // Clips queued meanwhile fail at once rather than wait.
+                let deadline = Instant::now() + RETRY;
+                while Instant::now() < deadline && !shared.shutdown.load(Ordering::Acquire) {
+                    if let Ok(mut clip) = rx.recv_timeout(Duration::from_millis(50)) {
+                        finish(&mut clip, Outcome::Failed);
+                    }
+                }
+                continue;
+            }
+        };
+        logged = false;
+        stats.set_error(None);
+        stats.set_state(PlaybackState::Ready);
+        tracing::info!(device = %config.device, period_frames = period, "playback ready");
+        let channels = config.channels as usize;
+        let mut buffer = vec![0i16; period * channels];
+        let fade = (config.rate * config.fade_ms / 1000).max(1) as usize;
+        // The virtual speaker is not paced; keep it within a period of real
+        // time so stopping behaves as it does on a card.
+        let mut pacer = Pacer::new(
+            config.rate,
+            Duration::from_millis(u64::from(config.period_ms)),
+        );
+        let io = pcm.io_i16();
+        let Ok(io) = io else {
+            stats.set_state(PlaybackState::DeviceError);
+            std::thread::sleep(RETRY);
+            continue;
+        };
+        let mut next: Option<Queued> = None;
+        loop {
+            let received = match next.take() {
+                Some(clip) => Ok(clip),
+                None => rx.recv_timeout(Duration::from_millis(100)),
+            };
+            let mut clip = match received {
+                Ok(clip) => clip,
+                Err(RecvTimeoutError::Timeout) => {
+                    if shared.shutdown.load(Ordering::Acquire) {
+                        break 'device;
+                    }
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break 'device,
+            };
+            if clip.generation < shared.stop_generation.load(Ordering::Acquire) {
+                finish(&mut clip, Outcome::Stopped);
+                continue;
+            }
+            stats.speaking.store(true, Ordering::Release);
+            pacer.reset();
+            let generation = clip.generation;
+            let mut position = 0;
+            let mut outcome = Outcome::Finished;
+            while position < clip.samples.len() {
+                let stopping = shared.stop_generation.load(Ordering::Acquire) != generation;
+                let gain = f32::from_bits(shared.gain.load(Ordering::Acquire));
+                let frames = if stopping {
+                    fade.min(period).min(clip.samples.len() - position)
+                } else {
+                    period.min(clip.samples.len() - position)
+                };
+                for i in 0..frames {
+                    let ramp = if stopping {
+                        1.0 - (i as f32 + 1.0) / frames as f32
+                    } else {
+                        1.0
+                    };
+                    let v = (clip.samples[position + i] * gain * ramp).clamp(-1.0, 1.0);
+                    let s = (v * 32767.0) as i16;
+                    for c in 0..channels {
+                        buffer[i * channels + c] = s;
+                    }
+                }
+                match io.writei(&buffer[..frames * channels]) {
+                    Ok(written) => {
+                        position += written;
+                        pacer.pace(written);
+                    }
+                    Err(e) if e.errno() == 32 => {
+                        // Underrun: the card ran dry. Recover and go on.
+                        stats.underruns.fetch_add(1, Ordering::Relaxed);
+                        if pcm.try_recover(e, true).is_err() {
+                            outcome = Outcome::Failed;
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, device = %config.device, "playback write failed; reopening");
+                        stats.set_error(Some(e.to_string()));
+                        stats.set_state(PlaybackState::DeviceError);
+                        finish(&mut clip, Outcome::Failed);
+                        stats.speaking.store(false, Ordering::Release);
+                        std::thread::sleep(Duration::from_millis(200));
+                        continue 'device;
+                    }
+                }
+                if stopping {
+                    // Silence now: discard what the card still holds.
+                    let _ = pcm.drop();
+                    let _ = pcm.prepare();
+                    if let Some(at) = *shared
+                        .stop_requested
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                    {
+                        let us = at.elapsed().as_micros().max(1) as u64;
+                        stats.last_stop_latency_us.store(us, Ordering::Release);
+                    }
+                    outcome = Outcome::Stopped;
+                    break;
+                }
+            }
+            if outcome == Outcome::Finished {
+                stats.clips_played.fetch_add(1, Ordering::Relaxed);
+                // Let the card play out what it holds unless the queue has
+                // more, so back-to-back sentences have no gap.
+                next = rx.try_recv().ok();
+                if next.is_none() {
+                    let _ = pcm.drain();
+                    let _ = pcm.prepare();
+                }
+            }
+            finish(&mut clip, outcome);
+            // Clips queued before a stop are skipped as they come up (their
+            // generation is older); ones queued after it play.
+            if next.is_none() || outcome == Outcome::Stopped {
+                stats.speaking.store(false, Ordering::Release);
+            }
+        }
+    }
+    stats.speaking.store(false, Ordering::Release);
+    stats.set_state(PlaybackState::Stopped);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn volume_curve() {
+        assert_eq!(volume_to_gain(0), 0.0);
+        assert!((volume_to_gain(100) - 1.0).abs() < 1e-6);
+        let half = volume_to_gain(50);
+        assert!(half > 0.01 && half < 0.1, "{half}");
+        assert!(volume_to_gain(60) > volume_to_gain(50));
+    }
+}
