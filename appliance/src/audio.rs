@@ -81,7 +81,7 @@ pub fn prepare_virtual_card(config: &AudioConfig) -> Result<(), AudioError> {
 /// microphone, and joins their threads.
 pub struct AudioEngine {
     capture: Option<Capture>,
-    player: Option<Player>,
+    player: Option<Arc<Player>>,
     virtual_mic: Option<VirtualMic>,
 }
 
@@ -114,7 +114,11 @@ impl AudioEngine {
             None
         };
         let speaking = Arc::clone(&state.speaking);
-        let player = Player::start(config.playback.clone(), Arc::clone(&speaking))?;
+        let player = Arc::new(Player::start(
+            config.playback.clone(),
+            Arc::clone(&speaking),
+        )?);
+        state.set_player(&player);
         let mute = config.half_duplex.then_some(speaking);
         let capture = Capture::start(config.capture.clone(), mute)?;
         let (capture_stats, player_stats) =
@@ -155,7 +159,7 @@ impl AudioEngine {
         self.capture.as_ref()
     }
 
-    pub fn player(&self) -> Option<&Player> {
+    pub fn player(&self) -> Option<&Arc<Player>> {
         self.player.as_ref()
     }
 }

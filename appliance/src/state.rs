@@ -11,7 +11,7 @@ use std::{
     collections::BTreeMap,
     net::SocketAddr,
     sync::{
-        Arc, Mutex, PoisonError,
+        Arc, Mutex, PoisonError, Weak,
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
     time::Instant,
@@ -130,6 +130,9 @@ pub struct ApplianceState {
     /// playback thread, which raises it, and capture (half duplex).
     pub speaking: Arc<AtomicBool>,
     subsystems: Mutex<BTreeMap<&'static str, SubsystemSource>>,
+    /// The speaker, once the audio engine runs. Weak: the engine owns it and
+    /// stops it at shutdown.
+    player: Mutex<Weak<hark_audio::playback::Player>>,
 }
 
 impl Default for ApplianceState {
@@ -146,6 +149,7 @@ impl Default for ApplianceState {
             recording: AtomicBool::new(false),
             speaking: Arc::new(AtomicBool::new(false)),
             subsystems: Mutex::new(subsystems),
+            player: Mutex::new(Weak::new()),
         }
     }
 }
@@ -187,6 +191,18 @@ impl ApplianceState {
 
     pub fn client_count(&self, transport: TransportKind) -> usize {
         self.clients[transport as usize].load(Ordering::Relaxed)
+    }
+
+    pub fn set_player(&self, player: &Arc<hark_audio::playback::Player>) {
+        *self.player.lock().unwrap_or_else(PoisonError::into_inner) = Arc::downgrade(player);
+    }
+
+    /// The speaker, if the audio engine is running.
+    pub fn player(&self) -> Option<Arc<hark_audio::playback::Player>> {
+        self.player
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .upgrade()
     }
 
     /// Sets where a subsystem's state is read from.

@@ -61,3 +61,28 @@ def test_inject_without_daemon(tmp_path):
     assert out.returncode == 1 and "nothing reads" in out.stderr
     out = subprocess.run([str(HARK), "--config", str(cfg), "inject", str(tmp_path / "missing.wav")], capture_output=True, text=True)
     assert out.returncode == 1 and "missing.wav" in out.stderr
+
+
+def test_set_volume(daemon):
+    c = LineClient.tcp(daemon)
+    c.initialize()
+    r = c.call_tool("set_volume", {"volume": 30}, id=1)["result"]
+    assert r["structuredContent"] == {"volume": 30, "hardware_control": None}
+    assert status_of(c, id=2)["volume"] == 30
+    r = c.call_tool("set_volume", {"volume": 150}, id=3)["result"]
+    assert r["isError"] is True and "0–100" in r["content"][0]["text"]
+    assert status_of(c, id=4)["volume"] == 30
+    r = c.call_tool("set_volume", {"volume": "loud"}, id=5)["result"]
+    assert r["isError"] is True and "loud" in r["content"][0]["text"]
+    r = c.call_tool("set_volume", {}, id=6)["result"]
+    assert r["isError"] is True and "volume" in r["content"][0]["text"]
+    c.call_tool("set_volume", {"volume": 80}, id=7)
+
+
+def test_set_volume_without_speaker(start_daemon):
+    d = start_daemon({"audio": {"enabled": False}})
+    c = LineClient.tcp(d)
+    c.initialize()
+    r = c.call_tool("set_volume", {"volume": 10}, id=1)["result"]
+    assert r["isError"] is True and "no speaker" in r["content"][0]["text"]
+    assert status_of(c)["volume"] is None

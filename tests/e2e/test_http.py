@@ -33,7 +33,7 @@ def test_python_sdk(daemon, mode):
     async def main():
         async with Client(daemon.url, mode=mode, cache=None) as client:
             tools = await client.list_tools()
-            assert [t.name for t in tools.tools] == ["get_status"]
+            assert [t.name for t in tools.tools] == ["get_status", "set_volume"]
             result = await client.call_tool("get_status", {})
             assert result.is_error is not True
             assert result.structured_content["recording"] is False

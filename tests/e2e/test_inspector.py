@@ -38,7 +38,7 @@ def test_tools_list(daemon, tmp_path, via):
     out = inspector(tmp_path, *args)
     assert out.returncode == 0, out.stderr
     tools = json.loads(out.stdout)["result"]["tools"]
-    assert [t["name"] for t in tools] == ["get_status"]
+    assert [t["name"] for t in tools] == ["get_status", "set_volume"]
     assert "outputSchema" in tools[0]
 
 

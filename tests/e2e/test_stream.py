@@ -28,10 +28,11 @@ def test_handshake_list_and_status(daemon, transport):
 
     tools = c.request("tools/list", id=2)["result"]["tools"]
     names = [t["name"] for t in tools]
-    assert names == ["get_status"]
+    assert names == ["get_status", "set_volume"]
     tool = tools[0]
     assert tool["inputSchema"]["type"] == "object"
-    assert {"recording", "speaking", "version", "uptime_seconds", "transports", "subsystems"} <= set(
+    assert "volume" in tools[1]["inputSchema"]["properties"]
+    assert {"recording", "speaking", "volume", "version", "uptime_seconds", "transports", "subsystems"} <= set(
         tool["outputSchema"]["properties"]
     )
 
@@ -125,7 +126,7 @@ def test_one_shot_without_initialize(daemon, transport):
     )
     first = json.loads(out.stdout.split(b"\n")[0])
     assert first["id"] == 1
-    assert [t["name"] for t in first["result"]["tools"]] == ["get_status"]
+    assert [t["name"] for t in first["result"]["tools"]] == ["get_status", "set_volume"]
 
 
 def test_malformed_input_gets_errors_and_connection_keeps_working(daemon):

@@ -21,6 +21,7 @@ pub mod clip;
 pub mod config;
 pub mod dsp;
 pub mod earcon;
+pub mod mixer;
 pub mod pace;
 pub mod playback;
 pub mod ring;

@@ -30,6 +30,7 @@ use crate::{
     capture::{RETRY, route_alsa_messages},
     clip::{Clip, ClipError},
     config::PlaybackConfig,
+    mixer::{self, MixerError},
     pace::Pacer,
 };
 
@@ -175,6 +176,9 @@ pub struct Player {
     tx: SyncSender<Queued>,
     shared: Arc<Shared>,
     rate: u32,
+    device: String,
+    mixer_control: String,
+    volume: std::sync::atomic::AtomicU8,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -198,6 +202,11 @@ impl Player {
             shutdown: AtomicBool::new(false),
         });
         let rate = config.rate;
+        let (device, mixer_control, volume) = (
+            config.device.clone(),
+            config.mixer_control.clone(),
+            config.volume,
+        );
         let thread = {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
@@ -205,12 +214,19 @@ impl Player {
                 .spawn(move || run(&config, &rx, &shared))
                 .map_err(PlaybackError::Thread)?
         };
-        Ok(Self {
+        let player = Self {
             tx,
             shared,
             rate,
+            device,
+            mixer_control,
+            volume: std::sync::atomic::AtomicU8::new(volume),
             thread: Some(thread),
-        })
+        };
+        if let Err(e) = player.set_volume(volume) {
+            tracing::warn!(error = %e, "using software volume only");
+        }
+        Ok(player)
     }
 
     pub fn stats(&self) -> &Arc<PlayerStats> {
@@ -244,11 +260,34 @@ impl Player {
         self.shared.stop_generation.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Sets the software volume, 0–100.
-    pub fn set_volume(&self, volume: u8) {
-        self.shared
-            .gain
-            .store(volume_to_gain(volume).to_bits(), Ordering::Release);
+    /// Sets the volume, 0–100: on the card's mixer control when one is
+    /// configured (the software gain then stays at full), else in software.
+    /// The software volume is always applied; a mixer error is returned so
+    /// the caller can say the hardware control was not set.
+    pub fn set_volume(&self, volume: u8) -> Result<(), MixerError> {
+        let volume = volume.min(100);
+        self.volume.store(volume, Ordering::Release);
+        let hardware = if self.mixer_control.is_empty() {
+            Ok(false)
+        } else {
+            mixer::set_volume(&self.device, &self.mixer_control, volume).map(|()| true)
+        };
+        let gain = match hardware {
+            Ok(true) => 1.0,
+            _ => volume_to_gain(volume),
+        };
+        self.shared.gain.store(gain.to_bits(), Ordering::Release);
+        hardware.map(|_| ())
+    }
+
+    /// The current volume, 0–100.
+    pub fn volume(&self) -> u8 {
+        self.volume.load(Ordering::Acquire)
+    }
+
+    /// The mixer control volume is set on, if any.
+    pub fn mixer_control(&self) -> Option<&str> {
+        (!self.mixer_control.is_empty()).then_some(self.mixer_control.as_str())
     }
 
     pub fn alive(&self) -> bool {

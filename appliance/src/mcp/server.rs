@@ -49,7 +49,7 @@ pub struct HarkServer {
 impl HarkServer {
     /// The tool router, built once at start-up and shared by every connection.
     pub fn router() -> Arc<ToolRouter<HarkServer>> {
-        Arc::new(Self::get_status_router())
+        Arc::new(Self::get_status_router() + Self::set_volume_router())
     }
 
     pub fn new(

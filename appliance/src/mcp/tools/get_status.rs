@@ -20,6 +20,8 @@ pub struct Status {
     pub recording: bool,
     /// True while the speaker is playing speech.
     pub speaking: bool,
+    /// Speaker volume, 0–100; null when there is no speaker.
+    pub volume: Option<u8>,
     /// Hark's version.
     pub version: String,
     /// Seconds since the daemon started.
@@ -70,6 +72,7 @@ impl Status {
         Status {
             recording: state.recording.load(Ordering::Relaxed),
             speaking: state.speaking.load(Ordering::Relaxed),
+            volume: state.player().map(|p| p.volume()),
             version: env!("CARGO_PKG_VERSION").to_owned(),
             uptime_seconds: (state.uptime_seconds() * 1000.0).round() / 1000.0,
             transports,

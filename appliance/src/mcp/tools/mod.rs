@@ -3,3 +3,4 @@
 //! `speak_text` with text-to-speech.
 
 pub mod get_status;
+pub mod set_volume;
