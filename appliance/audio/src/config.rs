@@ -132,6 +132,13 @@ pub struct CaptureConfig {
     pub gains_db: Vec<f32>,
     /// Channels (0-based) mixed into the mono stream. Empty: all of them.
     pub select: Vec<u32>,
+    /// Microphone positions in metres, `[x, y]` per device channel, in the
+    /// array's plane (the board profile gives them). Needed for `beamform`.
+    pub geometry: Vec<[f32; 2]>,
+    /// Combine the selected channels by delay-and-sum beamforming towards
+    /// the loudest direction instead of a plain mix (see `beam.rs` for the
+    /// method and its limits).
+    pub beamform: bool,
     /// Audio kept from before a listener starts, in milliseconds (0–2000),
     /// so the first syllable before the detector fires is not lost.
     pub preroll_ms: u32,
@@ -151,6 +158,8 @@ impl Default for CaptureConfig {
             periods: 4,
             gains_db: Vec::new(),
             select: Vec::new(),
+            geometry: Vec::new(),
+            beamform: false,
             preroll_ms: 300,
             ring_seconds: 40,
         }
@@ -277,6 +286,39 @@ impl AudioConfig {
                         "channel {channel} does not exist; channels are 0–{}",
                         c.channels - 1
                     ),
+                });
+            }
+        }
+        if c.beamform {
+            if c.geometry.len() != c.channels as usize {
+                return Err(ConfigError {
+                    key: "audio.capture.geometry",
+                    reason: format!(
+                        "beamforming needs a position for each of the {} channels, got {}",
+                        c.channels,
+                        c.geometry.len()
+                    ),
+                });
+            }
+            let used = if c.select.is_empty() {
+                c.channels as usize
+            } else {
+                c.select.len()
+            };
+            if used < 2 {
+                return Err(ConfigError {
+                    key: "audio.capture.beamform",
+                    reason: "beamforming needs at least two channels".into(),
+                });
+            }
+            if c.geometry
+                .iter()
+                .flatten()
+                .any(|v| !v.is_finite() || v.abs() > 0.5)
+            {
+                return Err(ConfigError {
+                    key: "audio.capture.geometry",
+                    reason: "positions are in metres and within 0.5 m of the array centre".into(),
                 });
             }
         }

@@ -16,6 +16,7 @@
 //! utterance recording runs on the caller's blocking thread and reads the
 //! ring at its own pace.
 
+pub mod beam;
 pub mod capture;
 pub mod clip;
 pub mod config;
