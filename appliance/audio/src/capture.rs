@@ -136,6 +136,44 @@ impl CaptureStats {
     }
 }
 
+/// What the read loop needs from a capture device: ALSA's PCM on the
+/// appliance; a wrapper that injects faults in tests.
+pub trait CaptureDevice: Send {
+    /// Reads interleaved frames into `buf`; returns the frames read.
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize, alsa::Error>;
+    /// Recovers from an xrun or suspend in place (`snd_pcm_recover`).
+    fn recover(&mut self, err: alsa::Error) -> Result<(), alsa::Error>;
+}
+
+struct AlsaCapture(PCM);
+
+impl CaptureDevice for AlsaCapture {
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize, alsa::Error> {
+        self.0.io_bytes().readi(buf)
+    }
+
+    fn recover(&mut self, err: alsa::Error) -> Result<(), alsa::Error> {
+        self.0.try_recover(err, true)
+    }
+}
+
+impl Drop for AlsaCapture {
+    fn drop(&mut self) {
+        let _ = self.0.drop();
+    }
+}
+
+/// Opens a capture device for a configuration; returns it and its period
+/// in frames.
+pub type Opener =
+    Box<dyn Fn(&CaptureConfig) -> Result<(Box<dyn CaptureDevice>, usize), CaptureError> + Send>;
+
+/// Opens the configured ALSA device.
+pub fn open_alsa(config: &CaptureConfig) -> Result<(Box<dyn CaptureDevice>, usize), CaptureError> {
+    let (pcm, period) = open(config)?;
+    Ok((Box::new(AlsaCapture(pcm)), period))
+}
+
 /// A running capture thread. Dropping it stops the thread and joins it.
 pub struct Capture {
     ring: Arc<Ring>,
@@ -154,6 +192,16 @@ impl Capture {
         config: CaptureConfig,
         mute: Option<Arc<AtomicBool>>,
     ) -> Result<Self, CaptureError> {
+        Self::start_with(config, mute, Box::new(open_alsa))
+    }
+
+    /// As [`Capture::start`], opening the device with `opener` (tests wrap
+    /// the ALSA device to inject faults).
+    pub fn start_with(
+        config: CaptureConfig,
+        mute: Option<Arc<AtomicBool>>,
+        opener: Opener,
+    ) -> Result<Self, CaptureError> {
         let ring = Arc::new(Ring::new((config.ring_seconds * PIPELINE_RATE) as usize));
         let stats = Arc::new(CaptureStats::default());
         let stop = Arc::new(AtomicBool::new(false));
@@ -161,7 +209,7 @@ impl Capture {
             let (ring, stats, stop) = (Arc::clone(&ring), Arc::clone(&stats), Arc::clone(&stop));
             std::thread::Builder::new()
                 .name("hark-capture".into())
-                .spawn(move || run(&config, &ring, &stats, &stop, mute.as_deref()))
+                .spawn(move || run(&config, &opener, &ring, &stats, &stop, mute.as_deref()))
                 .map_err(CaptureError::Thread)?
         };
         Ok(Self {
@@ -239,6 +287,7 @@ pub(crate) fn route_alsa_messages() {
 
 fn run(
     config: &CaptureConfig,
+    opener: &Opener,
     ring: &Ring,
     stats: &CaptureStats,
     stop: &AtomicBool,
@@ -247,14 +296,14 @@ fn run(
     route_alsa_messages();
     let mut logged_missing = false;
     while !stop.load(Ordering::Acquire) {
-        match open(config) {
-            Ok((pcm, period)) => {
+        match opener(config) {
+            Ok((mut device, period)) => {
                 logged_missing = false;
                 stats.opens.fetch_add(1, Ordering::Relaxed);
                 stats.set_error(None);
                 stats.set_state(CaptureState::Capturing);
                 tracing::info!(device = %config.device, period_frames = period, "capture started");
-                match read_loop(config, &pcm, period, ring, stats, stop, mute) {
+                match read_loop(config, device.as_mut(), period, ring, stats, stop, mute) {
                     Ok(()) => break,
                     Err(e) => {
                         let missing = matches!(e, CaptureError::Missing { .. });
@@ -418,7 +467,7 @@ fn supported(hwp: &HwParams) -> String {
 
 fn read_loop(
     config: &CaptureConfig,
-    pcm: &PCM,
+    device: &mut dyn CaptureDevice,
     period: usize,
     ring: &Ring,
     stats: &CaptureStats,
@@ -428,10 +477,9 @@ fn read_loop(
     let mut frontend = Frontend::new(config, period)?;
     let frame_bytes = config.channels as usize * config.format.bytes();
     let mut buffer = vec![0u8; period * frame_bytes];
-    let io = pcm.io_bytes();
     let mut pacer = Pacer::new(config.rate, Duration::from_millis(200));
     while !stop.load(Ordering::Acquire) {
-        match io.readi(&mut buffer) {
+        match device.read(&mut buffer) {
             Ok(frames) => {
                 stats.periods.fetch_add(1, Ordering::Relaxed);
                 pacer.pace(frames);
@@ -444,12 +492,11 @@ fn read_loop(
             Err(e) if matches!(e.errno(), libc_errno::EPIPE | libc_errno::ESTRPIPE) => {
                 // Overrun: we were late; ALSA dropped audio. Recover here.
                 stats.overruns.fetch_add(1, Ordering::Relaxed);
-                pcm.try_recover(e, true)
-                    .map_err(|source| CaptureError::Alsa {
-                        device: config.device.clone(),
-                        operation: "recovering from an overrun",
-                        source,
-                    })?;
+                device.recover(e).map_err(|source| CaptureError::Alsa {
+                    device: config.device.clone(),
+                    operation: "recovering from an overrun",
+                    source,
+                })?;
             }
             Err(e) if is_missing(e.errno()) => {
                 return Err(CaptureError::Missing {
@@ -458,7 +505,7 @@ fn read_loop(
                 });
             }
             Err(e) => {
-                if pcm.try_recover(e, true).is_err() {
+                if device.recover(e).is_err() {
                     return Err(CaptureError::Alsa {
                         device: config.device.clone(),
                         operation: "reading",
@@ -468,6 +515,5 @@ fn read_loop(
             }
         }
     }
-    let _ = pcm.drop();
     Ok(())
 }

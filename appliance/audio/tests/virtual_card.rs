@@ -7,13 +7,16 @@
 //! another, each starting and stopping its own feeder on the same FIFO.
 
 use std::{
+    collections::VecDeque,
     path::{Path, PathBuf},
     process::Command,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use hark_audio::{
     Capture, CaptureState,
+    capture::{self, CaptureDevice},
     clip::Clip,
     config::{CaptureConfig, PlaybackConfig, VadConfig},
     dsp::DcBlocker,
@@ -610,6 +613,82 @@ fn half_duplex_mutes_capture_while_speaking(env: &Env) {
     println!("half_duplex_mutes_capture_while_speaking: ok");
 }
 
+/// The real ALSA device, with errors injected into its reads on cue.
+struct Faulty {
+    inner: Box<dyn CaptureDevice>,
+    plan: Arc<Mutex<VecDeque<i32>>>,
+}
+
+impl CaptureDevice for Faulty {
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize, alsa::Error> {
+        if let Some(errno) = self.plan.lock().expect("plan").pop_front() {
+            return Err(alsa::Error::new("snd_pcm_readi", errno));
+        }
+        self.inner.read(buf)
+    }
+
+    fn recover(&mut self, err: alsa::Error) -> Result<(), alsa::Error> {
+        self.inner.recover(err)
+    }
+}
+
+fn device_errors_mid_stream(env: &Env) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mic = mic(env, 1, 16_000);
+    let plan: Arc<Mutex<VecDeque<i32>>> = Arc::default();
+    let opener_plan = Arc::clone(&plan);
+    let capture = Capture::start_with(
+        device_config(1, 16_000),
+        None,
+        Box::new(move |config| {
+            let (inner, period) = capture::open_alsa(config)?;
+            let faulty: Box<dyn CaptureDevice> = Box::new(Faulty {
+                inner,
+                plan: Arc::clone(&opener_plan),
+            });
+            Ok((faulty, period))
+        }),
+    )
+    .expect("capture");
+    wait_for("capturing", Duration::from_secs(10), || {
+        capture.stats().state() == CaptureState::Capturing
+    });
+    // An overrun (EPIPE): recovered in place on the real device, counted,
+    // no reopen.
+    plan.lock().expect("plan").push_back(32);
+    wait_for("overrun counted", Duration::from_secs(5), || {
+        capture.stats().overruns.load(Relaxed) == 1
+    });
+    assert_eq!(capture.stats().opens.load(Relaxed), 1);
+    let start = capture.ring().written();
+    mic.inject(&s16(&tone(440.0, 16_000, 0.2, 0.5)));
+    assert!(
+        read_samples(&capture, start, 8000)
+            .iter()
+            .any(|s| s.abs() > 0.3)
+    );
+    // The device vanishes (ENODEV): a state, then a reopen once it is back.
+    plan.lock().expect("plan").push_back(19);
+    wait_for("device reported missing", Duration::from_secs(5), || {
+        capture.stats().state() == CaptureState::DeviceMissing
+    });
+    assert_eq!(capture.stats().describe(), "capture device missing");
+    wait_for("reopened", Duration::from_secs(10), || {
+        capture.stats().opens.load(Relaxed) == 2
+            && capture.stats().state() == CaptureState::Capturing
+    });
+    // An I/O error (EIO) that recovers: capture carries on.
+    plan.lock().expect("plan").push_back(5);
+    let start = capture.ring().written();
+    mic.inject(&s16(&tone(440.0, 16_000, 0.2, 0.5)));
+    assert!(
+        read_samples(&capture, start, 8000)
+            .iter()
+            .any(|s| s.abs() > 0.3)
+    );
+    println!("device_errors_mid_stream: ok (overrun recovered in place, ENODEV reopened)");
+}
+
 type Test = fn(&Env);
 
 fn main() {
@@ -643,6 +722,7 @@ fn main() {
         ("pre_roll_keeps_the_onset", pre_roll_keeps_the_onset),
         ("device_missing_then_back", device_missing_then_back),
         ("feeder_gone_mid_stream", feeder_gone_mid_stream),
+        ("device_errors_mid_stream", device_errors_mid_stream),
         ("play_a_clip", play_a_clip),
         (
             "half_duplex_mutes_capture_while_speaking",
