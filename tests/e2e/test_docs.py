@@ -53,3 +53,16 @@ def test_documented_limits_match_the_defaults():
         assert re.search(rf"`mcp\.{key}` \| {doc_value}", text), key
     assert re.search(r"^max_message_bytes = 1048576$", out.stdout, re.M)
     assert "`mcp.max_message_bytes` | 1 MiB" in text
+
+
+def test_readme_configuration_example_is_valid(tmp_path):
+    import subprocess
+
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"```toml\n(.*?)```", readme, re.S)
+    assert block, "the README shows a configuration example"
+    example = tmp_path / "example.toml"
+    example.write_text(block.group(1))
+    out = subprocess.run([str(HARK), "config", "check", str(example)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "beamform = true" in out.stdout
