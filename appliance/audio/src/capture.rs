@@ -22,13 +22,11 @@ use std::{
     time::Duration,
 };
 
-use alsa::{
-    Direction, ValueOr,
-    pcm::{Access, Format, HwParams, PCM},
-};
+use alsa::{Direction, pcm::PCM};
 
 use crate::{
-    config::{CaptureConfig, PIPELINE_RATE, SampleFormat},
+    config::{CaptureConfig, PIPELINE_RATE},
+    device::{self, OpenError, errno, is_missing},
     dsp::{DspError, Frontend},
     pace::Pacer,
     ring::Ring,
@@ -344,125 +342,33 @@ fn run(
     stats.set_state(CaptureState::Stopped);
 }
 
-fn is_missing(errno: i32) -> bool {
-    // ENOENT: no such device name or node; ENODEV/ENXIO: the device went away.
-    matches!(
-        errno,
-        libc_errno::ENOENT | libc_errno::ENODEV | libc_errno::ENXIO
-    )
-}
-
-/// errno values, without a libc dependency for three constants.
-mod libc_errno {
-    pub const ENOENT: i32 = 2;
-    pub const ENXIO: i32 = 6;
-    pub const EPIPE: i32 = 32;
-    pub const ENODEV: i32 = 19;
-    pub const ESTRPIPE: i32 = 86;
-}
-
-fn alsa_format(format: SampleFormat) -> Format {
-    match format {
-        SampleFormat::S16Le => Format::S16LE,
-        SampleFormat::S32Le => Format::S32LE,
-        SampleFormat::FloatLe => Format::FloatLE,
-    }
-}
-
-/// Opens and configures the device; returns it and its period in frames.
+/// Opens and configures the capture device; returns it and its period in
+/// frames.
 fn open(config: &CaptureConfig) -> Result<(PCM, usize), CaptureError> {
-    let device = config.device.clone();
-    let pcm = PCM::new(&device, Direction::Capture, false).map_err(|e| {
-        if is_missing(e.errno()) {
-            CaptureError::Missing {
-                device: device.clone(),
-                reason: e.to_string(),
-            }
-        } else {
-            CaptureError::Alsa {
-                device: device.clone(),
-                operation: "open",
-                source: e,
-            }
-        }
-    })?;
-    let alsa_err = |operation| {
-        let device = device.clone();
-        move |source| CaptureError::Alsa {
-            device,
+    let params = device::Params {
+        direction: Direction::Capture,
+        format: config.format,
+        channels: config.channels,
+        rate: config.rate,
+        period_ms: config.period_ms,
+        periods: config.periods,
+    };
+    device::open(&config.device, &params).map_err(|e| match e {
+        OpenError::Missing(reason) => CaptureError::Missing {
+            device: config.device.clone(),
+            reason: reason.to_string(),
+        },
+        OpenError::Unsupported { wanted, supported } => CaptureError::Unsupported {
+            device: config.device.clone(),
+            wanted: format!("capture {wanted}"),
+            supported,
+        },
+        OpenError::Alsa { operation, source } => CaptureError::Alsa {
+            device: config.device.clone(),
             operation,
             source,
-        }
-    };
-    let period = {
-        let hwp = HwParams::any(&pcm).map_err(alsa_err("reading hardware parameters"))?;
-        let unsupported = |wanted: String| CaptureError::Unsupported {
-            device: device.clone(),
-            wanted,
-            supported: supported(&hwp),
-        };
-        hwp.set_access(Access::RWInterleaved)
-            .map_err(|_| unsupported("interleaved access".into()))?;
-        hwp.set_format(alsa_format(config.format))
-            .map_err(|_| unsupported(format!("capture {}", config.format.name())))?;
-        hwp.set_channels(config.channels)
-            .map_err(|_| unsupported(format!("capture {} channels", config.channels)))?;
-        hwp.set_rate(config.rate, ValueOr::Nearest)
-            .map_err(|_| unsupported(format!("capture at {} Hz", config.rate)))?;
-        let period = (config.rate * config.period_ms / 1000) as i64;
-        let period = hwp
-            .set_period_size_near(period, ValueOr::Nearest)
-            .map_err(alsa_err("setting the period size"))?;
-        hwp.set_buffer_size_near(period * i64::from(config.periods))
-            .map_err(alsa_err("setting the buffer size"))?;
-        pcm.hw_params(&hwp)
-            .map_err(alsa_err("applying hardware parameters"))?;
-        let current = pcm
-            .hw_params_current()
-            .map_err(alsa_err("reading back parameters"))?;
-        let rate = current.get_rate().map_err(alsa_err("reading the rate"))?;
-        if rate != config.rate {
-            return Err(CaptureError::Unsupported {
-                device: device.clone(),
-                wanted: format!("capture at {} Hz (it offers {rate} Hz)", config.rate),
-                supported: supported(
-                    &HwParams::any(&pcm).map_err(alsa_err("reading hardware parameters"))?,
-                ),
-            });
-        }
-        current
-            .get_period_size()
-            .map_err(alsa_err("reading the period size"))? as usize
-    };
-    pcm.prepare().map_err(alsa_err("prepare"))?;
-    Ok((pcm, period))
-}
-
-/// What a device offers, for error messages.
-fn supported(hwp: &HwParams) -> String {
-    let formats: Vec<&str> = [
-        SampleFormat::S16Le,
-        SampleFormat::S32Le,
-        SampleFormat::FloatLe,
-    ]
-    .into_iter()
-    .filter(|f| hwp.test_format(alsa_format(*f)).is_ok())
-    .map(SampleFormat::name)
-    .collect();
-    let channels = match (hwp.get_channels_min(), hwp.get_channels_max()) {
-        (Ok(lo), Ok(hi)) => format!("{lo}–{hi}"),
-        _ => "?".into(),
-    };
-    let rates = match (hwp.get_rate_min(), hwp.get_rate_max()) {
-        (Ok(lo), Ok(hi)) => format!("{lo}–{hi} Hz"),
-        _ => "?".into(),
-    };
-    let formats = if formats.is_empty() {
-        "none of S16_LE, S32_LE, FLOAT_LE".to_owned()
-    } else {
-        formats.join(", ")
-    };
-    format!("formats {formats}; channels {channels}; rates {rates}")
+        },
+    })
 }
 
 fn read_loop(
@@ -489,7 +395,7 @@ fn read_loop(
                 }
                 ring.push(out);
             }
-            Err(e) if matches!(e.errno(), libc_errno::EPIPE | libc_errno::ESTRPIPE) => {
+            Err(e) if matches!(e.errno(), errno::EPIPE | errno::ESTRPIPE) => {
                 // Overrun: we were late; ALSA dropped audio. Recover here.
                 stats.overruns.fetch_add(1, Ordering::Relaxed);
                 device.recover(e).map_err(|source| CaptureError::Alsa {

@@ -20,6 +20,7 @@ pub mod beam;
 pub mod capture;
 pub mod clip;
 pub mod config;
+pub mod device;
 pub mod dsp;
 pub mod earcon;
 pub mod mixer;

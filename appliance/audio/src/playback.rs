@@ -21,15 +21,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use alsa::{
-    Direction, ValueOr,
-    pcm::{Access, Format, HwParams, PCM},
-};
+use alsa::{Direction, pcm::PCM};
 
 use crate::{
     capture::{RETRY, route_alsa_messages},
     clip::{Clip, ClipError},
-    config::PlaybackConfig,
+    config::{PlaybackConfig, SampleFormat},
+    device::{self, OpenError, errno},
     mixer::{self, MixerError},
     pace::Pacer,
 };
@@ -47,6 +45,12 @@ pub enum PlaybackError {
     Clip(#[from] ClipError),
     #[error("cannot start the playback thread: {0}")]
     Thread(#[source] std::io::Error),
+    #[error("playback device `{device}` cannot {wanted}: it supports {supported}")]
+    Unsupported {
+        device: String,
+        wanted: String,
+        supported: String,
+    },
     #[error("playback device `{device}` is missing: {reason}")]
     Missing { device: String, reason: String },
     #[error("playback device `{device}`: {operation} failed: {source}")]
@@ -306,53 +310,30 @@ impl Drop for Player {
 }
 
 fn open(config: &PlaybackConfig) -> Result<(PCM, usize), PlaybackError> {
-    let device = config.device.clone();
-    let pcm = PCM::new(&device, Direction::Playback, false).map_err(|e| {
-        if matches!(e.errno(), 2 | 6 | 19) {
-            PlaybackError::Missing {
-                device: device.clone(),
-                reason: e.to_string(),
-            }
-        } else {
-            PlaybackError::Alsa {
-                device: device.clone(),
-                operation: "open",
-                source: e,
-            }
-        }
-    })?;
-    let err = |operation| {
-        let device = device.clone();
-        move |source| PlaybackError::Alsa {
-            device,
+    let params = device::Params {
+        direction: Direction::Playback,
+        format: SampleFormat::S16Le,
+        channels: config.channels,
+        rate: config.rate,
+        period_ms: config.period_ms,
+        periods: config.periods,
+    };
+    device::open(&config.device, &params).map_err(|e| match e {
+        OpenError::Missing(reason) => PlaybackError::Missing {
+            device: config.device.clone(),
+            reason: reason.to_string(),
+        },
+        OpenError::Unsupported { wanted, supported } => PlaybackError::Unsupported {
+            device: config.device.clone(),
+            wanted: format!("play {wanted}"),
+            supported,
+        },
+        OpenError::Alsa { operation, source } => PlaybackError::Alsa {
+            device: config.device.clone(),
             operation,
             source,
-        }
-    };
-    let period = {
-        let hwp = HwParams::any(&pcm).map_err(err("reading hardware parameters"))?;
-        hwp.set_access(Access::RWInterleaved)
-            .map_err(err("setting interleaved access"))?;
-        hwp.set_format(Format::S16LE)
-            .map_err(err("setting S16_LE"))?;
-        hwp.set_channels(config.channels)
-            .map_err(err("setting the channel count"))?;
-        hwp.set_rate(config.rate, ValueOr::Nearest)
-            .map_err(err("setting the rate"))?;
-        let period = i64::from(config.rate * config.period_ms / 1000);
-        let period = hwp
-            .set_period_size_near(period, ValueOr::Nearest)
-            .map_err(err("setting the period size"))?;
-        hwp.set_buffer_size_near(period * i64::from(config.periods))
-            .map_err(err("setting the buffer size"))?;
-        pcm.hw_params(&hwp)
-            .map_err(err("applying hardware parameters"))?;
-        pcm.hw_params_current()
-            .and_then(|h| h.get_period_size())
-            .map_err(err("reading the period size"))? as usize
-    };
-    pcm.prepare().map_err(err("prepare"))?;
-    Ok((pcm, period))
+        },
+    })
 }
 
 fn finish(clip: &mut Queued, outcome: Outcome) {
@@ -458,7 +439,7 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
                         position += written;
                         pacer.pace(written);
                     }
-                    Err(e) if e.errno() == 32 => {
+                    Err(e) if e.errno() == errno::EPIPE => {
                         // Underrun: the card ran dry. Recover and go on.
                         stats.underruns.fetch_add(1, Ordering::Relaxed);
                         if pcm.try_recover(e, true).is_err() {
