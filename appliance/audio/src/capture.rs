@@ -125,10 +125,11 @@ impl CaptureStats {
             CaptureState::Starting => "starting".into(),
             CaptureState::Capturing => "capturing".into(),
             CaptureState::DeviceMissing => "capture device missing".into(),
-            CaptureState::DeviceError => match self.last_error() {
-                Some(e) => format!("capture device error: {e}"),
-                None => "capture device error".into(),
-            },
+            // The error names the device already: "capture device `x`
+            // cannot capture FLOAT_LE: it supports …".
+            CaptureState::DeviceError => self
+                .last_error()
+                .unwrap_or_else(|| "capture device error".into()),
             CaptureState::Stopped => "stopped".into(),
         }
     }

@@ -689,6 +689,21 @@ fn device_errors_mid_stream(env: &Env) {
     println!("device_errors_mid_stream: ok (overrun recovered in place, ENODEV reopened)");
 }
 
+fn unsupported_format_names_what_the_device_supports(_env: &Env) {
+    let mut config = device_config(1, 16_000);
+    config.device = "hark_test_no_float".into();
+    config.format = hark_audio::config::SampleFormat::FloatLe;
+    let capture = Capture::start(config, None).expect("capture");
+    wait_for("the error", Duration::from_secs(10), || {
+        capture.stats().state() == CaptureState::DeviceError
+    });
+    let described = capture.stats().describe();
+    assert!(described.contains("`hark_test_no_float`"), "{described}");
+    assert!(described.contains("cannot capture FLOAT_LE"), "{described}");
+    assert!(described.contains("formats S16_LE, S32_LE"), "{described}");
+    println!("unsupported_format_names_what_the_device_supports: ok ({described})");
+}
+
 type Test = fn(&Env);
 
 fn main() {
@@ -696,11 +711,23 @@ fn main() {
     let fifo = dir.path().join("mic.fifo");
     let speaker = dir.path().join("speaker.wav");
     let conf = Path::new(env!("CARGO_MANIFEST_DIR")).join("virtual-card.conf");
+    // A device that cannot capture floats (ALSA's mu-law plugin takes only
+    // integer formats), for the "what it supports" error.
+    let test_conf = dir.path().join("test-devices.conf");
+    std::fs::write(
+        &test_conf,
+        "pcm.hark_test_no_float { type mulaw slave { pcm \"null\" format MU_LAW } }\n",
+    )
+    .expect("test ALSA config");
     // SAFETY: no other thread exists yet.
     unsafe {
         std::env::set_var(
             "ALSA_CONFIG_PATH",
-            format!("/usr/share/alsa/alsa.conf:{}", conf.display()),
+            format!(
+                "/usr/share/alsa/alsa.conf:{}:{}",
+                conf.display(),
+                test_conf.display()
+            ),
         );
         std::env::set_var("HARK_VIRTUAL_MIC", &fifo);
         std::env::set_var("HARK_VIRTUAL_SPEAKER", &speaker);
@@ -723,6 +750,10 @@ fn main() {
         ("device_missing_then_back", device_missing_then_back),
         ("feeder_gone_mid_stream", feeder_gone_mid_stream),
         ("device_errors_mid_stream", device_errors_mid_stream),
+        (
+            "unsupported_format_names_what_the_device_supports",
+            unsupported_format_names_what_the_device_supports,
+        ),
         ("play_a_clip", play_a_clip),
         (
             "half_duplex_mutes_capture_while_speaking",
