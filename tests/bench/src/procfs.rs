@@ -1,6 +1,6 @@
-//! What the bench reads about a server process from `/proc`: CPU time
-//! (`/proc/PID/stat` utime + stime, all threads) and memory (`VmRSS`,
-//! `VmHWM` from `/proc/PID/status`).
+//! What the bench reads about a process from `/proc`: CPU time
+//! (`/proc/PID/stat` utime + stime, all threads; `/proc/self/task/TID/stat`
+//! per thread) and memory (`VmRSS`, `VmHWM` from `/proc/PID/status`).
 
 use std::time::Duration;
 
@@ -42,6 +42,75 @@ fn parse_cpu_ticks(stat: &str) -> anyhow::Result<u64> {
             .context("field is not a number")
     };
     Ok(field(11)? + field(12)?)
+}
+
+/// The command name of a `stat` line: between the first `(` and the last `)`.
+fn parse_comm(stat: &str) -> Option<&str> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    stat.get(open + 1..close)
+}
+
+/// `se.sum_exec_runtime` (milliseconds, to the nanosecond) from a
+/// `/proc/…/sched` file, which kernels built with `CONFIG_SCHED_DEBUG` have.
+fn parse_sum_exec_runtime(sched: &str) -> Option<Duration> {
+    let line = sched
+        .lines()
+        .find(|l| l.trim_start().starts_with("se.sum_exec_runtime"))?;
+    let ms: f64 = line.rsplit(':').next()?.trim().parse().ok()?;
+    (ms.is_finite() && ms >= 0.0).then(|| Duration::from_secs_f64(ms / 1e3))
+}
+
+/// The CPU time of every thread of this process, by name.
+#[derive(Debug, Clone, Default)]
+pub struct ThreadCpu {
+    threads: Vec<(String, Duration)>,
+    /// Read from `sched` (nanoseconds) rather than `stat` (clock ticks).
+    pub precise: bool,
+}
+
+impl ThreadCpu {
+    /// Reads `/proc/self/task/*/sched` where the kernel has it, else
+    /// utime + stime from `/proc/self/task/*/stat`. A thread that exits
+    /// while the directory is read is left out.
+    pub fn take(ticks_per_second: u64) -> anyhow::Result<Self> {
+        let dir = "/proc/self/task";
+        let tick = Duration::from_secs_f64(1.0 / ticks_per_second.max(1) as f64);
+        let mut threads = Vec::new();
+        let mut precise = true;
+        for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {dir}"))? {
+            let path = entry.with_context(|| format!("cannot list {dir}"))?.path();
+            let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
+                continue;
+            };
+            let bad = || format!("unexpected format of {}/stat", path.display());
+            let name = parse_comm(&stat).with_context(bad)?;
+            let cpu = match std::fs::read_to_string(path.join("sched"))
+                .ok()
+                .and_then(|sched| parse_sum_exec_runtime(&sched))
+            {
+                Some(cpu) => cpu,
+                None => {
+                    precise = false;
+                    let ticks = parse_cpu_ticks(&stat).with_context(bad)?;
+                    tick * u32::try_from(ticks).unwrap_or(u32::MAX)
+                }
+            };
+            threads.push((name.to_owned(), cpu));
+        }
+        Ok(Self { threads, precise })
+    }
+
+    /// CPU time of the threads called `name`. The kernel keeps the first 15
+    /// bytes of a thread's name (`hark-virtual-mic` is `hark-virtual-mi`).
+    pub fn named(&self, name: &str) -> Duration {
+        let short = name.get(..15).unwrap_or(name);
+        self.threads
+            .iter()
+            .filter(|(comm, _)| comm == short)
+            .map(|(_, cpu)| *cpu)
+            .sum()
+    }
 }
 
 /// A CPU-time reading, to subtract from a later one.
@@ -105,6 +174,39 @@ mod tests {
         let stat =
             "4242 (hark (rt) x) S 1 4242 4242 0 -1 4194560 1234 0 0 0 17 5 0 0 20 0 3 0 100 0 0";
         assert_eq!(parse_cpu_ticks(stat).expect("parses"), 22);
+    }
+
+    #[test]
+    fn thread_names_are_cut_to_15_bytes() {
+        let stat = "77 (hark-virtual-mi) S 1 4242 4242 0 -1 4194560 0 0 0 0 3 4 0 0";
+        assert_eq!(parse_comm(stat), Some("hark-virtual-mi"));
+        let ms = Duration::from_millis;
+        let threads = ThreadCpu {
+            threads: vec![
+                ("hark-virtual-mi".into(), ms(7)),
+                ("hark-capture".into(), ms(2)),
+            ],
+            precise: true,
+        };
+        assert_eq!(threads.named("hark-virtual-mic"), ms(7));
+        assert_eq!(threads.named("hark-capture"), ms(2));
+        assert_eq!(threads.named("bench-vad"), Duration::ZERO);
+    }
+
+    #[test]
+    fn reads_sum_exec_runtime() {
+        let sched = "x (1, #threads: 1)\n---\nse.exec_start   :   5.7\nse.sum_exec_runtime                          :           316.145389\n";
+        assert_eq!(
+            parse_sum_exec_runtime(sched),
+            Some(Duration::from_nanos(316_145_389))
+        );
+        assert_eq!(parse_sum_exec_runtime("nothing"), None);
+        assert!(
+            ThreadCpu::take(100)
+                .expect("threads")
+                .named("nobody")
+                .is_zero()
+        );
     }
 
     #[test]
