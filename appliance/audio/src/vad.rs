@@ -22,6 +22,8 @@ pub enum Event {
 pub struct Segmenter {
     detector: Box<earshot::Detector>,
     threshold: f32,
+    /// Tracked background level, dBFS (see `frame_done`).
+    noise_floor: Option<f32>,
     hangover: u64,
     min_speech: u64,
     frame: [f32; FRAME],
@@ -32,6 +34,15 @@ pub struct Segmenter {
     confirmed: bool,
     voiced: u64,
     last_voiced_end: u64,
+}
+
+/// How far above the background a frame must be to count as voiced, dB.
+const LOUDNESS_MARGIN_DB: f32 = 9.0;
+
+/// RMS level of a frame in dBFS.
+fn frame_level_db(frame: &[f32]) -> f32 {
+    let power = frame.iter().map(|s| s * s).sum::<f32>() / frame.len() as f32;
+    10.0 * (power + 1e-12).log10()
 }
 
 fn ms_to_samples(ms: u32) -> u64 {
@@ -45,6 +56,7 @@ impl Segmenter {
             detector: earshot::Detector::default_boxed(),
             // Higher sensitivity → lower score needed to count as speech.
             threshold: (1.0 - config.sensitivity).clamp(0.05, 0.95),
+            noise_floor: None,
             hangover: ms_to_samples(config.hangover_ms),
             min_speech: ms_to_samples(config.min_speech_ms),
             frame: [0.0; FRAME],
@@ -86,7 +98,23 @@ impl Segmenter {
     fn frame_done(&mut self, frame_start: u64) -> Option<Event> {
         let frame_end = frame_start + FRAME as u64;
         let score = self.detector.predict_f32(&self.frame);
-        if score >= self.threshold {
+        // The network's score stays high for a while after a voice stops,
+        // which would end utterances 100–200 ms late. A frame also has to
+        // stand out from the background to count as voiced: its level must
+        // be some dB above a tracked noise floor, which follows the level
+        // down at once and up gradually (and barely during speech).
+        let level = frame_level_db(&self.frame);
+        let floor = self.noise_floor.get_or_insert(level);
+        let loud = level > *floor + LOUDNESS_MARGIN_DB;
+        if level < *floor {
+            *floor = level;
+        } else {
+            // Rising: about half a second to close most of the gap outside
+            // speech (the background got louder), a minute during speech.
+            let rate = if self.confirmed { 0.0003 } else { 0.03 };
+            *floor += (level - *floor) * rate;
+        }
+        if score >= self.threshold && loud {
             let start = *self.start.get_or_insert(frame_start);
             self.voiced += FRAME as u64;
             self.last_voiced_end = frame_end;
