@@ -256,6 +256,11 @@ impl Player {
 
     /// Stops what is playing and everything queued (barge-in).
     pub fn stop(&self) {
+        // A stop that finds nothing playing leaves no latency figure behind.
+        self.shared
+            .stats
+            .last_stop_latency_us
+            .store(0, Ordering::Release);
         *self
             .shared
             .stop_requested
