@@ -174,3 +174,81 @@ fn tiny_en_imports_to_whisper_cpp_layout() {
         .expect("bias");
     assert!(bias[384..768].iter().all(|v| *v == 0.0));
 }
+
+/// The proof of the format: whisper.cpp itself loads the imported file and
+/// transcribes a sentence spoken at test time.
+#[test]
+fn whisper_cpp_loads_the_import_and_transcribes() {
+    use whisper_rs::{FullParams, SamplingStrategy, WhisperContext, WhisperContextParameters};
+
+    let model = Ct2Model::read(&model_dir()).expect("CTranslate2 model");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ggml = dir.path().join("ggml-tiny.en-f16.bin");
+    import::write_ggml(&model, &ggml).expect("import");
+
+    let wav = dir.path().join("fox.wav");
+    let raw = dir.path().join("fox.raw");
+    let spoken = std::process::Command::new("espeak-ng")
+        .args([
+            "-w",
+            wav.to_str().expect("path"),
+            "The quick brown fox jumps over the lazy dog.",
+        ])
+        .status()
+        .expect("espeak-ng (appliance/setup-build installs it)");
+    assert!(spoken.success());
+    let converted = std::process::Command::new("sox")
+        .args([
+            wav.to_str().expect("path"),
+            "-r",
+            "16000",
+            "-c",
+            "1",
+            "-b",
+            "16",
+            "-e",
+            "signed",
+            "-t",
+            "raw",
+            raw.to_str().expect("path"),
+        ])
+        .status()
+        .expect("sox (appliance/setup-build installs it)");
+    assert!(converted.success());
+    let audio: Vec<f32> = std::fs::read(&raw)
+        .expect("audio")
+        .chunks_exact(2)
+        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
+        .collect();
+
+    let ctx = WhisperContext::new_with_params(
+        ggml.to_str().expect("path"),
+        WhisperContextParameters::default(),
+    )
+    .expect("whisper.cpp loads the imported model");
+    let mut state = ctx.create_state().expect("state");
+    let mut params = FullParams::new(SamplingStrategy::BeamSearch {
+        beam_size: 5,
+        patience: -1.0,
+    });
+    params.set_language(Some("en"));
+    params.set_n_threads(2);
+    params.set_print_progress(false);
+    state.full(params, &audio).expect("transcription");
+    let text: String = (0..state.full_n_segments())
+        .filter_map(|i| state.get_segment(i))
+        .map(|s| s.to_str_lossy().map(|t| t.into_owned()).unwrap_or_default())
+        .collect();
+    let words: Vec<String> = text
+        .to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
+        .collect();
+    for expected in ["quick", "brown", "fox", "over", "lazy", "dog"] {
+        assert!(
+            words.iter().any(|w| w == expected),
+            "`{expected}` missing from {text:?}"
+        );
+    }
+}
