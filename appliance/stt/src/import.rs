@@ -221,6 +221,66 @@ pub fn tensors(model: &Ct2Model) -> Result<Vec<Tensor>, ImportError> {
         Ok(())
     };
 
+    // One transformer block: self-attention, cross-attention (decoder
+    // only), then the feed-forward network.
+    let block = |out: &mut Vec<Tensor>, src: &str, dst: &str, state: usize, cross: bool| {
+        norm(
+            out,
+            &format!("{src}/self_attention/layer_norm"),
+            &format!("{dst}.attn_ln"),
+        )?;
+        let (q, k, v) = (
+            format!("{dst}.attn.query"),
+            format!("{dst}.attn.key"),
+            format!("{dst}.attn.value"),
+        );
+        split(
+            out,
+            &format!("{src}/self_attention/linear_0"),
+            &[(&q, true), (&k, false), (&v, true)],
+            state,
+        )?;
+        linear(
+            out,
+            &format!("{src}/self_attention/linear_1"),
+            &format!("{dst}.attn.out"),
+        )?;
+        if cross {
+            norm(
+                out,
+                &format!("{src}/attention/layer_norm"),
+                &format!("{dst}.cross_attn_ln"),
+            )?;
+            linear(
+                out,
+                &format!("{src}/attention/linear_0"),
+                &format!("{dst}.cross_attn.query"),
+            )?;
+            let (k, v) = (
+                format!("{dst}.cross_attn.key"),
+                format!("{dst}.cross_attn.value"),
+            );
+            split(
+                out,
+                &format!("{src}/attention/linear_1"),
+                &[(&k, false), (&v, true)],
+                state,
+            )?;
+            linear(
+                out,
+                &format!("{src}/attention/linear_2"),
+                &format!("{dst}.cross_attn.out"),
+            )?;
+        }
+        norm(
+            out,
+            &format!("{src}/ffn/layer_norm"),
+            &format!("{dst}.mlp_ln"),
+        )?;
+        linear(out, &format!("{src}/ffn/linear_0"), &format!("{dst}.mlp.0"))?;
+        linear(out, &format!("{src}/ffn/linear_1"), &format!("{dst}.mlp.2"))
+    };
+
     // Encoder.
     let (shape, data) = floats(model, "encoder/conv1/weight")?;
     out.push(f16("encoder.conv1.weight".into(), shape, data));
@@ -232,44 +292,9 @@ pub fn tensors(model: &Ct2Model) -> Result<Vec<Tensor>, ImportError> {
     out.push(f32t("encoder.conv2.bias".into(), vec![shape[0], 1], data));
     let (shape, data) = floats(model, "encoder/position_encodings/encodings")?;
     out.push(f32t("encoder.positional_embedding".into(), shape, data));
-    let state = hp.n_audio_state as usize;
     for l in 0..hp.n_audio_layer {
         let (src, dst) = (format!("encoder/layer_{l}"), format!("encoder.blocks.{l}"));
-        norm(
-            &mut out,
-            &format!("{src}/self_attention/layer_norm"),
-            &format!("{dst}.attn_ln"),
-        )?;
-        split(
-            &mut out,
-            &format!("{src}/self_attention/linear_0"),
-            &[
-                (&format!("{dst}.attn.query"), true),
-                (&format!("{dst}.attn.key"), false),
-                (&format!("{dst}.attn.value"), true),
-            ],
-            state,
-        )?;
-        linear(
-            &mut out,
-            &format!("{src}/self_attention/linear_1"),
-            &format!("{dst}.attn.out"),
-        )?;
-        norm(
-            &mut out,
-            &format!("{src}/ffn/layer_norm"),
-            &format!("{dst}.mlp_ln"),
-        )?;
-        linear(
-            &mut out,
-            &format!("{src}/ffn/linear_0"),
-            &format!("{dst}.mlp.0"),
-        )?;
-        linear(
-            &mut out,
-            &format!("{src}/ffn/linear_1"),
-            &format!("{dst}.mlp.2"),
-        )?;
+        block(&mut out, &src, &dst, hp.n_audio_state as usize, false)?;
     }
     norm(&mut out, "encoder/layer_norm", "encoder.ln_post")?;
 
@@ -278,68 +303,9 @@ pub fn tensors(model: &Ct2Model) -> Result<Vec<Tensor>, ImportError> {
     out.push(f16("decoder.token_embedding.weight".into(), shape, data));
     let (shape, data) = floats(model, "decoder/position_encodings/encodings")?;
     out.push(f32t("decoder.positional_embedding".into(), shape, data));
-    let state = hp.n_text_state as usize;
     for l in 0..hp.n_text_layer {
         let (src, dst) = (format!("decoder/layer_{l}"), format!("decoder.blocks.{l}"));
-        norm(
-            &mut out,
-            &format!("{src}/self_attention/layer_norm"),
-            &format!("{dst}.attn_ln"),
-        )?;
-        split(
-            &mut out,
-            &format!("{src}/self_attention/linear_0"),
-            &[
-                (&format!("{dst}.attn.query"), true),
-                (&format!("{dst}.attn.key"), false),
-                (&format!("{dst}.attn.value"), true),
-            ],
-            state,
-        )?;
-        linear(
-            &mut out,
-            &format!("{src}/self_attention/linear_1"),
-            &format!("{dst}.attn.out"),
-        )?;
-        norm(
-            &mut out,
-            &format!("{src}/attention/layer_norm"),
-            &format!("{dst}.cross_attn_ln"),
-        )?;
-        linear(
-            &mut out,
-            &format!("{src}/attention/linear_0"),
-            &format!("{dst}.cross_attn.query"),
-        )?;
-        split(
-            &mut out,
-            &format!("{src}/attention/linear_1"),
-            &[
-                (&format!("{dst}.cross_attn.key"), false),
-                (&format!("{dst}.cross_attn.value"), true),
-            ],
-            state,
-        )?;
-        linear(
-            &mut out,
-            &format!("{src}/attention/linear_2"),
-            &format!("{dst}.cross_attn.out"),
-        )?;
-        norm(
-            &mut out,
-            &format!("{src}/ffn/layer_norm"),
-            &format!("{dst}.mlp_ln"),
-        )?;
-        linear(
-            &mut out,
-            &format!("{src}/ffn/linear_0"),
-            &format!("{dst}.mlp.0"),
-        )?;
-        linear(
-            &mut out,
-            &format!("{src}/ffn/linear_1"),
-            &format!("{dst}.mlp.2"),
-        )?;
+        block(&mut out, &src, &dst, hp.n_text_state as usize, true)?;
     }
     norm(&mut out, "decoder/layer_norm", "decoder.ln")?;
     Ok(out)
