@@ -53,6 +53,16 @@ fn mic(env: &Env, channels: u32, rate: u32) -> VirtualMic {
     .expect("virtual mic")
 }
 
+/// A virtual microphone and a capture on it, once capture is running.
+fn capturing(env: &Env, channels: u32, rate: u32) -> (VirtualMic, Capture) {
+    let mic = mic(env, channels, rate);
+    let capture = Capture::start(device_config(channels, rate), None).expect("capture");
+    wait_for("capturing", Duration::from_secs(10), || {
+        capture.stats().state() == CaptureState::Capturing
+    });
+    (mic, capture)
+}
+
 fn s16(samples: &[f32]) -> Vec<u8> {
     samples
         .iter()
@@ -121,11 +131,7 @@ fn noise(n: usize, amp: f32, seed: u32) -> Vec<f32> {
 }
 
 fn capture_known_signal(env: &Env) {
-    let mic = mic(env, 1, 16_000);
-    let capture = Capture::start(device_config(1, 16_000), None).expect("capture");
-    wait_for("capturing", Duration::from_secs(10), || {
-        capture.stats().state() == CaptureState::Capturing
-    });
+    let (mic, capture) = capturing(env, 1, 16_000);
     let start = capture.ring().written();
     // A chirp-like signal no stretch of silence resembles.
     let signal: Vec<f32> = (0..8000)
@@ -197,11 +203,7 @@ fn four_channels_select_the_speech_channel(env: &Env) {
 }
 
 fn resample_48k(env: &Env) {
-    let mic = mic(env, 1, 48_000);
-    let capture = Capture::start(device_config(1, 48_000), None).expect("capture");
-    wait_for("capturing", Duration::from_secs(10), || {
-        capture.stats().state() == CaptureState::Capturing
-    });
+    let (mic, capture) = capturing(env, 1, 48_000);
     let start = capture.ring().written();
     mic.inject(&s16(&tone(1000.0, 48_000, 2.0, 0.5)));
     let captured = read_samples(&capture, start, 32_000);
@@ -281,11 +283,7 @@ fn end_of_speech(env: &Env) {
     }
     let truth_end = lead + true_end(&speech);
 
-    let mic = mic(env, 1, 16_000);
-    let capture = Capture::start(device_config(1, 16_000), None).expect("capture");
-    wait_for("capturing", Duration::from_secs(10), || {
-        capture.stats().state() == CaptureState::Capturing
-    });
+    let (mic, capture) = capturing(env, 1, 16_000);
     let vad = VadConfig::default();
     let options = Options::new(
         Duration::from_secs(5),
@@ -323,11 +321,7 @@ fn end_of_speech(env: &Env) {
 }
 
 fn silence_times_out(env: &Env) {
-    let _mic = mic(env, 1, 16_000);
-    let capture = Capture::start(device_config(1, 16_000), None).expect("capture");
-    wait_for("capturing", Duration::from_secs(10), || {
-        capture.stats().state() == CaptureState::Capturing
-    });
+    let (_mic, capture) = capturing(env, 1, 16_000);
     let options = Options::new(
         Duration::from_secs(1),
         Duration::from_millis(300),
@@ -346,11 +340,7 @@ fn silence_times_out(env: &Env) {
 }
 
 fn pre_roll_keeps_the_onset(env: &Env) {
-    let mic = mic(env, 1, 16_000);
-    let capture = Capture::start(device_config(1, 16_000), None).expect("capture");
-    wait_for("capturing", Duration::from_secs(10), || {
-        capture.stats().state() == CaptureState::Capturing
-    });
+    let (mic, capture) = capturing(env, 1, 16_000);
     // A marker tone, then the recorder starts 200 ms after it was captured.
     let marker = tone(2000.0, 16_000, 0.1, 0.5);
     let before = capture.ring().written();
@@ -421,11 +411,7 @@ fn device_missing_then_back(env: &Env) {
 
 fn feeder_gone_mid_stream(env: &Env) {
     use std::sync::atomic::Ordering::Relaxed;
-    let mic = mic(env, 1, 16_000);
-    let capture = Capture::start(device_config(1, 16_000), None).expect("capture");
-    wait_for("capturing", Duration::from_secs(10), || {
-        capture.stats().state() == CaptureState::Capturing
-    });
+    let (mic, capture) = capturing(env, 1, 16_000);
     // The microphone's feeder goes away mid-stream: the file plugin then
     // answers instantly with nothing. Capture must not spin.
     drop(mic);
