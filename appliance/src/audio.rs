@@ -154,14 +154,6 @@ impl AudioEngine {
             virtual_mic,
         })
     }
-
-    pub fn capture(&self) -> Option<&Capture> {
-        self.capture.as_ref()
-    }
-
-    pub fn player(&self) -> Option<&Arc<Player>> {
-        self.player.as_ref()
-    }
 }
 
 impl Drop for AudioEngine {

@@ -226,11 +226,6 @@ impl Capture {
     pub fn stats(&self) -> &Arc<CaptureStats> {
         &self.stats
     }
-
-    /// Whether the thread is still running (for the watchdog's health check).
-    pub fn alive(&self) -> bool {
-        self.thread.as_ref().is_some_and(|t| !t.is_finished())
-    }
 }
 
 impl Drop for Capture {
@@ -293,6 +288,15 @@ fn run(
     mute: Option<&AtomicBool>,
 ) {
     route_alsa_messages();
+    // Reports Stopped however the thread ends, a panic included, so the
+    // watchdog's health check sees a dead capture thread.
+    struct Ended<'a>(&'a CaptureStats);
+    impl Drop for Ended<'_> {
+        fn drop(&mut self) {
+            self.0.set_state(CaptureState::Stopped);
+        }
+    }
+    let _ended = Ended(stats);
     let mut logged_missing = false;
     while !stop.load(Ordering::Acquire) {
         match opener(config) {
@@ -340,7 +344,6 @@ fn run(
             }
         }
     }
-    stats.set_state(CaptureState::Stopped);
 }
 
 /// Opens and configures the capture device; returns it and its period in

@@ -298,10 +298,6 @@ impl Player {
     pub fn mixer_control(&self) -> Option<&str> {
         (!self.mixer_control.is_empty()).then_some(self.mixer_control.as_str())
     }
-
-    pub fn alive(&self) -> bool {
-        self.thread.as_ref().is_some_and(|t| !t.is_finished())
-    }
 }
 
 impl Drop for Player {
@@ -350,6 +346,15 @@ fn finish(clip: &mut Queued, outcome: Outcome) {
 fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
     route_alsa_messages();
     let stats = &shared.stats;
+    // Reports Stopped and silence however the thread ends, a panic included.
+    struct Ended<'a>(&'a PlayerStats);
+    impl Drop for Ended<'_> {
+        fn drop(&mut self) {
+            self.0.speaking.store(false, Ordering::Release);
+            self.0.set_state(PlaybackState::Stopped);
+        }
+    }
+    let _ended = Ended(stats);
     let mut logged = false;
     'device: while !shared.shutdown.load(Ordering::Acquire) {
         let (pcm, period) = match open(config) {
@@ -496,8 +501,6 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
             }
         }
     }
-    stats.speaking.store(false, Ordering::Release);
-    stats.set_state(PlaybackState::Stopped);
 }
 
 #[cfg(test)]

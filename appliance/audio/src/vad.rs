@@ -69,11 +69,6 @@ impl Segmenter {
         }
     }
 
-    /// Whether speech has been confirmed and not yet ended.
-    pub fn in_speech(&self) -> bool {
-        self.confirmed
-    }
-
     /// Feeds samples; returns the first event they produce, if any. Samples
     /// after an event are kept for the next call.
     pub fn push(&mut self, mut samples: &[f32]) -> (usize, Option<Event>) {
