@@ -9,6 +9,9 @@
 //! - [`vad`]: end-of-speech detection with the `earshot` voice detector.
 //! - [`utterance`]: record until end of speech, timeout, stop or cancel.
 //! - [`config`]: the `[audio]` configuration section.
+//! - [`decode`]: audio files agents send or name (WAV, FLAC, MP3,
+//!   OGG/Vorbis) decoded to 16 kHz mono, with size and length limits.
+//! - [`files`]: which paths agents may read audio from or write speech to.
 //! - [`virtual_mic`]: the microphone of the virtual sound card (ALSA's `file`
 //!   plugin reading a FIFO this feeds in real time), with utterance injection.
 //!
@@ -20,9 +23,11 @@ pub mod beam;
 pub mod capture;
 pub mod clip;
 pub mod config;
+pub mod decode;
 pub mod device;
 pub mod dsp;
 pub mod earcon;
+pub mod files;
 pub mod mixer;
 pub mod pace;
 pub mod playback;
