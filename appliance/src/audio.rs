@@ -121,6 +121,11 @@ impl AudioEngine {
         state.set_player(&player);
         let mute = config.half_duplex.then_some(speaking);
         let capture = Capture::start(config.capture.clone(), mute)?;
+        let _ = state.microphone.set(crate::stt::Microphone {
+            ring: Arc::clone(capture.ring()),
+            vad: config.vad.clone(),
+            preroll: std::time::Duration::from_millis(u64::from(config.capture.preroll_ms)),
+        });
         let (capture_stats, player_stats) =
             (Arc::clone(capture.stats()), Arc::clone(player.stats()));
         state.set_subsystem(

@@ -48,6 +48,41 @@ pub fn with_default_port(target: &str) -> String {
 
 const STATUS_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Calls `transcribe_voice` on the appliance and returns its structured
+/// content; a tool error becomes an error with the tool's message.
+pub async fn listen(target: &str, timeout: Option<f64>) -> Result<Value, ClientError> {
+    let target = with_default_port(target);
+    let stream = TcpStream::connect(&target)
+        .await
+        .map_err(|source| ClientError::Connect {
+            target: target.clone(),
+            source,
+        })?;
+    let mcp_err = |reason: String| ClientError::Mcp {
+        target: target.clone(),
+        reason,
+    };
+    let client = ().serve(stream).await.map_err(|e| mcp_err(e.to_string()))?;
+    let mut arguments = serde_json::Map::new();
+    if let Some(t) = timeout {
+        arguments.insert("timeout_seconds".into(), json!(t));
+    }
+    let result = client
+        .call_tool(CallToolRequestParams::new("transcribe_voice").with_arguments(arguments))
+        .await
+        .map_err(|e| mcp_err(e.to_string()))?;
+    let _ = client.cancel().await;
+    let structured = result.structured_content.unwrap_or(Value::Null);
+    if result.is_error == Some(true) {
+        let message = structured["error"]["message"]
+            .as_str()
+            .unwrap_or("transcribe_voice failed")
+            .to_owned();
+        return Err(mcp_err(message));
+    }
+    Ok(structured)
+}
+
 /// Calls `get_status` and returns its structured content.
 pub async fn status(target: &str) -> Result<Value, ClientError> {
     let target = with_default_port(target);

@@ -19,8 +19,17 @@ pub const DEFAULT_CONFIG_PATH: &str = "/etc/hark/hark.toml";
 
 /// Accepted range for `mcp.max_connections`.
 pub const MAX_CONNECTIONS_RANGE: (usize, usize) = (1, 4096);
-/// Accepted range for `mcp.max_message_bytes` (1 KiB … 64 MiB).
-pub const MAX_MESSAGE_BYTES_RANGE: (usize, usize) = (1024, 64 * 1024 * 1024);
+/// Accepted range for `mcp.max_message_bytes` (1 KiB … 96 MiB: room for a
+/// 50 MB audio file in base64).
+pub const MAX_MESSAGE_BYTES_RANGE: (usize, usize) = (1024, 96 * 1024 * 1024);
+/// Accepted range for `mcp.record_timeout` in seconds.
+pub const RECORD_TIMEOUT_RANGE: (f64, f64) = (0.5, 300.0);
+/// Accepted range for `stt.threads`.
+pub const STT_THREADS_RANGE: (u16, u16) = (1, 64);
+/// Accepted range for `stt.beam_size`.
+pub const BEAM_SIZE_RANGE: (u8, u8) = (1, 16);
+/// Accepted range for `stt.max_audio_bytes` (1 KiB … 2 GiB).
+pub const MAX_AUDIO_BYTES_RANGE: (u64, u64) = (1024, 2 << 30);
 /// Accepted range for `mcp.idle_timeout_secs` (0 disables the timeout).
 pub const IDLE_TIMEOUT_RANGE: (u64, u64) = (0, 7 * 24 * 3600);
 /// Accepted range for `service.shutdown_timeout_ms`.
@@ -54,6 +63,103 @@ pub struct Config {
     pub mcp: McpConfig,
     /// Microphones, speaker, voice detection, and the virtual sound card.
     pub audio: hark_audio::AudioConfig,
+    /// Speech to text: the whisper model and how it runs.
+    pub stt: SttConfig,
+}
+
+/// `[stt]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SttConfig {
+    /// Load a model and serve the transcription tools.
+    pub enabled: bool,
+    /// The whisper model: a name installed in `models_dir` (see
+    /// `hark models list`) or a path to a ggml file.
+    pub model: String,
+    /// The model store `hark models` manages.
+    pub models_dir: PathBuf,
+    /// Threads whisper computes with (1–64); 0 is not allowed. The default
+    /// is the number of cores, at most 4.
+    pub threads: u16,
+    /// Beam search width (1–16); 1 decodes greedily, faster but worse on
+    /// short clips.
+    pub beam_size: u8,
+    /// Default language: `auto` (detected by multilingual models) or an ISO
+    /// 639-1 code. English-only models (`.en`) always use `en`.
+    pub language: String,
+    /// Cut whisper's encoder context to short inputs (much faster); results
+    /// that look degenerate are decoded again at the full context.
+    pub fit_audio_ctx: bool,
+    /// Encoder frames (50 per second of audio) added to the fitted context
+    /// (0–1500).
+    pub audio_ctx_margin: u16,
+    /// Segments whisper rates as not speech above this probability (0–1)
+    /// are dropped, so silence does not come back as invented text.
+    pub no_speech_threshold: f32,
+    /// Transcription requests that may wait for the engine (1–256); more
+    /// get a "busy" error.
+    pub queue: usize,
+    /// Directories `transcribe_audio` may read files from (`audio_path`).
+    /// Empty: agents can only send audio inline (`audio_base64`).
+    pub audio_dirs: Vec<PathBuf>,
+    /// Largest audio file accepted, in bytes (1024–2147483648), after base64
+    /// decoding. Inline audio is also bounded by `mcp.max_message_bytes`.
+    pub max_audio_bytes: u64,
+    /// Longest audio accepted, in seconds.
+    pub max_audio_seconds: u32,
+}
+
+impl Default for SttConfig {
+    fn default() -> Self {
+        let engine = hark_stt::engine::EngineConfig::default();
+        Self {
+            enabled: true,
+            model: "tiny.en-q8_0".into(),
+            models_dir: PathBuf::from("/var/lib/hark/models"),
+            threads: engine.threads,
+            beam_size: engine.beam_size,
+            language: engine.language,
+            fit_audio_ctx: engine.fit_audio_ctx,
+            audio_ctx_margin: engine.audio_ctx_margin,
+            no_speech_threshold: engine.no_speech_threshold,
+            queue: engine.queue,
+            audio_dirs: Vec::new(),
+            max_audio_bytes: 50_000_000,
+            max_audio_seconds: 3600,
+        }
+    }
+}
+
+impl SttConfig {
+    /// The model file `model` names: a path if it contains a slash, else a
+    /// name in the model store.
+    pub fn model_path(&self) -> PathBuf {
+        if self.model.contains('/') {
+            return PathBuf::from(&self.model);
+        }
+        // Opening the store creates its directory: only look in one that
+        // exists.
+        let fallback = self.models_dir.join(format!("ggml-{}.bin", self.model));
+        if !self.models_dir.is_dir() {
+            return fallback;
+        }
+        hark_models::Store::open(&self.models_dir)
+            .and_then(|store| store.path(&self.model))
+            .unwrap_or(fallback)
+    }
+
+    pub fn engine(&self) -> hark_stt::engine::EngineConfig {
+        hark_stt::engine::EngineConfig {
+            model: self.model_path(),
+            threads: self.threads,
+            beam_size: self.beam_size,
+            language: self.language.clone(),
+            fit_audio_ctx: self.fit_audio_ctx,
+            audio_ctx_margin: self.audio_ctx_margin,
+            no_speech_threshold: self.no_speech_threshold,
+            queue: self.queue,
+        }
+    }
 }
 
 /// `[service]`
@@ -91,7 +197,7 @@ pub struct McpConfig {
     /// Most simultaneous client connections over all transports together
     /// (1–4096). Further clients get a clear "busy" error and are closed.
     pub max_connections: usize,
-    /// Largest single JSON-RPC message accepted, in bytes (1024–67108864):
+    /// Largest single JSON-RPC message accepted, in bytes (1024–100663296):
     /// one line on TCP and the Unix socket, one WebSocket message, one HTTP
     /// request body.
     pub max_message_bytes: usize,
@@ -100,6 +206,9 @@ pub struct McpConfig {
     /// connection open for days (Claude Desktop through socat) should use
     /// `hark connect`, which reconnects transparently.
     pub idle_timeout_secs: u64,
+    /// How long `transcribe_voice` waits for speech to begin when the call
+    /// gives no `timeout_seconds`, in seconds (0.5–300).
+    pub record_timeout: f64,
     /// Extra names or addresses accepted in HTTP `Host` headers, besides
     /// localhost, `hark.local`, the host name and the appliance's own
     /// addresses. An entry may carry a port (`name:8080`).
@@ -120,8 +229,10 @@ impl Default for McpConfig {
     fn default() -> Self {
         Self {
             max_connections: 32,
-            max_message_bytes: 1024 * 1024,
+            // Room for about 12 MB of inline (base64) audio.
+            max_message_bytes: 16 * 1024 * 1024,
             idle_timeout_secs: 3600,
+            record_timeout: 15.0,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             tcp: TcpConfig::default(),
@@ -282,6 +393,42 @@ impl Config {
             key: e.key,
             reason: e.reason,
         })?;
+        check_range(
+            "mcp.record_timeout",
+            self.mcp.record_timeout,
+            RECORD_TIMEOUT_RANGE,
+        )?;
+        check_range("stt.threads", self.stt.threads, STT_THREADS_RANGE)?;
+        check_range("stt.beam_size", self.stt.beam_size, BEAM_SIZE_RANGE)?;
+        check_range("stt.audio_ctx_margin", self.stt.audio_ctx_margin, (0, 1500))?;
+        check_range(
+            "stt.no_speech_threshold",
+            self.stt.no_speech_threshold,
+            (0.0, 1.0),
+        )?;
+        check_range("stt.queue", self.stt.queue, (1, 256))?;
+        check_range(
+            "stt.max_audio_bytes",
+            self.stt.max_audio_bytes,
+            MAX_AUDIO_BYTES_RANGE,
+        )?;
+        check_range(
+            "stt.max_audio_seconds",
+            self.stt.max_audio_seconds,
+            (1, 24 * 3600),
+        )?;
+        if self.stt.enabled && self.stt.model.trim().is_empty() {
+            return Err(ConfigError::Invalid {
+                key: "stt.model",
+                reason: "empty; name a model from `hark models list` or a ggml file".into(),
+            });
+        }
+        if let Some(dir) = self.stt.audio_dirs.iter().find(|d| !d.is_absolute()) {
+            return Err(ConfigError::Invalid {
+                key: "stt.audio_dirs",
+                reason: format!("`{}` is not an absolute path", dir.display()),
+            });
+        }
         if self.service.log_level.trim().is_empty() {
             return Err(ConfigError::Invalid {
                 key: "service.log_level",
@@ -311,7 +458,11 @@ fn check_range<T: PartialOrd + std::fmt::Display + Copy>(
     value: T,
     (lo, hi): (T, T),
 ) -> Result<(), ConfigError> {
-    if value < lo || value > hi {
+    use std::cmp::Ordering::{Greater, Less};
+    // Written with `partial_cmp` so NaN (TOML accepts `nan`) is out of range.
+    let below = matches!(value.partial_cmp(&lo), Some(Less) | None);
+    let above = matches!(value.partial_cmp(&hi), Some(Greater) | None);
+    if below || above {
         return Err(ConfigError::Invalid {
             key,
             reason: format!("{value} is outside {lo}–{hi}"),
@@ -335,7 +486,7 @@ mod tests {
         assert_eq!(config.mcp.tcp.listen.port(), 7340);
         assert_eq!(config.mcp.http.listen.port(), 7341);
         assert_eq!(config.mcp.max_connections, 32);
-        assert_eq!(config.mcp.max_message_bytes, 1 << 20);
+        assert_eq!(config.mcp.max_message_bytes, 16 << 20);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! - [`client`]: `hark status` and the `hark connect` stdio bridge.
 //! - [`audio`]: the audio engine (crate `hark-audio`) inside the daemon, and
 //!   `hark inject` for the virtual sound card.
+//! - [`stt`]: speech to text (crate `hark-stt`) inside the daemon.
 
 pub mod audio;
 pub mod cli;
@@ -16,5 +17,7 @@ pub mod client;
 pub mod config;
 pub mod logging;
 pub mod mcp;
+pub mod models;
 pub mod service;
 pub mod state;
+pub mod stt;

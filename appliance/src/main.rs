@@ -4,7 +4,7 @@ use anyhow::Context;
 use clap::Parser;
 use hark::{
     audio,
-    cli::{Cli, Command, ConfigCommand, ModelsCommand},
+    cli::{Cli, Command, ConfigCommand},
     client,
     config::Config,
     logging, service,
@@ -92,20 +92,43 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Models(ModelsCommand::Import { source, output }) => {
-            let model = hark_stt::ct2::Ct2Model::read(&source)?;
-            let hparams = hark_stt::import::write_ggml(&model, &output)?;
-            println!(
-                "wrote {} (f16): n_vocab {}, audio {} ctx × {} state × {} layers, text {} ctx × {} layers, {} mels",
-                output.display(),
-                hparams.n_vocab,
-                hparams.n_audio_ctx,
-                hparams.n_audio_state,
-                hparams.n_audio_layer,
-                hparams.n_text_ctx,
-                hparams.n_text_layer,
-                hparams.n_mels
-            );
+        Command::Models(command) => {
+            logging::init("warn")?;
+            let (config, _) = Config::load(cli.config.as_deref())?;
+            hark::models::run(command, &config.stt.models_dir)?;
+            Ok(())
+        }
+        Command::Listen {
+            host,
+            timeout,
+            json,
+        } => {
+            logging::init("warn")?;
+            let result = runtime.block_on(client::listen(&host, timeout))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&result)?);
+            } else {
+                println!("{}", result["text"].as_str().unwrap_or_default());
+            }
+            Ok(())
+        }
+        Command::Transcribe {
+            file,
+            language,
+            format,
+        } => {
+            logging::init("warn")?;
+            if !["text", "json", "srt", "vtt"].contains(&format.as_str()) {
+                anyhow::bail!("unknown format `{format}`: use text, json, srt or vtt");
+            }
+            let (config, _) = Config::load(cli.config.as_deref())?;
+            let transcript = hark::stt::transcribe_file(&config, &file, language)?;
+            match format.as_str() {
+                "text" => println!("{}", transcript.text),
+                "json" => println!("{}", serde_json::to_string_pretty(&transcript)?),
+                "srt" => print!("{}", hark::stt::subtitles(&transcript, false)),
+                _ => print!("{}", hark::stt::subtitles(&transcript, true)),
+            }
             Ok(())
         }
         Command::Config(ConfigCommand::Check { file }) => {

@@ -30,6 +30,8 @@ pub enum ServiceError {
     Transport(#[from] TransportError),
     #[error(transparent)]
     Audio(#[from] crate::audio::AudioError),
+    #[error("{0}")]
+    Start(String),
 }
 
 /// One health check: `Ok` while the component works, else why not.
@@ -89,6 +91,14 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     // Capture starts before READY=1; a missing device is a state it reports
     // and retries, not a reason to fail.
     let audio = crate::audio::AudioEngine::start(&config.audio, &state, &health)?;
+    // Loading the model reads the whole file: off the runtime's threads.
+    let stt = {
+        let (config, state) = (config.clone(), Arc::clone(&state));
+        tokio::task::spawn_blocking(move || crate::stt::SpeechToText::start(&config, &state))
+            .await
+            .map_err(|e| ServiceError::Start(format!("speech-to-text start-up failed: {e}")))?
+    };
+    let _ = state.stt.set(Arc::new(stt));
     let serving = listeners
         .addresses()
         .iter()

@@ -11,7 +11,7 @@ use std::{
     collections::BTreeMap,
     net::SocketAddr,
     sync::{
-        Arc, Mutex, PoisonError, Weak,
+        Arc, Mutex, OnceLock, PoisonError, Weak,
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
     time::Instant,
@@ -124,8 +124,10 @@ pub struct ApplianceState {
     next_client: AtomicU64,
     clients: [AtomicUsize; 4],
     listeners: Mutex<Vec<Listener>>,
-    /// True while the microphone is open (VoxCtrl's `recording`).
-    pub recording: AtomicBool,
+    /// Recordings in progress; the microphone is open (VoxCtrl's
+    /// `recording`) while this is above zero. Several agents may listen to
+    /// the same utterance at once.
+    recordings: AtomicUsize,
     /// True while the speaker plays (VoxCtrl's `speaking`); shared with the
     /// playback thread, which raises it, and capture (half duplex).
     pub speaking: Arc<AtomicBool>,
@@ -133,6 +135,19 @@ pub struct ApplianceState {
     /// The speaker, once the audio engine runs. Weak: the engine owns it and
     /// stops it at shutdown.
     player: Mutex<Weak<hark_audio::playback::Player>>,
+    /// The capture ring and detector settings, once the audio engine runs.
+    pub microphone: OnceLock<crate::stt::Microphone>,
+    /// Speech to text, once started.
+    pub stt: OnceLock<Arc<crate::stt::SpeechToText>>,
+}
+
+/// Keeps the microphone shown as open while a recording runs.
+pub struct RecordingGuard(Arc<ApplianceState>);
+
+impl Drop for RecordingGuard {
+    fn drop(&mut self) {
+        self.0.recordings.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Default for ApplianceState {
@@ -146,15 +161,28 @@ impl Default for ApplianceState {
             next_client: AtomicU64::new(1),
             clients: Default::default(),
             listeners: Mutex::new(Vec::new()),
-            recording: AtomicBool::new(false),
+            recordings: AtomicUsize::new(0),
             speaking: Arc::new(AtomicBool::new(false)),
             subsystems: Mutex::new(subsystems),
             player: Mutex::new(Weak::new()),
+            microphone: OnceLock::new(),
+            stt: OnceLock::new(),
         }
     }
 }
 
 impl ApplianceState {
+    /// True while any recording has the microphone open.
+    pub fn recording(&self) -> bool {
+        self.recordings.load(Ordering::Acquire) > 0
+    }
+
+    /// Marks the microphone open until the guard is dropped.
+    pub fn start_recording(self: &Arc<Self>) -> RecordingGuard {
+        self.recordings.fetch_add(1, Ordering::AcqRel);
+        RecordingGuard(Arc::clone(self))
+    }
+
     pub fn uptime_seconds(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
     }

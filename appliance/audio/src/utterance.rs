@@ -8,7 +8,7 @@
 //! forever.
 
 use std::{
-    sync::atomic::{AtomicU8, Ordering},
+    sync::atomic::{AtomicBool, AtomicU8, Ordering},
     time::{Duration, Instant},
 };
 
@@ -35,9 +35,10 @@ pub enum EndReason {
     CaptureStalled,
 }
 
-/// Ask a running recording to end, from any thread.
+/// Ask a running recording to end, and see whether it has heard speech,
+/// from any thread.
 #[derive(Debug, Default)]
-pub struct Control(AtomicU8);
+pub struct Control(AtomicU8, AtomicBool);
 
 impl Control {
     const RUN: u8 = 0;
@@ -56,6 +57,11 @@ impl Control {
 
     fn state(&self) -> u8 {
         self.0.load(Ordering::Acquire)
+    }
+
+    /// True once the detector has heard the start of speech.
+    pub fn speech_started(&self) -> bool {
+        self.1.load(Ordering::Acquire)
     }
 }
 
@@ -139,7 +145,10 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
             samples.extend_from_slice(&rest[..used]);
             rest = &rest[used..];
             match event {
-                Some(Event::SpeechStart { at }) => speech_start = Some(at),
+                Some(Event::SpeechStart { at }) => {
+                    speech_start = Some(at);
+                    control.1.store(true, Ordering::Release);
+                }
                 Some(Event::SpeechEnd { start, end }) => {
                     speech = Some((start, end));
                     ended = Some(EndReason::EndOfSpeech);

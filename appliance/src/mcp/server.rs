@@ -49,7 +49,14 @@ pub struct HarkServer {
 impl HarkServer {
     /// The tool router, built once at start-up and shared by every connection.
     pub fn router() -> Arc<ToolRouter<HarkServer>> {
-        Arc::new(Self::get_status_router() + Self::set_volume_router())
+        Arc::new(
+            Self::get_status_router()
+                + Self::set_volume_router()
+                + Self::transcribe_voice_router()
+                + Self::transcribe_audio_router()
+                + Self::detect_language_router()
+                + Self::transcribe_batch_router(),
+        )
     }
 
     pub fn new(

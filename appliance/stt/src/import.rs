@@ -1,4 +1,5 @@
-//! CTranslate2 whisper → whisper.cpp ggml (f16).
+//! CTranslate2 whisper → whisper.cpp ggml (f16, or quantised q8_0 / q5_0 /
+//! q5_1 / q4_0).
 //!
 //! Model hubs are out of reach on the machines Hark is built on, but a
 //! package registry ships whisper tiny.en in CTranslate2's format. This maps
@@ -13,6 +14,10 @@
 //! - The mel filterbank is computed ([`crate::mel`]); the vocabulary's byte
 //!   stand-ins are decoded ([`crate::vocab`]) for entries 0–50256, and
 //!   whisper.cpp derives the special tokens after them.
+//! - Quantised files are what whisper.cpp's `quantize` tool makes of the f16
+//!   file: every 2-D tensor except the convolution biases and positional
+//!   embeddings goes through ggml's own `ggml_quantize_chunk`, and the
+//!   header's ftype carries ggml's quantisation version.
 
 use std::{
     io::{BufWriter, Write},
@@ -35,12 +40,155 @@ pub enum ImportError {
     Ct2(#[from] Ct2Error),
     #[error("not a whisper model: {0}")]
     NotWhisper(String),
+    #[error(
+        "cannot quantise `{tensor}` to {quantisation}: its rows of {row} values are not a multiple of {block}"
+    )]
+    Quantise {
+        tensor: String,
+        quantisation: Quantisation,
+        row: usize,
+        block: usize,
+    },
     #[error("cannot write {path}: {source}")]
     Write {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
+}
+
+/// The weight formats an imported model can have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Quantisation {
+    F16,
+    Q8_0,
+    Q5_1,
+    Q5_0,
+    Q4_0,
+}
+
+impl Quantisation {
+    pub const ALL: [Quantisation; 5] = [
+        Quantisation::F16,
+        Quantisation::Q8_0,
+        Quantisation::Q5_1,
+        Quantisation::Q5_0,
+        Quantisation::Q4_0,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Quantisation::F16 => "f16",
+            Quantisation::Q8_0 => "q8_0",
+            Quantisation::Q5_1 => "q5_1",
+            Quantisation::Q5_0 => "q5_0",
+            Quantisation::Q4_0 => "q4_0",
+        }
+    }
+
+    /// The ggml tensor type quantised tensors are stored as.
+    fn ggml_type(self) -> whisper_rs_sys::ggml_type {
+        use whisper_rs_sys as sys;
+        match self {
+            Quantisation::F16 => sys::ggml_type_GGML_TYPE_F16,
+            Quantisation::Q8_0 => sys::ggml_type_GGML_TYPE_Q8_0,
+            Quantisation::Q5_1 => sys::ggml_type_GGML_TYPE_Q5_1,
+            Quantisation::Q5_0 => sys::ggml_type_GGML_TYPE_Q5_0,
+            Quantisation::Q4_0 => sys::ggml_type_GGML_TYPE_Q4_0,
+        }
+    }
+
+    /// The header's ftype: ggml's "mostly X" file type, plus the
+    /// quantisation format version for quantised files, as whisper.cpp's
+    /// quantiser writes it (the loader checks it).
+    pub fn header_ftype(self) -> i32 {
+        use whisper_rs_sys as sys;
+        let (ftype, versioned) = match self {
+            Quantisation::F16 => (sys::ggml_ftype_GGML_FTYPE_MOSTLY_F16, false),
+            Quantisation::Q8_0 => (sys::ggml_ftype_GGML_FTYPE_MOSTLY_Q8_0, true),
+            Quantisation::Q5_1 => (sys::ggml_ftype_GGML_FTYPE_MOSTLY_Q5_1, true),
+            Quantisation::Q5_0 => (sys::ggml_ftype_GGML_FTYPE_MOSTLY_Q5_0, true),
+            Quantisation::Q4_0 => (sys::ggml_ftype_GGML_FTYPE_MOSTLY_Q4_0, true),
+        };
+        let version = if versioned {
+            sys::GGML_QNT_VERSION * sys::GGML_QNT_VERSION_FACTOR
+        } else {
+            0
+        };
+        ftype as i32 + version as i32
+    }
+}
+
+impl std::fmt::Display for Quantisation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Quantisation {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Quantisation::ALL
+            .into_iter()
+            .find(|q| q.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                let names: Vec<_> = Quantisation::ALL.iter().map(|q| q.as_str()).collect();
+                format!(
+                    "unknown quantisation `{s}`; use one of {}",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+/// Tensors whisper.cpp's quantiser leaves as they are, whatever their shape.
+const NOT_QUANTISED: [&str; 4] = [
+    "encoder.conv1.bias",
+    "encoder.conv2.bias",
+    "encoder.positional_embedding",
+    "decoder.positional_embedding",
+];
+
+/// Quantises one tensor's rows with ggml's own quantiser.
+pub fn quantise(
+    name: &str,
+    rows: usize,
+    row: usize,
+    data: &[f32],
+    quantisation: Quantisation,
+) -> Result<Vec<u8>, ImportError> {
+    use whisper_rs_sys as sys;
+    let ty = quantisation.ggml_type();
+    // SAFETY: pure functions of the type id.
+    let block = unsafe { sys::ggml_blck_size(ty) } as usize;
+    if block == 0 || row % block != 0 || data.len() != rows * row {
+        return Err(ImportError::Quantise {
+            tensor: name.to_owned(),
+            quantisation,
+            row,
+            block,
+        });
+    }
+    // SAFETY: as above.
+    let row_bytes = unsafe { sys::ggml_row_size(ty, row as i64) };
+    let mut out = vec![0u8; rows * row_bytes];
+    // SAFETY: `data` holds rows × row floats and `out` rows × row_bytes
+    // bytes, which is what ggml reads and writes for these arguments; the
+    // types used need no importance matrix.
+    let written = unsafe {
+        sys::ggml_quantize_chunk(
+            ty,
+            data.as_ptr(),
+            out.as_mut_ptr().cast(),
+            0,
+            rows as i64,
+            row as i64,
+            std::ptr::null(),
+        )
+    };
+    out.truncate(written);
+    Ok(out)
 }
 
 /// whisper.cpp's hyper-parameters, in file order.
@@ -88,6 +236,37 @@ pub struct Tensor {
 pub enum TensorData {
     F32(Vec<f32>),
     F16(Vec<half::f16>),
+    /// ggml blocks of the given quantisation.
+    Quantised(Quantisation, Vec<u8>),
+}
+
+impl Tensor {
+    /// Re-encodes a 2-D f16 weight in `quantisation`, as whisper.cpp's
+    /// quantiser does; other tensors are kept as they are.
+    pub fn quantised(self, quantisation: Quantisation) -> Result<Tensor, ImportError> {
+        let TensorData::F16(values) = &self.data else {
+            return Ok(self);
+        };
+        if quantisation == Quantisation::F16
+            || self.shape.len() != 2
+            || NOT_QUANTISED.contains(&self.name.as_str())
+        {
+            return Ok(self);
+        }
+        let floats: Vec<f32> = values.iter().map(|v| v.to_f32()).collect();
+        let bytes = quantise(
+            &self.name,
+            self.shape[0],
+            self.shape[1],
+            &floats,
+            quantisation,
+        )?;
+        Ok(Tensor {
+            name: self.name,
+            shape: self.shape,
+            data: TensorData::Quantised(quantisation, bytes),
+        })
+    }
 }
 
 fn layers(model: &Ct2Model, prefix: &str) -> i32 {
@@ -311,10 +490,17 @@ pub fn tensors(model: &Ct2Model) -> Result<Vec<Tensor>, ImportError> {
     Ok(out)
 }
 
-/// Writes a whisper.cpp ggml model file (f16 weights).
-pub fn write_ggml(model: &Ct2Model, path: &Path) -> Result<HParams, ImportError> {
+/// Writes a whisper.cpp ggml model file with weights in `quantisation`.
+pub fn write_ggml(
+    model: &Ct2Model,
+    path: &Path,
+    quantisation: Quantisation,
+) -> Result<HParams, ImportError> {
     let hp = HParams::of(model)?;
-    let tensors = tensors(model)?;
+    let tensors = tensors(model)?
+        .into_iter()
+        .map(|t| t.quantised(quantisation))
+        .collect::<Result<Vec<_>, _>>()?;
     let err = |source| ImportError::Write {
         path: path.to_path_buf(),
         source,
@@ -326,7 +512,7 @@ pub fn write_ggml(model: &Ct2Model, path: &Path) -> Result<HParams, ImportError>
     for v in hp.as_array() {
         put(&v.to_le_bytes()).map_err(err)?;
     }
-    put(&1i32.to_le_bytes()).map_err(err)?; // ftype 1: f16
+    put(&quantisation.header_ftype().to_le_bytes()).map_err(err)?;
     let n_fft = 201i32;
     put(&hp.n_mels.to_le_bytes()).map_err(err)?;
     put(&n_fft.to_le_bytes()).map_err(err)?;
@@ -344,6 +530,7 @@ pub fn write_ggml(model: &Ct2Model, path: &Path) -> Result<HParams, ImportError>
         let ttype: i32 = match t.data {
             TensorData::F32(_) => 0,
             TensorData::F16(_) => 1,
+            TensorData::Quantised(q, _) => q.ggml_type() as i32,
         };
         put(&(t.shape.len() as i32).to_le_bytes()).map_err(err)?;
         put(&(t.name.len() as i32).to_le_bytes()).map_err(err)?;
@@ -364,6 +551,7 @@ pub fn write_ggml(model: &Ct2Model, path: &Path) -> Result<HParams, ImportError>
                     put(&x.to_le_bytes()).map_err(err)?;
                 }
             }
+            TensorData::Quantised(_, bytes) => put(bytes).map_err(err)?,
         }
     }
     w.flush().map_err(err)?;

@@ -3,10 +3,13 @@
 //! - [`ct2`]: reading CTranslate2 model folders.
 //! - [`import`]: converting a CTranslate2 whisper model to whisper.cpp's
 //!   ggml format.
+//! - [`engine`]: the transcription engine — one whisper.cpp context on a
+//!   worker thread behind a bounded queue.
 //! - [`mel`], [`vocab`]: the mel filterbank and the byte-level vocabulary
 //!   the ggml format carries.
 
 pub mod ct2;
+pub mod engine;
 pub mod import;
 pub mod mel;
 pub mod vocab;

@@ -4,7 +4,10 @@
 
 use std::{collections::BTreeMap, path::PathBuf};
 
-use hark_stt::{ct2::Ct2Model, import};
+use hark_stt::{
+    ct2::Ct2Model,
+    import::{self, Quantisation},
+};
 
 fn model_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -64,7 +67,16 @@ fn parse(bytes: &[u8]) -> Parsed {
         let name = String::from_utf8(bytes[at..at + name_len].to_vec()).expect("utf-8 name");
         at += name_len;
         let elems: usize = dims.iter().map(|d| *d as usize).product();
-        let size = elems * if ttype == 0 { 4 } else { 2 };
+        // Bytes per block of 32 values for ggml's quantised types.
+        let size = match ttype {
+            0 => elems * 4,
+            1 => elems * 2,
+            2 => elems / 32 * 18, // q4_0
+            6 => elems / 32 * 22, // q5_0
+            7 => elems / 32 * 24, // q5_1
+            8 => elems / 32 * 34, // q8_0
+            other => panic!("unexpected tensor type {other}"),
+        };
         tensors.insert(name, (ttype, dims, bytes[at..at + size].to_vec()));
         at += size;
     }
@@ -83,7 +95,7 @@ fn tiny_en_imports_to_whisper_cpp_layout() {
     assert_eq!(model.spec, "WhisperSpec");
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("ggml-tiny.en-f16.bin");
-    let hp = import::write_ggml(&model, &out).expect("import");
+    let hp = import::write_ggml(&model, &out, Quantisation::F16).expect("import");
     assert_eq!(hp.as_array(), [51864, 1500, 384, 6, 4, 448, 384, 6, 4, 80]);
 
     let parsed = parse(&std::fs::read(&out).expect("written"));
@@ -184,7 +196,7 @@ fn whisper_cpp_loads_the_import_and_transcribes() {
     let model = Ct2Model::read(&model_dir()).expect("CTranslate2 model");
     let dir = tempfile::tempdir().expect("tempdir");
     let ggml = dir.path().join("ggml-tiny.en-f16.bin");
-    import::write_ggml(&model, &ggml).expect("import");
+    import::write_ggml(&model, &ggml, Quantisation::F16).expect("import");
 
     let wav = dir.path().join("fox.wav");
     let raw = dir.path().join("fox.raw");
@@ -251,4 +263,75 @@ fn whisper_cpp_loads_the_import_and_transcribes() {
             "`{expected}` missing from {text:?}"
         );
     }
+}
+
+/// ggml's q8_0, written out from its definition: blocks of 32 values, an
+/// f16 scale `max|x| / 127`, then each value divided by the scale and
+/// rounded half away from zero.
+fn reference_q8_0(values: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(values.len() / 32 * 34);
+    for block in values.chunks_exact(32) {
+        let amax = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        out.extend_from_slice(&half::f16::from_f32(d).to_le_bytes());
+        out.extend(block.iter().map(|v| (v * id).round() as i8 as u8));
+    }
+    out
+}
+
+#[test]
+fn quantised_imports_match_ggml_blocks_and_keep_sensitive_tensors() {
+    let model = Ct2Model::read(&model_dir()).expect("CTranslate2 model");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f16_path = dir.path().join("f16.bin");
+    let q8_path = dir.path().join("q8_0.bin");
+    let q5_path = dir.path().join("q5_1.bin");
+    import::write_ggml(&model, &f16_path, Quantisation::F16).expect("f16");
+    import::write_ggml(&model, &q8_path, Quantisation::Q8_0).expect("q8_0");
+    import::write_ggml(&model, &q5_path, Quantisation::Q5_1).expect("q5_1");
+    let f16 = parse(&std::fs::read(&f16_path).expect("f16 written"));
+    let q8 = parse(&std::fs::read(&q8_path).expect("q8_0 written"));
+    let q5 = parse(&std::fs::read(&q5_path).expect("q5_1 written"));
+
+    // ggml's "mostly q8_0" (7) and "mostly q5_1" (9) plus 1000 × version 2.
+    assert_eq!((q8.ftype, q5.ftype), (2007, 2009));
+    assert_eq!(q8.hparams, f16.hparams);
+    assert_eq!(q8.vocab, f16.vocab);
+    assert_eq!(q8.tensors.len(), 167);
+
+    let mut quantised = 0;
+    for (name, (ttype, dims, bytes)) in &f16.tensors {
+        let (q8_type, q8_dims, q8_bytes) = &q8.tensors[name];
+        assert_eq!(dims, q8_dims, "{name}");
+        let sensitive = name.ends_with("conv1.bias")
+            || name.ends_with("conv2.bias")
+            || name.ends_with("positional_embedding");
+        if *ttype == 1 && dims.len() == 2 && !sensitive {
+            quantised += 1;
+            assert_eq!(*q8_type, 8, "{name} is q8_0");
+            assert_eq!(q5.tensors[name].0, 7, "{name} is q5_1");
+            let values: Vec<f32> = bytes
+                .chunks_exact(2)
+                .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+                .collect();
+            assert_eq!(
+                q8_bytes,
+                &reference_q8_0(&values),
+                "{name}: q8_0 blocks differ from ggml's definition"
+            );
+        } else {
+            assert_eq!((q8_type, q8_bytes), (ttype, bytes), "{name} kept as is");
+        }
+    }
+    // 2 per attention (q, v weights... ) — every 2-D f16 weight: 4 encoder
+    // blocks × 6, 4 decoder blocks × 10, and the token embedding.
+    assert_eq!(quantised, 4 * 6 + 4 * 10 + 1);
+
+    let len = |p: &std::path::Path| std::fs::metadata(p).expect("size").len();
+    assert!(
+        len(&q8_path) * 10 < len(&f16_path) * 6,
+        "q8_0 is ~53 % of f16"
+    );
+    assert!(len(&q5_path) < len(&q8_path));
 }

@@ -70,7 +70,7 @@ impl Status {
             }
         }
         Status {
-            recording: state.recording.load(Ordering::Relaxed),
+            recording: state.recording(),
             speaking: state.speaking.load(Ordering::Relaxed),
             volume: state.player().map(|p| p.volume()),
             version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -116,7 +116,7 @@ mod tests {
         state.add_listener(TransportKind::Http, "127.0.0.1:7341".into());
         let _c = state.connect(TransportKind::Tcp, "peer".into());
         let _w = state.connect(TransportKind::Websocket, "peer".into());
-        state.recording.store(true, Ordering::Relaxed);
+        let _recording = state.start_recording();
 
         let status = serde_json::to_value(Status::of(&state)).expect("serialises");
         assert_eq!(status["recording"], true);

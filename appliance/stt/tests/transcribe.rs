@@ -1,0 +1,207 @@
+//! The engine with the real tiny.en, f16 and q8_0, on speech made at test
+//! time: accuracy (word error rate), silence and noise, cancellation, a full
+//! queue, languages, word timings.
+
+mod common;
+
+use std::sync::{Arc, atomic::Ordering};
+
+use hark_stt::{
+    engine::{Engine, EngineConfig, Request, SttError},
+    import::Quantisation,
+};
+
+const SENTENCES: [&str; 12] = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Please turn off the lights in the kitchen.",
+    "What is the weather going to be like tomorrow morning?",
+    "Remind me to call my sister after dinner.",
+    "I would like a cup of coffee with milk.",
+    "Set a timer for the pasta.",
+    "Read me the latest news about the election.",
+    "How far is it from here to the train station?",
+    "Add apples, bread and cheese to my shopping list.",
+    "Can you play some quiet music in the living room?",
+    "The meeting has been moved to Thursday afternoon.",
+    "Open the garage door and switch on the heating.",
+];
+
+fn engine(model: std::path::PathBuf) -> Engine {
+    Engine::start(EngineConfig {
+        model,
+        ..EngineConfig::default()
+    })
+    .expect("engine starts")
+}
+
+fn word_error_rate(quantisation: Quantisation) -> f64 {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = engine(common::import(dir.path(), quantisation));
+    let (mut errors, mut total) = (0, 0);
+    for sentence in SENTENCES {
+        let audio = common::speak(dir.path(), sentence, "en-us");
+        let t = engine
+            .transcribe_blocking(Request::new(audio))
+            .expect("transcribed");
+        let (reference, hypothesis) = (common::words(sentence), common::words(&t.text));
+        let e = common::word_errors(&reference, &hypothesis);
+        eprintln!(
+            "{quantisation} ctx {:4}{} {:5} ms  {e} errors  {:?}",
+            t.audio_ctx,
+            if t.refit { " refit" } else { "" },
+            t.elapsed_ms,
+            t.text
+        );
+        assert_eq!(t.language, "en");
+        assert!(t.confidence > 0.0 && t.confidence <= 1.0);
+        errors += e;
+        total += reference.len();
+    }
+    errors as f64 / total as f64
+}
+
+#[test]
+fn f16_word_error_rate_is_at_most_15_percent() {
+    let wer = word_error_rate(Quantisation::F16);
+    eprintln!("f16 WER {:.1} %", wer * 100.0);
+    assert!(wer <= 0.15, "WER {:.1} %", wer * 100.0);
+}
+
+#[test]
+fn q8_0_word_error_rate_is_at_most_15_percent() {
+    let wer = word_error_rate(Quantisation::Q8_0);
+    eprintln!("q8_0 WER {:.1} %", wer * 100.0);
+    assert!(wer <= 0.15, "WER {:.1} %", wer * 100.0);
+}
+
+/// Everything but recognition on one engine, to import only once.
+#[test]
+fn silence_noise_cancellation_queue_language_and_words() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = common::import(dir.path(), Quantisation::Q8_0);
+    let engine = engine(model.clone());
+    assert_eq!(engine.info().quantisation, "q8_0");
+    assert!(!engine.info().multilingual);
+
+    // Silence and noise are not speech: no invented text.
+    let silence = vec![0.0f32; 16_000 * 3];
+    let t = engine
+        .transcribe_blocking(Request::new(silence))
+        .expect("silence");
+    assert_eq!(t.text, "", "silence gave {t:?}");
+    let mut seed = 0x2545_f491_u32;
+    let noise: Vec<f32> = (0..16_000 * 3)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            (seed as f32 / u32::MAX as f32 - 0.5) * 0.06
+        })
+        .collect();
+    let t = engine
+        .transcribe_blocking(Request::new(noise))
+        .expect("noise");
+    assert_eq!(t.text, "", "noise gave {t:?}");
+
+    // Word timings: in order, inside the audio, the words of the sentence.
+    let speech = common::speak(dir.path(), SENTENCES[0], "en-us");
+    let seconds = speech.len() as f64 / 16_000.0;
+    let mut request = Request::new(speech.clone());
+    request.word_timestamps = true;
+    let t = engine.transcribe_blocking(request).expect("words");
+    let words: Vec<_> = t
+        .segments
+        .iter()
+        .flat_map(|s| s.words.clone().unwrap_or_default())
+        .collect();
+    assert!(words.len() >= 8, "{words:?}");
+    for pair in words.windows(2) {
+        assert!(pair[0].start <= pair[1].start, "{pair:?}");
+    }
+    assert!(
+        words
+            .iter()
+            .all(|w| w.start >= 0.0 && w.end <= seconds + 0.01 && w.start <= w.end)
+    );
+    assert_eq!(
+        common::words(
+            &words
+                .iter()
+                .map(|w| w.word.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        common::words(&t.text)
+    );
+
+    // Languages: an English-only model refuses others, by name.
+    let mut request = Request::new(speech.clone());
+    request.language = Some("de".into());
+    match engine.transcribe_blocking(request) {
+        Err(SttError::EnglishOnly { language, model }) => {
+            assert_eq!(language, "de");
+            assert!(model.contains("tiny.en"), "{model}");
+        }
+        other => panic!("expected EnglishOnly, got {other:?}"),
+    }
+    let mut request = Request::new(speech.clone());
+    request.language = Some("klingon".into());
+    assert!(matches!(
+        engine.transcribe_blocking(request),
+        Err(SttError::UnknownLanguage(_))
+    ));
+    assert!(matches!(
+        engine.submit_detect(speech.clone(), Arc::default()),
+        Err(SttError::EnglishOnly { .. })
+    ));
+
+    // Cancelled before it runs, and while it runs: the worker stops early
+    // and serves the next request.
+    let request = Request::new(speech.clone());
+    request.cancel.store(true, Ordering::Relaxed);
+    assert!(matches!(
+        engine.transcribe_blocking(request),
+        Err(SttError::Cancelled)
+    ));
+    let long: Vec<f32> = speech.iter().cycle().take(16_000 * 25).copied().collect();
+    let request = Request::new(long);
+    let cancel = Arc::clone(&request.cancel);
+    let started = std::time::Instant::now();
+    let answer = engine.submit(request).expect("queued");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    cancel.store(true, Ordering::Relaxed);
+    assert!(matches!(
+        answer.blocking_recv(),
+        Ok(Err(SttError::Cancelled))
+    ));
+    eprintln!("cancelled after {:?}", started.elapsed());
+    let kitchen = common::speak(dir.path(), SENTENCES[1], "en-us");
+    let t = engine
+        .transcribe_blocking(Request::new(kitchen))
+        .expect("after a cancel");
+    assert!(
+        common::words(&t.text).contains(&"kitchen".to_owned()),
+        "{t:?}"
+    );
+
+    // A full queue answers Busy at once instead of waiting.
+    let small = Engine::start(EngineConfig {
+        model,
+        queue: 1,
+        ..EngineConfig::default()
+    })
+    .expect("second engine");
+    let mut answers = Vec::new();
+    let mut busy = 0;
+    for _ in 0..4 {
+        match small.submit(Request::new(speech.clone())) {
+            Ok(rx) => answers.push(rx),
+            Err(SttError::Busy { .. }) => busy += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(busy >= 2, "{busy} of 4 refused");
+    for rx in answers {
+        assert!(rx.blocking_recv().expect("answered").is_ok());
+    }
+}
