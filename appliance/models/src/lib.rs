@@ -1,0 +1,76 @@
+//! Hark's model store: the whisper models the appliance can load, in one
+//! directory (by default [`DEFAULT_DIR`], `/var/lib/hark/models`) with a
+//! manifest recording where each came from and its checksum.
+//!
+//! The daemon reads from it ([`Store::path`]); the CLI manages it:
+//!
+//! | command | call |
+//! |---|---|
+//! | `hark models list` | [`Store::list`] (plus [`catalog::CATALOG`] for what can be fetched) |
+//! | `hark models fetch <name>` | [`fetch_catalog`], or [`fetch_request`] with [`FetchRequest::catalog`] and [`FetchOptions`] (`replace`, timeouts) |
+//! | `hark models fetch <name> --url <url> [--sha256 <hex>]` | [`fetch()`], or [`fetch_request`] with [`FetchRequest::url`] |
+//! | `hark models import <name> <file>` | [`Store::add_file`] with [`AddOptions::import`] (a converter's own output: [`Transfer::Move`]) |
+//! | `hark models verify [<name>]` | [`Store::verify`], [`Store::verify_all`] |
+//! | `hark models remove <name>` | [`Store::remove`] |
+//!
+//! ```no_run
+//! use hark_models::{DEFAULT_DIR, Progress, Store, fetch_catalog};
+//!
+//! let store = Store::open(DEFAULT_DIR)?;
+//! let fetched = fetch_catalog(&store, "tiny.en-q8_0", Progress::for_terminal())?;
+//! println!("{fetched}");
+//! let model = store.path("tiny.en-q8_0")?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # The directory
+//!
+//! See [`store`] for the layout. Names ([`check_name`]) are 1–64 of
+//! `[A-Za-z0-9._-]`, not starting with a dot, without `..`; a model
+//! `<name>` lives in `ggml-<name>.bin`. Files are only ever put in place
+//! by a rename within the directory, and the manifest only ever replaced
+//! by one ([`manifest`]), so a power cut leaves the old state or the new,
+//! at worst with an unmanaged file that [`Store::list`] reports.
+//!
+//! [`Store::list`] returns the manifest's entries and, separately, entries
+//! whose file is missing, downloads in progress (`<name>.part`), and
+//! unmanaged files (anything else that is not hidden).
+//!
+//! Every model is checked to be a whisper.cpp ggml file when it is added;
+//! its language (`en` or `multilingual`) and quantisation are read from
+//! its header ([`ggml`]), not guessed from its name.
+//!
+//! # Downloads
+//!
+//! [`fetch()`] and friends use blocking HTTP(S) (ureq, rustls), resume an
+//! interrupted download with a range request, and check size, SHA-256
+//! and SHA-1 when known; see [`fetch`](mod@fetch) for the details and
+//! [`catalog`] for the published models and where their checksums come
+//! from. Progress goes to an indicatif bar ([`Progress::Bar`]), a callback
+//! or nowhere. Call them from a thread that may block: never from the
+//! async runtime or the audio path.
+//!
+//! # Errors
+//!
+//! [`StoreError`] and [`FetchError`] name the file, model or URL involved.
+//! An unknown model name lists the installed ones; a corrupt manifest is
+//! reported and left alone, never wiped.
+
+pub mod catalog;
+pub mod fetch;
+pub mod ggml;
+mod hash;
+pub mod manifest;
+mod name;
+pub mod store;
+
+pub use fetch::{
+    Expected, FetchError, FetchOptions, FetchRequest, Fetched, Progress, ProgressEvent,
+    Verification, fetch, fetch_catalog, fetch_request,
+};
+pub use manifest::{Language, ModelEntry};
+pub use name::{MAX_NAME_LEN, NameProblem, check_name};
+pub use store::{
+    AddOptions, DEFAULT_DIR, Listing, Partial, Store, StoreError, Transfer, VerifyOutcome,
+    VerifyReport,
+};
