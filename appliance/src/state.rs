@@ -61,6 +61,9 @@ pub struct ClientIdentity {
     /// Remote address, or the Unix peer's credentials.
     pub peer: String,
     client_name: Mutex<Option<String>>,
+    /// Cancelled when the client's side of the connection ends (stream
+    /// transports); long-running tools stop on it.
+    pub gone: tokio_util::sync::CancellationToken,
 }
 
 impl ClientIdentity {
@@ -210,6 +213,7 @@ impl ApplianceState {
             transport,
             peer,
             client_name: Mutex::new(None),
+            gone: tokio_util::sync::CancellationToken::new(),
         });
         ConnectionGuard {
             identity,

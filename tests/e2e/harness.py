@@ -20,6 +20,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 HARK = Path(os.environ.get("HARK_BIN", REPO / "target" / "debug" / "hark"))
+MODELS = REPO / "tests" / ".models" / "store"
+# The tools the daemon serves, in tools/list order.
+TOOLS = ["detect_language", "get_status", "set_volume", "transcribe_audio", "transcribe_batch", "transcribe_voice"]
 VENV_WS_PYTHON = REPO / "tests" / ".venv-ws" / "bin" / "python"
 NODE_BIN = REPO / "tests" / "node" / "node_modules" / ".bin"
 
@@ -68,6 +71,8 @@ class Daemon:
             "mcp.tcp": {"listen": "127.0.0.1:0"},
             "mcp.http": {"listen": "127.0.0.1:0"},
             "mcp.unix": {"path": str(self.tmp / "run" / "mcp.sock")},
+            # The default model, made by appliance/setup-models in tests/run.
+            "stt": {"models_dir": str(MODELS)},
             # This machine has no sound card: the virtual one, through ALSA.
             "audio.capture": {"device": "hark_virtual_mic"},
             "audio.playback": {"device": "hark_virtual_speaker", "rate": 22050, "channels": 1},

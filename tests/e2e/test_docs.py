@@ -51,8 +51,8 @@ def test_documented_limits_match_the_defaults():
     for key, doc_value in [("max_connections", "32"), ("idle_timeout_secs", "3600")]:
         assert re.search(rf"^{key} = {doc_value}$", out.stdout, re.M), key
         assert re.search(rf"`mcp\.{key}` \| {doc_value}", text), key
-    assert re.search(r"^max_message_bytes = 1048576$", out.stdout, re.M)
-    assert "`mcp.max_message_bytes` | 1 MiB" in text
+    assert re.search(r"^max_message_bytes = 16777216$", out.stdout, re.M)
+    assert "`mcp.max_message_bytes` | 16 MiB" in text
 
 
 def test_readme_configuration_example_is_valid(tmp_path):

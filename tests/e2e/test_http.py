@@ -1,5 +1,6 @@
 """Streamable HTTP at /mcp: the official Python SDK (mcp 2.x) and raw HTTP."""
 
+from harness import TOOLS
 import json
 
 import anyio
@@ -33,7 +34,7 @@ def test_python_sdk(daemon, mode):
     async def main():
         async with Client(daemon.url, mode=mode, cache=None) as client:
             tools = await client.list_tools()
-            assert [t.name for t in tools.tools] == ["get_status", "set_volume"]
+            assert [t.name for t in tools.tools] == TOOLS
             result = await client.call_tool("get_status", {})
             assert result.is_error is not True
             assert result.structured_content["recording"] is False

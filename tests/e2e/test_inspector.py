@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from harness import NODE_BIN
+from harness import TOOLS, NODE_BIN
 
 
 def inspector(tmp_path, *args) -> subprocess.CompletedProcess:
@@ -38,7 +38,7 @@ def test_tools_list(daemon, tmp_path, via):
     out = inspector(tmp_path, *args)
     assert out.returncode == 0, out.stderr
     tools = json.loads(out.stdout)["result"]["tools"]
-    assert [t["name"] for t in tools] == ["get_status", "set_volume"]
+    assert [t["name"] for t in tools] == TOOLS
     assert "outputSchema" in tools[0]
 
 

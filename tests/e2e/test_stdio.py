@@ -9,7 +9,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from harness import HARK
+from harness import TOOLS, HARK
 
 
 def free_port() -> int:
@@ -34,7 +34,7 @@ def test_python_sdk_over_socat(daemon, mode):
     names, status, version = run_sdk(
         StdioServerParameters(command="socat", args=["STDIO", f"TCP:{host}:{port}"]), mode
     )
-    assert names == ["get_status", "set_volume"]
+    assert names == TOOLS
     assert status["speaking"] is False
     assert version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
 
@@ -43,7 +43,7 @@ def test_python_sdk_over_socat(daemon, mode):
 def test_python_sdk_over_hark_connect(daemon, mode):
     host, port = daemon.tcp
     names, status, _ = run_sdk(StdioServerParameters(command=str(HARK), args=["connect", f"{host}:{port}"]), mode)
-    assert names == ["get_status", "set_volume"]
+    assert names == TOOLS
     assert status["recording"] is False
 
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness import LineClient, status_of
+from harness import TOOLS, LineClient, status_of
 
 TRANSPORTS = ["tcp", "unix"]
 
@@ -28,7 +28,7 @@ def test_handshake_list_and_status(daemon, transport):
 
     tools = c.request("tools/list", id=2)["result"]["tools"]
     names = [t["name"] for t in tools]
-    assert names == ["get_status", "set_volume"]
+    assert names == TOOLS
     tool = tools[0]
     assert tool["inputSchema"]["type"] == "object"
     assert "volume" in tools[1]["inputSchema"]["properties"]
@@ -126,7 +126,7 @@ def test_one_shot_without_initialize(daemon, transport):
     )
     first = json.loads(out.stdout.split(b"\n")[0])
     assert first["id"] == 1
-    assert [t["name"] for t in first["result"]["tools"]] == ["get_status", "set_volume"]
+    assert [t["name"] for t in first["result"]["tools"]] == TOOLS
 
 
 def test_malformed_input_gets_errors_and_connection_keeps_working(daemon):

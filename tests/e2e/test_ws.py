@@ -8,7 +8,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from harness import VENV_WS_PYTHON
+from harness import TOOLS, VENV_WS_PYTHON
 
 HERE = __import__("pathlib").Path(__file__).parent
 INIT = {
@@ -40,7 +40,7 @@ def test_sdk_websocket_client(daemon):
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["server"] == "hark"
-    assert seen["tools"] == ["get_status", "set_volume"]
+    assert seen["tools"] == TOOLS
     assert seen["is_error"] in (False, None)
     assert json.loads(seen["text"]) == seen["structured"]
     assert seen["structured"]["recording"] is False

@@ -247,7 +247,8 @@ impl Engine {
             name: config
                 .model
                 .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
+                // The store's `ggml-<name>.bin` (whisper.cpp's own naming).
+                .map(|s| s.to_string_lossy().trim_start_matches("ggml-").to_owned())
                 .unwrap_or_default(),
             kind: ctx
                 .model_type_readable_str_lossy()

@@ -115,7 +115,7 @@ impl Quantisation {
         } else {
             0
         };
-        ftype as i32 + version as i32
+        ftype + version as i32
     }
 }
 
@@ -162,7 +162,7 @@ pub fn quantise(
     let ty = quantisation.ggml_type();
     // SAFETY: pure functions of the type id.
     let block = unsafe { sys::ggml_blck_size(ty) } as usize;
-    if block == 0 || row % block != 0 || data.len() != rows * row {
+    if block == 0 || !row.is_multiple_of(block) || data.len() != rows * row {
         return Err(ImportError::Quantise {
             tensor: name.to_owned(),
             quantisation,

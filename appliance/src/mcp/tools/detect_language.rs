@@ -7,7 +7,7 @@ use rmcp::{
     service::RequestContext, tool, tool_router,
 };
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{
@@ -24,12 +24,30 @@ pub struct DetectLanguage {
     pub audio_path: Option<String>,
 }
 
+/// `detect_language`'s structured result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Detected {
+    /// The most likely language, ISO 639-1.
+    pub language: String,
+    /// Its English name.
+    pub language_name: String,
+    /// Its probability, 0–1.
+    pub confidence: f32,
+    /// The five most likely languages (`language`, `name`, `probability`).
+    pub candidates: Vec<serde_json::Value>,
+    /// Seconds of audio.
+    pub duration: f64,
+    /// Where the audio came from.
+    pub input: serde_json::Value,
+}
+
 #[tool_router(router = detect_language_router, vis = "pub(crate)")]
 impl HarkServer {
     /// Detect the language spoken in an audio file (multilingual models
     /// only); the most likely languages with their probabilities.
     #[tool(
         name = "detect_language",
+        output_schema = super::output_schema::<Detected>(),
         annotations(
             title = "Detect the spoken language",
             read_only_hint = true,
@@ -77,7 +95,7 @@ impl HarkServer {
         let answer = engine.submit_detect(decoded.samples, std::sync::Arc::clone(&cancel))?;
         let guesses = tokio::select! {
             answer = answer => answer.map_err(|_| ToolError::new("ModelNotLoadedError", "the speech-to-text engine stopped"))??,
-            _ = context.ct.cancelled() => {
+            _ = super::call_ended(self, context) => {
                 cancel.store(true, std::sync::atomic::Ordering::Relaxed);
                 return Err(ToolError::new("CancelledError", "detection was cancelled"));
             }
@@ -87,14 +105,17 @@ impl HarkServer {
             .ok_or_else(|| ToolError::new("TranscriptionError", "no language was detected"))?;
         Ok(success(
             best.language.clone(),
-            json!({
-                "language": best.language,
-                "language_name": best.name,
-                "confidence": best.probability,
-                "candidates": guesses,
-                "duration": decoded.duration_secs,
-                "input": source,
-            }),
+            Detected {
+                language: best.language.clone(),
+                language_name: best.name.clone(),
+                confidence: best.probability,
+                candidates: guesses
+                    .iter()
+                    .map(|g| json!({ "language": g.language, "name": g.name, "probability": g.probability }))
+                    .collect(),
+                duration: decoded.duration_secs,
+                input: source,
+            },
         ))
     }
 }

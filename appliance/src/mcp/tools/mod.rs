@@ -16,7 +16,11 @@ pub mod transcribe_voice;
 
 use hark_audio::{decode::DecodeError, files::PathError};
 use hark_stt::engine::SttError;
-use rmcp::model::{CallToolResult, ContentBlock as Content};
+use rmcp::{
+    RoleServer,
+    model::{CallToolResult, ContentBlock as Content},
+    service::RequestContext,
+};
 use serde_json::{Value, json};
 
 /// A failed tool call, as the agent sees it.
@@ -102,10 +106,31 @@ impl From<PathError> for ToolError {
     }
 }
 
+/// Resolves when the call should stop: cancelled by the client
+/// (`notifications/cancelled`), or the client's connection ended.
+pub async fn call_ended(server: &crate::mcp::HarkServer, context: &RequestContext<RoleServer>) {
+    match server.identity(context) {
+        Some(identity) => {
+            let gone = identity.gone.clone();
+            tokio::select! {
+                _ = context.ct.cancelled() => {}
+                _ = gone.cancelled() => {}
+            }
+        }
+        None => context.ct.cancelled().await,
+    }
+}
+
 /// A successful result: `text` for the agent to read, `structured` for
-/// programs.
-pub fn success(text: impl Into<String>, structured: Value) -> CallToolResult {
+/// programs (it matches the tool's output schema).
+pub fn success(text: impl Into<String>, structured: impl serde::Serialize) -> CallToolResult {
     let mut result = CallToolResult::success(vec![Content::text(text.into())]);
-    result.structured_content = Some(structured);
+    result.structured_content = Some(serde_json::to_value(structured).unwrap_or(Value::Null));
     result
+}
+
+/// The output schema of a tool whose result is `T`.
+pub fn output_schema<T: schemars::JsonSchema + std::any::Any>()
+-> std::sync::Arc<rmcp::model::JsonObject> {
+    rmcp::handler::server::common::schema_for_output::<T>()
 }

@@ -14,7 +14,7 @@ use rmcp::{
     service::RequestContext, tool, tool_router,
 };
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{ToolError, success};
@@ -123,6 +123,7 @@ pub fn engine_of(server: &HarkServer) -> Result<(Arc<SpeechToText>, Arc<Engine>)
 /// Transcribes decoded audio on the engine, giving up if the call is
 /// cancelled.
 pub async fn run(
+    server: &HarkServer,
     engine: &Engine,
     request: Request,
     context: &RequestContext<RoleServer>,
@@ -131,29 +132,69 @@ pub async fn run(
     let answer = engine.submit(request)?;
     tokio::select! {
         answer = answer => Ok(answer.map_err(|_| ToolError::new("ModelNotLoadedError", "the speech-to-text engine stopped"))??),
-        _ = context.ct.cancelled() => {
+        _ = super::call_ended(server, context) => {
             cancel.store(true, std::sync::atomic::Ordering::Relaxed);
             Err(ToolError::new("CancelledError", "transcription was cancelled"))
         }
     }
 }
 
+/// `transcribe_audio`'s structured result (and each of
+/// `transcribe_batch`'s).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Transcribed {
+    /// The text; empty when nothing was said.
+    pub text: String,
+    /// Language of the text (ISO 639-1).
+    pub language: String,
+    /// Probability of `language` when it was detected, else null.
+    pub language_confidence: Option<f32>,
+    /// Seconds of audio.
+    pub duration: f64,
+    /// The file's format: wav, flac, mp3 or ogg.
+    pub format: String,
+    /// The file's sample rate (Hz) and channel count.
+    pub source_rate: u32,
+    pub source_channels: u16,
+    /// Segments: `start`, `end` (seconds), `text`, `confidence`,
+    /// `no_speech_probability`, and `words` (`word`, `start`, `end`,
+    /// `probability`) with `word_timestamps`.
+    pub segments: Vec<Value>,
+    /// Mean token probability, 0–1.
+    pub confidence: f32,
+    /// The model that transcribed.
+    pub model: String,
+    /// Transcription time, milliseconds.
+    pub transcribe_ms: u64,
+    /// Where the audio came from (`source`: audio_base64 or audio_path).
+    pub input: Value,
+}
+
 /// The structured form of a transcript.
-pub fn transcript_json(t: &Transcript, decoded: &Decoded, source: Value, model: &str) -> Value {
-    json!({
-        "text": t.text,
-        "language": t.language,
-        "language_confidence": t.language_probability,
-        "duration": decoded.duration_secs,
-        "format": decoded.format,
-        "source_rate": decoded.source_rate,
-        "source_channels": decoded.source_channels,
-        "segments": t.segments,
-        "confidence": t.confidence,
-        "model": model,
-        "transcribe_ms": t.elapsed_ms,
-        "input": source,
-    })
+pub fn transcript_json(
+    t: &Transcript,
+    decoded: &Decoded,
+    source: Value,
+    model: &str,
+) -> Transcribed {
+    Transcribed {
+        text: t.text.clone(),
+        language: t.language.clone(),
+        language_confidence: t.language_probability,
+        duration: decoded.duration_secs,
+        format: decoded.format.to_owned(),
+        source_rate: decoded.source_rate,
+        source_channels: decoded.source_channels,
+        segments: t
+            .segments
+            .iter()
+            .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
+            .collect(),
+        confidence: t.confidence,
+        model: model.to_owned(),
+        transcribe_ms: t.elapsed_ms,
+        input: source,
+    }
 }
 
 #[tool_router(router = transcribe_audio_router, vis = "pub(crate)")]
@@ -163,6 +204,7 @@ impl HarkServer {
     /// segments, or SRT/WebVTT subtitles.
     #[tool(
         name = "transcribe_audio",
+        output_schema = super::output_schema::<Transcribed>(),
         annotations(
             title = "Transcribe an audio file",
             read_only_hint = true,
@@ -203,7 +245,7 @@ impl HarkServer {
         let mut request = Request::new(decoded.samples.clone());
         request.language = language;
         request.word_timestamps = word_timestamps;
-        let transcript = run(&engine, request, context).await?;
+        let transcript = run(self, &engine, request, context).await?;
         let structured = transcript_json(&transcript, &decoded, source, &engine.info().name);
         let text = match output_format {
             OutputFormat::Text | OutputFormat::Json => transcript.text.clone(),

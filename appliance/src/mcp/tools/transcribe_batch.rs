@@ -7,7 +7,7 @@ use rmcp::{
     service::RequestContext, tool, tool_router,
 };
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{
@@ -27,12 +27,25 @@ pub struct TranscribeBatch {
     pub language: Option<String>,
 }
 
+/// `transcribe_batch`'s structured result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Batch {
+    /// Files transcribed.
+    pub processed: usize,
+    /// Files that failed.
+    pub failed: usize,
+    /// One per file, in order: `transcribe_audio`'s result plus
+    /// `audio_path`, or `audio_path` and `error` (`type`, `message`).
+    pub results: Vec<serde_json::Value>,
+}
+
 #[tool_router(router = transcribe_batch_router, vis = "pub(crate)")]
 impl HarkServer {
     /// Transcribe several audio files on the appliance; one result or one
     /// error per file, in order.
     #[tool(
         name = "transcribe_batch",
+        output_schema = super::output_schema::<Batch>(),
         annotations(
             title = "Transcribe several audio files",
             read_only_hint = true,
@@ -78,11 +91,15 @@ impl HarkServer {
                 Ok((decoded, source)) => {
                     let mut request = hark_stt::engine::Request::new(decoded.samples.clone());
                     request.language = args.language.clone();
-                    run(&engine, request, context).await.map(|t| {
-                        (
-                            transcript_json(&t, &decoded, source, &engine.info().name),
-                            t.text,
-                        )
+                    run(self, &engine, request, context).await.map(|t| {
+                        let value = serde_json::to_value(transcript_json(
+                            &t,
+                            &decoded,
+                            source,
+                            &engine.info().name,
+                        ))
+                        .unwrap_or_default();
+                        (value, t.text)
                     })
                 }
                 Err(e) => Err(e),
@@ -104,7 +121,11 @@ impl HarkServer {
         }
         Ok(success(
             text,
-            json!({ "processed": processed, "failed": failed, "results": results }),
+            Batch {
+                processed,
+                failed,
+                results,
+            },
         ))
     }
 }

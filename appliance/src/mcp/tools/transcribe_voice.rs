@@ -24,7 +24,7 @@ use rmcp::{
     tool, tool_router,
 };
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{ToolError, success};
@@ -47,6 +47,41 @@ pub struct TranscribeVoice {
     /// Language spoken, ISO 639-1 (`en`, `de`, …) or `auto`; only
     /// multilingual models accept languages other than English.
     pub language: Option<String>,
+}
+
+/// `transcribe_voice`'s structured result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Heard {
+    /// What was said, or `(no speech detected)`.
+    pub text: String,
+    /// Whether speech was heard and transcribed.
+    pub speech: bool,
+    /// Why listening ended: `end_of_speech`, `timeout`, `max_length`,
+    /// `stopped`.
+    pub end_reason: String,
+    /// Seconds of audio recorded, pre-roll included.
+    pub duration: f64,
+    /// Language of the text (ISO 639-1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
+    /// When speech began and ended, seconds from the start of the recording.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speech_start: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speech_end: Option<f64>,
+    /// Segments with `start`, `end` (seconds from the start of the
+    /// recording), `text` and `confidence`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub segments: Vec<serde_json::Value>,
+    /// Mean token probability, 0–1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f32>,
+    /// The model that transcribed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Transcription time, milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcribe_ms: Option<u64>,
 }
 
 /// Sends a progress notification when the client asked for them.
@@ -78,6 +113,7 @@ impl HarkServer {
     /// return what they said when they stop (or `(no speech detected)`).
     #[tool(
         name = "transcribe_voice",
+        output_schema = super::output_schema::<Heard>(),
         annotations(
             title = "Listen to the room",
             read_only_hint = false,
@@ -148,7 +184,7 @@ impl HarkServer {
                 done = &mut recorder => {
                     break done.map_err(|e| ToolError::new("MicrophoneError", format!("the recording failed: {e}")))?;
                 }
-                _ = context.ct.cancelled() => {
+                _ = super::call_ended(self, context) => {
                     // Cancelled or disconnected: release the microphone now.
                     control.cancel();
                     let _ = recorder.await;
@@ -188,7 +224,19 @@ impl HarkServer {
         let Some((start, end)) = utterance.speech else {
             return Ok(success(
                 NO_SPEECH,
-                json!({ "text": NO_SPEECH, "speech": false, "end_reason": reason, "duration": recorded }),
+                Heard {
+                    text: NO_SPEECH.into(),
+                    speech: false,
+                    end_reason: reason.into(),
+                    duration: recorded,
+                    language: None,
+                    speech_start: None,
+                    speech_end: None,
+                    segments: Vec::new(),
+                    confidence: None,
+                    model: None,
+                    transcribe_ms: None,
+                },
             ));
         };
 
@@ -204,7 +252,7 @@ impl HarkServer {
         let answer = engine.submit(request)?;
         let transcript = tokio::select! {
             answer = answer => answer.map_err(|_| ToolError::new("ModelNotLoadedError", "the speech-to-text engine stopped"))??,
-            _ = context.ct.cancelled() => {
+            _ = super::call_ended(self, context) => {
                 cancel.store(true, std::sync::atomic::Ordering::Relaxed);
                 return Err(ToolError::new("CancelledError", "transcription was cancelled"));
             }
@@ -228,19 +276,19 @@ impl HarkServer {
             .collect();
         Ok(success(
             text.clone(),
-            json!({
-                "text": text,
-                "speech": !transcript.text.is_empty(),
-                "language": transcript.language,
-                "duration": recorded,
-                "speech_start": seconds(start),
-                "speech_end": seconds(end),
-                "segments": segments,
-                "confidence": transcript.confidence,
-                "end_reason": reason,
-                "model": engine.info().name,
-                "transcribe_ms": transcript.elapsed_ms,
-            }),
+            Heard {
+                text,
+                speech: !transcript.text.is_empty(),
+                end_reason: reason.into(),
+                duration: recorded,
+                language: Some(transcript.language.clone()),
+                speech_start: Some(seconds(start)),
+                speech_end: Some(seconds(end)),
+                segments,
+                confidence: Some(transcript.confidence),
+                model: Some(engine.info().name.clone()),
+                transcribe_ms: Some(transcript.elapsed_ms),
+            },
         ))
     }
 }

@@ -135,6 +135,10 @@ pub struct FramedTransport<S> {
     reply: Option<ServerJsonRpcMessage>,
     /// Whether the first request has been seen (for the implicit session).
     started: bool,
+    /// Cancelled when the client's side of the connection ends, so
+    /// long-running tools (listening, transcribing) stop at once rather
+    /// than after rmcp's drain period.
+    gone: Option<tokio_util::sync::CancellationToken>,
     closed: bool,
 }
 
@@ -154,10 +158,18 @@ where
             activity,
             limit,
             pending: VecDeque::new(),
+            gone: None,
             reply: None,
             started: false,
             closed: false,
         }
+    }
+
+    /// Cancels `token` when the client's side of the connection ends (a
+    /// client that half-closes is taken as gone too: it cannot cancel).
+    pub fn cancel_on_end(mut self, token: tokio_util::sync::CancellationToken) -> Self {
+        self.gone = Some(token);
+        self
     }
 
     /// VoxCtrl's one-shot examples send `tools/list` or `tools/call` straight
@@ -264,7 +276,12 @@ where
             if self.closed {
                 return None;
             }
-            let frame = self.frames.next().await?;
+            let Some(frame) = self.frames.next().await else {
+                if let Some(gone) = &self.gone {
+                    gone.cancel();
+                }
+                return None;
+            };
             self.activity.touch();
             match frame {
                 Frame::Data(bytes) => match framing::decode(&bytes) {
@@ -334,7 +351,8 @@ pub async fn serve<S>(
     async move {
         tracing::debug!("connected");
         let activity = Activity::new();
-        let transport = FramedTransport::new(frames, out, Arc::clone(&activity), limit);
+        let transport = FramedTransport::new(frames, out, Arc::clone(&activity), limit)
+            .cancel_on_end(identity.gone.clone());
         let handler = HarkServer::new(
             Arc::clone(&shared.state),
             Arc::clone(&shared.tools),
