@@ -147,7 +147,7 @@ def test_status_command(daemon):
     assert out.returncode == 0, out.stderr
     assert "microphone: closed" in out.stdout and "speaker: idle" in out.stdout
     assert re.search(r"tcp\s+127\.0\.0\.1:\d+\s+1 client", out.stdout)
-    assert "stt        not configured" in out.stdout
+    assert "stt        ready; model tiny.en-q8_0" in out.stdout
     out = subprocess.run([str(HARK), "status", "--json", "--host", f"{host}:{port}"], capture_output=True, text=True, timeout=15)
     assert json.loads(out.stdout)["recording"] is False
     with socket.socket() as s:

@@ -29,9 +29,10 @@ def test_handshake_list_and_status(daemon, transport):
     tools = c.request("tools/list", id=2)["result"]["tools"]
     names = [t["name"] for t in tools]
     assert names == TOOLS
-    tool = tools[0]
+    by_name = {t["name"]: t for t in tools}
+    tool = by_name["get_status"]
     assert tool["inputSchema"]["type"] == "object"
-    assert "volume" in tools[1]["inputSchema"]["properties"]
+    assert "volume" in by_name["set_volume"]["inputSchema"]["properties"]
     assert {"recording", "speaking", "volume", "version", "uptime_seconds", "transports", "subsystems"} <= set(
         tool["outputSchema"]["properties"]
     )
@@ -47,7 +48,7 @@ def test_handshake_list_and_status(daemon, transport):
     assert counts[transport] >= 1
     assert structured["subsystems"] == {
         "audio": "capturing; speaker ready",
-        "stt": "not configured",
+        "stt": "ready; model tiny.en-q8_0 (tiny q8_0, English)",
         "tts": "not configured",
         "board": "not configured",
     }
