@@ -5,7 +5,8 @@
 //! on the official Python SDK, and prints a markdown report.
 //!
 //! `hark-bench audio` benchmarks the audio engine instead, on the virtual
-//! sound card (see [`audio`]).
+//! sound card (see [`audio`]); `hark-bench stt` speech to text against
+//! whisper.cpp and faster-whisper (see [`stt`]).
 //!
 //! ```sh
 //! cargo build --release -p hark
@@ -22,6 +23,7 @@ mod load;
 mod procfs;
 mod report;
 mod server;
+mod stt;
 
 use std::{
     path::{Path, PathBuf},
@@ -40,7 +42,8 @@ use crate::{
 };
 
 /// Benchmarks a Hark daemon against the official Python MCP SDK; with
-/// `audio`, the audio engine on the virtual sound card.
+/// `audio`, the audio engine on the virtual sound card; with `stt`, speech
+/// to text against whisper.cpp and faster-whisper.
 #[derive(Debug, Parser)]
 #[command(version, about, args_conflicts_with_subcommands = true)]
 struct Args {
@@ -112,6 +115,7 @@ struct Args {
 #[derive(Debug, clap::Subcommand)]
 enum Mode {
     Audio(audio::AudioArgs),
+    Stt(stt::SttArgs),
 }
 
 fn main() -> ExitCode {
@@ -120,6 +124,7 @@ fn main() -> ExitCode {
     // before it starts any.
     let result = match args.mode.take() {
         Some(Mode::Audio(audio)) => audio::main(audio),
+        Some(Mode::Stt(stt)) => stt::main(stt),
         None => bench(args),
     };
     match result {
