@@ -252,3 +252,47 @@ def test_cli_transcribe_and_listen(stt_daemon, tmp_path):
     out, err = listener.communicate(timeout=60)
     assert listener.returncode == 0, err
     assert "kitchen" in words(json.loads(out)["text"])
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_python_sdk_over_http(stt_daemon, audio_dir, tmp_path, mode):
+    """The official SDK validates every successful result against the tool's
+    output schema, and receives the progress notifications."""
+    import anyio
+    from mcp import Client
+
+    wav = speak(audio_dir / f"sdk-{mode}.wav")
+
+    async def main():
+        async with Client(stt_daemon.url, mode=mode, cache=None) as client:
+            steps = []
+
+            async def on_progress(progress, total, message):
+                steps.append((progress, total, message))
+
+            async def speak_later():
+                watcher = LineClient.tcp(stt_daemon)
+                watcher.initialize()
+                await anyio.to_thread.run_sync(lambda: wait_for(lambda: status_of(watcher)["recording"]))
+                await anyio.to_thread.run_sync(inject, stt_daemon, wav)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(speak_later)
+                heard = await client.call_tool("transcribe_voice", {"timeout_seconds": 10},
+                                               progress_callback=on_progress)
+            assert heard.is_error is not True, heard
+            assert {"lights", "kitchen"} <= set(words(heard.content[0].text))
+            assert [m for _, _, m in steps] == ["listening", "speech detected", "transcribing"]
+            assert all(t == 3 for _, t, _ in steps)
+
+            r = await client.call_tool("transcribe_audio", {
+                "audio_base64": base64.b64encode(wav.read_bytes()).decode(),
+                "output_format": "json", "word_timestamps": True})
+            assert r.is_error is not True and "kitchen" in words(r.structured_content["text"])
+            r = await client.call_tool("transcribe_batch", {"audio_paths": [str(wav), str(tmp_path / "x.wav")]})
+            assert (r.structured_content["processed"], r.structured_content["failed"]) == (1, 1)
+            r = await client.call_tool("transcribe_audio", {})
+            assert r.is_error is True
+            assert r.structured_content["error"]["type"] == "InvalidArgumentError"
+
+    anyio.run(main)
