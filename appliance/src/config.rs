@@ -87,8 +87,10 @@ pub struct SttConfig {
     /// Default language: `auto` (detected by multilingual models) or an ISO
     /// 639-1 code. English-only models (`.en`) always use `en`.
     pub language: String,
-    /// Cut whisper's encoder context to short inputs (much faster); results
-    /// that look degenerate are decoded again at the full context.
+    /// Cut whisper's encoder context to short inputs: 2–3× faster on a
+    /// few seconds of speech, but tiny.en loses words (docs/benchmarks.md);
+    /// off by default. Results that look degenerate are decoded again at
+    /// the full context.
     pub fit_audio_ctx: bool,
     /// Encoder frames (50 per second of audio) added to the fitted context
     /// (0–1500).
@@ -107,6 +109,9 @@ pub struct SttConfig {
     pub max_audio_bytes: u64,
     /// Longest audio accepted, in seconds.
     pub max_audio_seconds: u32,
+    /// Use whisper.cpp's flash attention. Off by default: on tiny.en it was
+    /// slower here and changed results (docs/benchmarks.md).
+    pub flash_attn: bool,
 }
 
 impl Default for SttConfig {
@@ -126,6 +131,7 @@ impl Default for SttConfig {
             audio_dirs: Vec::new(),
             max_audio_bytes: 50_000_000,
             max_audio_seconds: 3600,
+            flash_attn: engine.flash_attn,
         }
     }
 }
@@ -158,6 +164,7 @@ impl SttConfig {
             audio_ctx_margin: self.audio_ctx_margin,
             no_speech_threshold: self.no_speech_threshold,
             queue: self.queue,
+            flash_attn: self.flash_attn,
         }
     }
 }

@@ -296,3 +296,27 @@ def test_python_sdk_over_http(stt_daemon, audio_dir, tmp_path, mode):
             assert r.structured_content["error"]["type"] == "InvalidArgumentError"
 
     anyio.run(main)
+
+
+def test_http_client_leaving_releases_the_microphone(stt_daemon):
+    """A Streamable HTTP client that drops its connection while waiting for
+    transcribe_voice: the microphone closes at once, not at the timeout."""
+    import httpx
+
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "leaver", "version": "1"}}}
+    with httpx.Client(timeout=10) as http:
+        r = http.post(stt_daemon.url, json=init, headers=headers)
+        headers = dict(headers, **{"mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"})
+        http.post(stt_daemon.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    watcher = LineClient.tcp(stt_daemon)
+    watcher.initialize()
+    client = httpx.Client(timeout=30)
+    call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "transcribe_voice", "arguments": {"timeout_seconds": 30}}}
+    response = client.send(client.build_request("POST", stt_daemon.url, json=call, headers=headers), stream=True)
+    assert wait_for(lambda: status_of(watcher)["recording"])
+    response.close()
+    client.close()
+    assert wait_for(lambda: not status_of(watcher)["recording"], timeout=2.0)

@@ -9,10 +9,11 @@
 //!
 //! Short utterances are the common case (an agent asking a question and
 //! listening for the answer), and whisper's encoder costs the same for 2 s as
-//! for 30 s. With [`EngineConfig::fit_audio_ctx`] the encoder context is cut
-//! to the utterance plus a margin; a context too tight makes whisper repeat
-//! itself, so a result that looks repeated, or runs faster than anyone
-//! speaks, is decoded again at the full context (see [`looks_degenerate`]).
+//! for 30 s. With [`EngineConfig::fit_audio_ctx`] (opt-in: it trades words
+//! for speed) the encoder context is cut to the utterance plus a margin; a
+//! context too tight makes whisper repeat itself, so a result that looks
+//! repeated, or runs faster than anyone speaks, is decoded again at the full
+//! context (see [`looks_degenerate`]).
 //!
 //! Silence and noise make whisper invent text ("Thanks for watching!").
 //! Segments whisper itself rates as probably not speech (no-speech
@@ -80,17 +81,22 @@ pub struct EngineConfig {
     /// Default language: `auto` (multilingual models detect it) or an ISO
     /// 639-1 code. English-only models always use `en`.
     pub language: String,
-    /// Fit the encoder context to short inputs (see the module docs).
+    /// Fit the encoder context to short inputs (see the module docs). Off
+    /// by default: measured on tiny.en (docs/benchmarks.md) it is 2–3×
+    /// faster on 3 s utterances but loses words (word error rate 7.7 % at
+    /// the full context, 12.5–14.4 % fitted with a 512-frame margin); only
+    /// a margin near the full context kept the accuracy.
     pub fit_audio_ctx: bool,
-    /// Encoder frames added to the fitted context (50 per second). Measured
-    /// on tiny.en (docs/benchmarks.md): 128 or 256 cost accuracy; 512 kept
-    /// q8_0's word error rate at the full context's and ran 2.8× faster.
+    /// Encoder frames added to the fitted context (50 per second).
     pub audio_ctx_margin: u16,
     /// Segments whose no-speech probability exceeds this (and whose tokens
     /// are unsure) are dropped as not speech.
     pub no_speech_threshold: f32,
     /// Requests that may wait for the worker.
     pub queue: usize,
+    /// Flash attention in whisper.cpp (its own default; whisper-rs turns it
+    /// off): faster and smaller on CPUs, see docs/benchmarks.md.
+    pub flash_attn: bool,
 }
 
 impl Default for EngineConfig {
@@ -102,10 +108,11 @@ impl Default for EngineConfig {
                 .unwrap_or(2),
             beam_size: 5,
             language: "auto".into(),
-            fit_audio_ctx: true,
+            fit_audio_ctx: false,
             audio_ctx_margin: 512,
             no_speech_threshold: 0.6,
             queue: 8,
+            flash_attn: false,
         }
     }
 }
@@ -233,8 +240,10 @@ impl Engine {
         }
         let started = Instant::now();
         let path = config.model.to_string_lossy().into_owned();
-        let ctx = WhisperContext::new_with_params(&path, WhisperContextParameters::default())
-            .map_err(|e| SttError::ModelLoad {
+        let mut params = WhisperContextParameters::default();
+        params.flash_attn(config.flash_attn);
+        let ctx =
+            WhisperContext::new_with_params(&path, params).map_err(|e| SttError::ModelLoad {
                 path: config.model.clone(),
                 reason: e.to_string(),
             })?;
@@ -442,6 +451,14 @@ impl Worker {
 
     fn transcribe(&mut self, request: Request) -> Result<Transcript, SttError> {
         let started = Instant::now();
+        // A fresh state per request (5–15 ms): whisper.cpp's temperature
+        // fallback draws from a generator kept in the state, so a reused
+        // state would make the same audio transcribe differently depending
+        // on what came before.
+        self.state = self
+            .ctx
+            .create_state()
+            .map_err(|e| SttError::Whisper(e.to_string()))?;
         let language = self.language(request.language.as_deref())?;
         let duration = request.audio.len() as f64 / f64::from(SAMPLE_RATE);
         let mut audio = request.audio;
@@ -484,7 +501,7 @@ impl Worker {
         let kept: Vec<Segment> = segments
             .into_iter()
             .filter(|s| !(s.no_speech_probability > threshold && s.confidence < 0.5))
-            .filter(|s| !s.text.trim().is_empty())
+            .filter(|s| !s.text.trim().is_empty() && !is_annotation(&s.text))
             // Padding is silence; nothing said can end after the audio does.
             .map(|mut s| {
                 s.end = s.end.min(duration);
@@ -697,6 +714,18 @@ pub fn fitted_ctx(samples: usize, margin: u16, full: u32, fit: bool) -> u32 {
     ctx.min(full)
 }
 
+/// whisper's descriptions of non-speech — `[BLANK_AUDIO]`, `(music)`,
+/// `*laughs*` — which are not words anyone said.
+pub fn is_annotation(text: &str) -> bool {
+    let t = text.trim();
+    let wrapped = |open: char, close: char| {
+        t.starts_with(open)
+            && t.ends_with(close)
+            && t[1..t.len() - 1].chars().all(|c| c != open && c != close)
+    };
+    t.len() >= 2 && (wrapped('[', ']') || wrapped('(', ')') || wrapped('*', '*'))
+}
+
 /// Signs that whisper lost its way, as it does when the encoder context is
 /// a little too small for the audio: the same run of words repeated back to
 /// back, or more words than anyone says in the time.
@@ -777,6 +806,16 @@ mod tests {
         assert!(looks_degenerate(&[seg(many.trim())], 3.0));
         // Repeating one or two words is how people talk ("no, no").
         assert!(!looks_degenerate(&[seg("No, no, I said stop.")], 2.0));
+    }
+
+    #[test]
+    fn non_speech_annotations_are_recognised() {
+        for t in ["[BLANK_AUDIO]", " (upbeat music)", "*laughs*", "[Music]"] {
+            assert!(is_annotation(t), "{t}");
+        }
+        for t in ["Turn on (the) lights", "[a] and [b]", "", "(", "hello"] {
+            assert!(!is_annotation(t), "{t}");
+        }
     }
 
     #[test]

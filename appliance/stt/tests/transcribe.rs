@@ -46,10 +46,11 @@ fn word_error_rate(quantisation: Quantisation) -> f64 {
         let (reference, hypothesis) = (common::words(sentence), common::words(&t.text));
         let e = common::word_errors(&reference, &hypothesis);
         eprintln!(
-            "{quantisation} ctx {:4}{} {:5} ms  {e} errors  {:?}",
+            "{quantisation} ctx {:4}{} {:5} ms  confidence {:.2}  {e} errors  {:?}",
             t.audio_ctx,
             if t.refit { " refit" } else { "" },
             t.elapsed_ms,
+            t.confidence,
             t.text
         );
         assert_eq!(t.language, "en");
@@ -133,6 +134,22 @@ fn silence_noise_cancellation_queue_language_and_words() {
         ),
         common::words(&t.text)
     );
+
+    // The fitted encoder context (opt-in) on a sentence every configuration
+    // gets right: a shorter context, the same words.
+    let fitted = Engine::start(EngineConfig {
+        model: model.clone(),
+        fit_audio_ctx: true,
+        ..EngineConfig::default()
+    })
+    .expect("fitted engine");
+    let weather = common::speak(dir.path(), SENTENCES[2], "en-us");
+    let t = fitted
+        .transcribe_blocking(Request::new(weather))
+        .expect("fitted");
+    assert!(t.audio_ctx < 1500 && !t.refit, "{t:?}");
+    assert_eq!(common::words(&t.text), common::words(SENTENCES[2]));
+    drop(fitted);
 
     // Languages: an English-only model refuses others, by name.
     let mut request = Request::new(speech.clone());

@@ -273,6 +273,9 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
                         let _ = tokio::time::timeout(shared2.config.shutdown_timeout(), connection).await;
                     }
                 }
+                // Calls this connection was waiting on (an event stream
+                // included) have no one to answer: long-running tools stop.
+                guard.identity().gone.cancel();
                 drop(guard);
                 drop(permit);
             }
