@@ -109,8 +109,9 @@ pub struct SttConfig {
     pub max_audio_bytes: u64,
     /// Longest audio accepted, in seconds.
     pub max_audio_seconds: u32,
-    /// Use whisper.cpp's flash attention. Off by default: on tiny.en it was
-    /// slower here and changed results (docs/benchmarks.md).
+    /// Use whisper.cpp's flash attention: a third less peak memory (145
+    /// against 213 MiB for tiny.en), but 10–35 % slower on the CPU measured
+    /// (docs/benchmarks.md). For boards short of memory.
     pub flash_attn: bool,
 }
 

@@ -215,11 +215,11 @@ def test_detect_language_needs_a_multilingual_model(stt_daemon, audio_dir):
 
 
 def test_transcribe_batch_one_result_or_error_per_file(stt_daemon, audio_dir):
-    good = speak(audio_dir / "batch1.wav", "Open the garage door.")
+    good = speak(audio_dir / "batch1.wav", "Remind me to call my sister after dinner.")
     r = call(stt_daemon, "transcribe_batch", {"audio_paths": [str(good), str(audio_dir / "nope.wav"), "/etc/passwd"]})
     s = r["structuredContent"]
     assert (s["processed"], s["failed"]) == (1, 2), s
-    assert "garage" in words(s["results"][0]["text"])
+    assert {"sister", "dinner"} <= set(words(s["results"][0]["text"]))
     assert s["results"][1]["error"]["type"] == "FileNotFoundError"
     assert s["results"][2]["error"]["type"] == "PathNotAllowedError"
     kind, _ = error_of(call(stt_daemon, "transcribe_batch", {"audio_paths": []}))

@@ -247,10 +247,12 @@ impl Engine {
                 path: config.model.clone(),
                 reason: e.to_string(),
             })?;
-        let state = ctx.create_state().map_err(|e| SttError::ModelLoad {
+        // A state is made per request (see `Worker::decode`); making one
+        // now proves the model can run before the daemon says it is ready.
+        drop(ctx.create_state().map_err(|e| SttError::ModelLoad {
             path: config.model.clone(),
             reason: e.to_string(),
-        })?;
+        })?);
         let info = ModelInfo {
             path: config.model.clone(),
             name: config
@@ -274,7 +276,6 @@ impl Engine {
         let busy = Arc::new(AtomicBool::new(false));
         let worker = Worker {
             ctx,
-            state,
             config,
             multilingual: info.multilingual,
             name: info.name.clone(),
@@ -388,7 +389,6 @@ fn quantisation_name(ftype: i32) -> String {
 
 struct Worker {
     ctx: WhisperContext,
-    state: WhisperState,
     config: EngineConfig,
     multilingual: bool,
     name: String,
@@ -451,14 +451,6 @@ impl Worker {
 
     fn transcribe(&mut self, request: Request) -> Result<Transcript, SttError> {
         let started = Instant::now();
-        // A fresh state per request (5–15 ms): whisper.cpp's temperature
-        // fallback draws from a generator kept in the state, so a reused
-        // state would make the same audio transcribe differently depending
-        // on what came before.
-        self.state = self
-            .ctx
-            .create_state()
-            .map_err(|e| SttError::Whisper(e.to_string()))?;
         let language = self.language(request.language.as_deref())?;
         let duration = request.audio.len() as f64 / f64::from(SAMPLE_RATE);
         let mut audio = request.audio;
@@ -579,7 +571,13 @@ impl Worker {
             params.set_abort_callback(Some(abort_requested));
             params.set_abort_callback_user_data(Arc::as_ptr(cancel) as *mut std::ffi::c_void);
         }
-        let outcome = self.state.full(params, audio);
+        // A fresh state per pass (5–15 ms), dropped at the end of it:
+        // whisper.cpp's temperature fallback draws from a generator kept in
+        // the state, so a reused state would make the same audio transcribe
+        // differently depending on what came before; and only one state is
+        // ever alive, which keeps the peak memory down.
+        let mut state = self.fresh_state()?;
+        let outcome = state.full(params, audio);
         if cancel.load(Ordering::Relaxed) {
             return Err(SttError::Cancelled);
         }
@@ -587,7 +585,7 @@ impl Worker {
 
         let eot = self.ctx.token_eot();
         let mut segments = Vec::new();
-        for segment in self.state.as_iter() {
+        for segment in state.as_iter() {
             let text = segment
                 .to_str_lossy()
                 .map(|t| t.into_owned())
@@ -645,7 +643,7 @@ impl Worker {
             });
         }
         let detected = if language.is_none() {
-            let id = self.state.full_lang_id_from_state();
+            let id = state.full_lang_id_from_state();
             whisper_rs::get_lang_str(id).map(|l| (l.to_owned(), f32::NAN))
         } else {
             None
@@ -653,8 +651,7 @@ impl Worker {
         // The probability is not kept by `full`; a detection pass gives it.
         let detected = match detected {
             Some((l, _)) => {
-                let p = self
-                    .state
+                let p = state
                     .lang_detect(0, usize::from(self.config.threads.max(1)))
                     .ok()
                     .and_then(|(_, probs)| {
@@ -668,13 +665,19 @@ impl Worker {
         Ok((segments, detected))
     }
 
+    fn fresh_state(&self) -> Result<WhisperState, SttError> {
+        self.ctx
+            .create_state()
+            .map_err(|e| SttError::Whisper(format!("cannot make a whisper state: {e}")))
+    }
+
     fn detect(&mut self, audio: &[f32]) -> Result<Vec<LanguageGuess>, SttError> {
         let threads = usize::from(self.config.threads.max(1));
-        self.state
+        let mut state = self.fresh_state()?;
+        state
             .pcm_to_mel(audio, threads)
             .map_err(|e| SttError::Whisper(e.to_string()))?;
-        let (_, probs) = self
-            .state
+        let (_, probs) = state
             .lang_detect(0, threads)
             .map_err(|e| SttError::Whisper(e.to_string()))?;
         let mut guesses: Vec<LanguageGuess> = probs

@@ -7,8 +7,9 @@
 //!    reads.
 //! 2. tiny.en imported from its CTranslate2 folder to ggml f16 and q8_0 with
 //!    `hark_stt::import::write_ggml`, in a scratch directory.
-//! 3. Hark's engine, one load per configuration (q8_0 with the default
-//!    fitted encoder context; q8_0 at the full context; f16 fitted): each
+//! 3. Hark's engine, one load per configuration (q8_0 as configured by
+//!    default — full encoder context, flash attention off; with flash
+//!    attention; with the opt-in fitted context; f16): each
 //!    clip once unmeasured, then `--runs` times, timing
 //!    `transcribe_blocking` from call to return.
 //! 4. The peers in `stt_peers.py`, in a venv the bench creates
@@ -77,6 +78,9 @@ pub struct SttArgs {
     /// Internal: the raw 16 kHz S16 clip for --probe-model.
     #[arg(long, hide = true)]
     probe_audio: Option<PathBuf>,
+    /// Internal: the memory child loads with flash attention.
+    #[arg(long, hide = true)]
+    probe_flash: bool,
 }
 
 /// The utterances: name and text. espeak-ng's en-us voice at its default
@@ -197,26 +201,29 @@ pub fn main(args: SttArgs) -> anyhow::Result<()> {
 
     let mut load = vec![("start".to_owned(), loadavg())];
     let mut systems = Vec::new();
-    for (name, model, fit) in [
-        ("Hark q8_0 (default: fitted audio_ctx)", &q8, true),
-        ("Hark q8_0, full audio_ctx", &q8, false),
-        ("Hark f16 (fitted audio_ctx)", &f16, true),
+    for (name, model, fit, flash) in [
+        ("Hark q8_0 (default: full audio_ctx)", &q8, false, false),
+        ("Hark q8_0, flash attention", &q8, false, true),
+        ("Hark q8_0, fitted audio_ctx (opt-in)", &q8, true, false),
+        ("Hark f16", &f16, false, false),
     ] {
         eprintln!("[stt] {name}");
         systems.push(System {
             name: name.to_owned(),
-            result: hark(&args, model, fit, &clips).map_err(|e| format!("{e:#}")),
+            result: hark(&args, model, fit, flash, &clips).map_err(|e| format!("{e:#}")),
         });
         load.push((format!("after {name}"), loadavg()));
     }
 
     let mut versions = None;
     let mut memory = Vec::new();
-    eprintln!("[stt] memory: Hark");
-    memory.push(Memory {
-        name: "Hark".into(),
-        result: hark_memory(&args, &q8, &clips[2].raw).map_err(|e| format!("{e:#}")),
-    });
+    for (name, flash) in [("Hark (default)", false), ("Hark, flash attention", true)] {
+        eprintln!("[stt] memory: {name}");
+        memory.push(Memory {
+            name: name.into(),
+            result: hark_memory(&args, &q8, &clips[2].raw, flash).map_err(|e| format!("{e:#}")),
+        });
+    }
 
     if args.no_peer {
         for name in [WHISPER_CPP, WHISPER_CPP_NO_FA, FASTER_WHISPER] {
@@ -309,20 +316,27 @@ fn read_raw(path: &Path) -> anyhow::Result<Vec<f32>> {
         .collect())
 }
 
-fn engine(args: &SttArgs, model: &Path, fit: bool) -> anyhow::Result<Engine> {
+fn engine(args: &SttArgs, model: &Path, fit: bool, flash: bool) -> anyhow::Result<Engine> {
     Ok(Engine::start(EngineConfig {
         model: model.to_path_buf(),
         threads: args.threads,
         beam_size: args.beam,
         language: "en".into(),
         fit_audio_ctx: fit,
+        flash_attn: flash,
         ..EngineConfig::default()
     })?)
 }
 
 /// Hark's engine on every clip: one warm-up, then `--runs` timed calls.
-fn hark(args: &SttArgs, model: &Path, fit: bool, clips: &[Clip]) -> anyhow::Result<Vec<Timing>> {
-    let engine = engine(args, model, fit)?;
+fn hark(
+    args: &SttArgs,
+    model: &Path,
+    fit: bool,
+    flash: bool,
+    clips: &[Clip],
+) -> anyhow::Result<Vec<Timing>> {
+    let engine = engine(args, model, fit, flash)?;
     let mut out = Vec::new();
     for clip in clips {
         engine.transcribe_blocking(Request::new(clip.samples.clone()))?;
@@ -352,7 +366,7 @@ fn probe(args: &SttArgs, model: &Path) -> anyhow::Result<()> {
     let start = status_kb("VmRSS")?;
     let audio = args.probe_audio.as_deref().context("--probe-audio")?;
     let samples = read_raw(audio)?;
-    let engine = engine(args, model, true)?;
+    let engine = engine(args, model, false, args.probe_flash)?;
     let loaded = status_kb("VmRSS")?;
     let transcript = engine.transcribe_blocking(Request::new(samples))?;
     let peak = status_kb("VmHWM")?;
@@ -388,10 +402,19 @@ fn status_kb(field: &str) -> anyhow::Result<u64> {
 
 /// Runs the bench itself again as the memory child (a fresh process, so its
 /// peak is the engine's alone).
-fn hark_memory(args: &SttArgs, model: &Path, audio: &Path) -> anyhow::Result<MemoryProbe> {
+fn hark_memory(
+    args: &SttArgs,
+    model: &Path,
+    audio: &Path,
+    flash: bool,
+) -> anyhow::Result<MemoryProbe> {
     let exe = std::env::current_exe().context("cannot find the bench's executable")?;
-    let output = Command::new(exe)
-        .arg("stt")
+    let mut command = Command::new(exe);
+    command.arg("stt");
+    if flash {
+        command.arg("--probe-flash");
+    }
+    let output = command
         .arg("--threads")
         .arg(args.threads.to_string())
         .arg("--beam")

@@ -35,7 +35,10 @@ pub fn speak(dir: &Path, text: &str, voice: &str) -> Vec<f32> {
         .status()
         .expect("espeak-ng (appliance/setup-build installs it)");
     assert!(spoken.success());
+    // -D: sox dithers by default, with fresh noise every run; without it
+    // the same sentence is the same audio, and the results reproducible.
     let converted = std::process::Command::new("sox")
+        .arg("-D")
         .arg(&wav)
         .args([
             "-r", "16000", "-c", "1", "-b", "16", "-e", "signed", "-t", "raw",
