@@ -48,71 +48,64 @@ pub fn with_default_port(target: &str) -> String {
 
 const STATUS_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Calls `transcribe_voice` on the appliance and returns its structured
-/// content; a tool error becomes an error with the tool's message.
-pub async fn listen(target: &str, timeout: Option<f64>) -> Result<Value, ClientError> {
-    let target = with_default_port(target);
-    let stream = TcpStream::connect(&target)
+/// Connects over TCP, calls one tool and returns the result's structured
+/// content; a tool error becomes an error carrying the tool's message.
+async fn call_one(
+    target: &str,
+    tool: &'static str,
+    arguments: serde_json::Map<String, Value>,
+) -> Result<Value, ClientError> {
+    let stream = TcpStream::connect(target)
         .await
         .map_err(|source| ClientError::Connect {
-            target: target.clone(),
+            target: target.to_owned(),
             source,
         })?;
     let mcp_err = |reason: String| ClientError::Mcp {
-        target: target.clone(),
+        target: target.to_owned(),
         reason,
     };
     let client = ().serve(stream).await.map_err(|e| mcp_err(e.to_string()))?;
-    let mut arguments = serde_json::Map::new();
-    if let Some(t) = timeout {
-        arguments.insert("timeout_seconds".into(), json!(t));
-    }
     let result = client
-        .call_tool(CallToolRequestParams::new("transcribe_voice").with_arguments(arguments))
+        .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
         .await
         .map_err(|e| mcp_err(e.to_string()))?;
     let _ = client.cancel().await;
-    let structured = result.structured_content.unwrap_or(Value::Null);
+    let structured = result
+        .structured_content
+        .ok_or_else(|| mcp_err(format!("{tool} returned no structured content")))?;
     if result.is_error == Some(true) {
         let message = structured["error"]["message"]
             .as_str()
-            .unwrap_or("transcribe_voice failed")
-            .to_owned();
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("{tool} failed"));
         return Err(mcp_err(message));
     }
     Ok(structured)
 }
 
+/// Calls `transcribe_voice` on the appliance (no time limit of its own: the
+/// tool ends on end of speech or its timeout).
+pub async fn listen(target: &str, timeout: Option<f64>) -> Result<Value, ClientError> {
+    let mut arguments = serde_json::Map::new();
+    if let Some(t) = timeout {
+        arguments.insert("timeout_seconds".into(), json!(t));
+    }
+    call_one(&with_default_port(target), "transcribe_voice", arguments).await
+}
+
 /// Calls `get_status` and returns its structured content.
 pub async fn status(target: &str) -> Result<Value, ClientError> {
     let target = with_default_port(target);
-    let work = async {
-        let stream = TcpStream::connect(&target)
-            .await
-            .map_err(|source| ClientError::Connect {
-                target: target.clone(),
-                source,
-            })?;
-        let mcp_err = |reason: String| ClientError::Mcp {
-            target: target.clone(),
-            reason,
-        };
-        let client = ().serve(stream).await.map_err(|e| mcp_err(e.to_string()))?;
-        let result = client
-            .call_tool(CallToolRequestParams::new("get_status"))
-            .await
-            .map_err(|e| mcp_err(e.to_string()))?;
-        let _ = client.cancel().await;
-        result
-            .structured_content
-            .ok_or_else(|| mcp_err("get_status returned no structured content".into()))
-    };
-    tokio::time::timeout(STATUS_TIMEOUT, work)
-        .await
-        .map_err(|_| ClientError::Timeout {
-            target: target.clone(),
-            seconds: STATUS_TIMEOUT.as_secs(),
-        })?
+    tokio::time::timeout(
+        STATUS_TIMEOUT,
+        call_one(&target, "get_status", serde_json::Map::new()),
+    )
+    .await
+    .map_err(|_| ClientError::Timeout {
+        target: target.clone(),
+        seconds: STATUS_TIMEOUT.as_secs(),
+    })?
 }
 
 /// The status as a person reads it.

@@ -1,6 +1,9 @@
 //! Speech for the tests, spoken at test time by espeak-ng, and the real
 //! tiny.en imported from its CTranslate2 package.
 
+// Each test binary uses a different part of this module.
+#![allow(dead_code)]
+
 use std::path::{Path, PathBuf};
 
 use hark_stt::{ct2::Ct2Model, import};
