@@ -191,7 +191,8 @@ impl Default for ServiceConfig {
         Self {
             // rmcp logs every error response as a warning; Hark logs them
             // itself, with the client and the tool.
-            log_level: "info,rmcp=error".into(),
+            // whisper.cpp describes every model load and state at info.
+            log_level: "info,rmcp=error,whisper_rs=warn".into(),
             hostname: String::new(),
             shutdown_timeout_ms: 1500,
         }
