@@ -167,10 +167,24 @@ impl HarkServer {
             }
         };
 
+        // The chime first, to its end: with half duplex the microphone is
+        // muted while the speaker plays, so listening starts after it — and
+        // `recording`, the listening light and the `listening` progress
+        // say so only from then on, when speech is heard.
+        if let Some(player) = self.state.player() {
+            match player.play(&Earcon::ListenStart.clip()) {
+                Ok(done) => {
+                    let _ = tokio::task::spawn_blocking(move || {
+                        done.recv_timeout(Duration::from_secs(2))
+                    })
+                    .await;
+                }
+                Err(e) => tracing::debug!(error = %e, "earcon not played"),
+            }
+        }
         // Listening: the microphone shows open from here until the guard
         // drops, whatever ends the recording.
         let recording = self.state.start_recording();
-        earcon(self, Earcon::ListenStart);
         progress(context, 0.0, "listening").await;
         let control = Arc::new(Control::default());
         let options = Options::new(timeout, mic.preroll, mic.vad.clone());
