@@ -76,13 +76,14 @@ fn parse_header(buf: &[u8; HEADER_LEN]) -> Result<Header, HeaderProblem> {
     };
     Ok(Header {
         language,
-        quantisation: ftype_name(ftype % QNT_VERSION_FACTOR),
+        quantisation: ftype_name(ftype),
     })
 }
 
-/// ggml's `enum ggml_ftype` (ggml.h) as the names whisper.cpp's files use.
-fn ftype_name(ftype: i32) -> String {
-    let name = match ftype {
+/// A header's `ftype` (ggml's `enum ggml_ftype`, plus 1000 × the
+/// quantisation version for quantised files) as the weight format's name.
+pub fn ftype_name(ftype: i32) -> String {
+    let name = match ftype % QNT_VERSION_FACTOR {
         0 => "f32",
         1 => "f16",
         2 => "q4_0",

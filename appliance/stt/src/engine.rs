@@ -266,7 +266,7 @@ impl Engine {
                 .map(|s| s.into_owned())
                 .unwrap_or_default(),
             multilingual: ctx.is_multilingual(),
-            quantisation: quantisation_name(ctx.model_ftype()),
+            quantisation: hark_models::ggml::ftype_name(ctx.model_ftype()),
             load_ms: started.elapsed().as_millis() as u64,
         };
         tracing::info!(model = %info.path.display(), kind = %info.kind, quantisation = %info.quantisation,
@@ -365,26 +365,6 @@ impl Drop for Engine {
             let _ = worker.join();
         }
     }
-}
-
-fn quantisation_name(ftype: i32) -> String {
-    // ggml's "mostly X" file types, without the quantisation version.
-    match ftype % 1000 {
-        0 => "f32",
-        1 => "f16",
-        2 => "q4_0",
-        3 => "q4_1",
-        7 => "q8_0",
-        8 => "q5_0",
-        9 => "q5_1",
-        10 => "q2_k",
-        11 => "q3_k",
-        12 => "q4_k",
-        13 => "q5_k",
-        14 => "q6_k",
-        _ => "other",
-    }
-    .to_owned()
 }
 
 struct Worker {
@@ -823,8 +803,9 @@ mod tests {
 
     #[test]
     fn ggml_file_types_name_their_quantisation() {
-        assert_eq!(quantisation_name(1), "f16");
-        assert_eq!(quantisation_name(2007), "q8_0");
-        assert_eq!(quantisation_name(2009), "q5_1");
+        use hark_models::ggml::ftype_name;
+        assert_eq!(ftype_name(1), "f16");
+        assert_eq!(ftype_name(2007), "q8_0");
+        assert_eq!(ftype_name(2009), "q5_1");
     }
 }

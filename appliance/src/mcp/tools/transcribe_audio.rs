@@ -237,12 +237,13 @@ impl HarkServer {
             output_format,
             word_timestamps,
         } = args;
-        let (decoded, source) = tokio::task::spawn_blocking(move || {
+        let (mut decoded, source) = tokio::task::spawn_blocking(move || {
             load_audio(&stt, audio_base64.as_deref(), audio_path.as_deref())
         })
         .await
         .map_err(|e| ToolError::new("AudioFormatError", format!("decoding failed: {e}")))??;
-        let mut request = Request::new(decoded.samples.clone());
+        // The samples go to the engine; the rest describes the file.
+        let mut request = Request::new(std::mem::take(&mut decoded.samples));
         request.language = language;
         request.word_timestamps = word_timestamps;
         let transcript = run(self, &engine, request, context).await?;

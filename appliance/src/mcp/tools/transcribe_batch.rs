@@ -88,8 +88,9 @@ impl HarkServer {
                 .map_err(|e| ToolError::new("AudioFormatError", format!("decoding failed: {e}")))
                 .and_then(|r| r);
             let outcome = match loaded {
-                Ok((decoded, source)) => {
-                    let mut request = hark_stt::engine::Request::new(decoded.samples.clone());
+                Ok((mut decoded, source)) => {
+                    let mut request =
+                        hark_stt::engine::Request::new(std::mem::take(&mut decoded.samples));
                     request.language = args.language.clone();
                     run(self, &engine, request, context).await.map(|t| {
                         let value = serde_json::to_value(transcript_json(
