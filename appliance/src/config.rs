@@ -109,9 +109,9 @@ pub struct SttConfig {
     pub max_audio_bytes: u64,
     /// Longest audio accepted, in seconds.
     pub max_audio_seconds: u32,
-    /// Use whisper.cpp's flash attention: a third less peak memory (145
-    /// against 213 MiB for tiny.en), but 10–35 % slower on the CPU measured
-    /// (docs/benchmarks.md). For boards short of memory.
+    /// Use whisper.cpp's flash attention (default on): a third less peak
+    /// memory (145 against 213 MiB for tiny.en) and no slower
+    /// (docs/benchmarks.md). Off only to compare.
     pub flash_attn: bool,
 }
 

@@ -8,14 +8,14 @@
 //! 2. tiny.en imported from its CTranslate2 folder to ggml f16 and q8_0 with
 //!    `hark_stt::import::write_ggml`, in a scratch directory.
 //! 3. Hark's engine, one load per configuration (q8_0 as configured by
-//!    default — full encoder context, flash attention off; with flash
-//!    attention; with the opt-in fitted context; f16): each
+//!    default — full encoder context, flash attention on; with flash
+//!    attention off; with the opt-in fitted context; f16): each
 //!    clip once unmeasured, then `--runs` times, timing
 //!    `transcribe_blocking` from call to return.
 //! 4. The peers in `stt_peers.py`, in a venv the bench creates
 //!    (`tests/bench/.venv-stt`): whisper.cpp through pywhispercpp on the same
-//!    q8_0 file (with whisper.cpp's default flash attention, and with it off
-//!    as Hark runs it), and faster-whisper (CTranslate2 int8) on the
+//!    q8_0 file (with whisper.cpp's default flash attention, as Hark runs
+//!    it, and with it off), and faster-whisper (CTranslate2 int8) on the
 //!    CTranslate2 folder; same threads, same beam, same samples.
 //! 5. Peak memory (VmHWM) of a fresh process that loads tiny.en q8_0 and
 //!    transcribes the 15 s clip: Hark in a child of the bench (the bench
@@ -78,9 +78,9 @@ pub struct SttArgs {
     /// Internal: the raw 16 kHz S16 clip for --probe-model.
     #[arg(long, hide = true)]
     probe_audio: Option<PathBuf>,
-    /// Internal: the memory child loads with flash attention.
+    /// Internal: the memory child loads with flash attention off.
     #[arg(long, hide = true)]
-    probe_flash: bool,
+    probe_no_flash: bool,
 }
 
 /// The utterances: name and text. espeak-ng's en-us voice at its default
@@ -202,10 +202,10 @@ pub fn main(args: SttArgs) -> anyhow::Result<()> {
     let mut load = vec![("start".to_owned(), loadavg())];
     let mut systems = Vec::new();
     for (name, model, fit, flash) in [
-        ("Hark q8_0 (default: full audio_ctx)", &q8, false, false),
-        ("Hark q8_0, flash attention", &q8, false, true),
-        ("Hark q8_0, fitted audio_ctx (opt-in)", &q8, true, false),
-        ("Hark f16", &f16, false, false),
+        ("Hark q8_0 (default: full audio_ctx)", &q8, false, true),
+        ("Hark q8_0, flash attention off", &q8, false, false),
+        ("Hark q8_0, fitted audio_ctx (opt-in)", &q8, true, true),
+        ("Hark f16", &f16, false, true),
     ] {
         eprintln!("[stt] {name}");
         systems.push(System {
@@ -217,7 +217,7 @@ pub fn main(args: SttArgs) -> anyhow::Result<()> {
 
     let mut versions = None;
     let mut memory = Vec::new();
-    for (name, flash) in [("Hark (default)", false), ("Hark, flash attention", true)] {
+    for (name, flash) in [("Hark (default)", true), ("Hark, flash attention off", false)] {
         eprintln!("[stt] memory: {name}");
         memory.push(Memory {
             name: name.into(),
@@ -366,7 +366,7 @@ fn probe(args: &SttArgs, model: &Path) -> anyhow::Result<()> {
     let start = status_kb("VmRSS")?;
     let audio = args.probe_audio.as_deref().context("--probe-audio")?;
     let samples = read_raw(audio)?;
-    let engine = engine(args, model, false, args.probe_flash)?;
+    let engine = engine(args, model, false, !args.probe_no_flash)?;
     let loaded = status_kb("VmRSS")?;
     let transcript = engine.transcribe_blocking(Request::new(samples))?;
     let peak = status_kb("VmHWM")?;
@@ -411,8 +411,8 @@ fn hark_memory(
     let exe = std::env::current_exe().context("cannot find the bench's executable")?;
     let mut command = Command::new(exe);
     command.arg("stt");
-    if flash {
-        command.arg("--probe-flash");
+    if !flash {
+        command.arg("--probe-no-flash");
     }
     let output = command
         .arg("--threads")

@@ -1,0 +1,11 @@
+//! Hark's text to speech.
+//!
+//! Text becomes phonemes through libespeak-ng exactly as piper makes them
+//! (`phonemize`), phonemes become ids through the voice's map (`voice`), and
+//! ids become audio through the voice's ONNX model on ONNX Runtime (`piper`).
+//! When piper cannot speak, espeak-ng's own synthesiser does (`espeak`).
+
+pub mod espeak;
+pub mod phonemize;
+pub mod piper;
+pub mod voice;
