@@ -66,6 +66,25 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Speak text through the running appliance's speaker (calls
+    /// `speak_text` and waits until it has been said), or with `--out`
+    /// write the speech to a WAV file here (calls `synthesize_speech`).
+    Say {
+        /// The text to speak.
+        text: String,
+        /// A voice id from `hark voices list`.
+        #[arg(long)]
+        voice: Option<String>,
+        /// Speaking rate, 0.5–2.0.
+        #[arg(long)]
+        rate: Option<f64>,
+        /// Write a WAV file instead of speaking.
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+        /// Appliance to use, HOST or HOST:PORT of its raw TCP transport.
+        #[arg(long, default_value = "127.0.0.1:7340")]
+        host: String,
+    },
     /// Transcribe an audio file (WAV, FLAC, MP3, OGG/Vorbis) with the
     /// configured model, in this process.
     Transcribe {
@@ -83,6 +102,50 @@ pub enum Command {
     /// Speech-to-text models.
     #[command(subcommand)]
     Models(ModelsCommand),
+    /// Piper voices for text to speech.
+    #[command(subcommand)]
+    Voices(VoicesCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VoicesCommand {
+    /// Show the installed voices, downloads in progress, problems, and the
+    /// catalog voices `install` can download.
+    List {
+        /// The voices directory [default: /var/lib/hark/voices].
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Install a voice: a catalog id (`en_US-lessac-medium` or
+    /// `en-us-lessac-medium`), the URL of a voice's .onnx (its .onnx.json is
+    /// fetched from beside it), or a local .onnx file (with its .onnx.json
+    /// beside it, or --json). Downloads resume where an interrupted install
+    /// stopped and are checked against the catalog's size and checksums.
+    Install {
+        /// Catalog id, URL, or path of an .onnx file.
+        source: String,
+        /// The local voice's .onnx.json [default: <source>.json].
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Install a local voice under this id [default: its file name
+        /// without .onnx].
+        #[arg(long)]
+        id: Option<String>,
+        /// The .onnx's expected SHA-256 (with a URL).
+        #[arg(long)]
+        sha256: Option<String>,
+        /// Replace an installed voice of the same id.
+        #[arg(long)]
+        replace: bool,
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Delete an installed voice (or the files of a broken one).
+    Remove {
+        voice: String,
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -94,6 +94,45 @@ pub async fn listen(target: &str, timeout: Option<f64>) -> Result<Value, ClientE
     call_one(&with_default_port(target), "transcribe_voice", arguments).await
 }
 
+/// Calls `speak_text` and waits until the appliance has said it, or with
+/// `out` calls `synthesize_speech` and writes the WAV file it returns.
+pub async fn say(
+    target: &str,
+    text: &str,
+    voice: Option<&str>,
+    rate: Option<f64>,
+    out: Option<&std::path::Path>,
+) -> Result<Value, ClientError> {
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("text".into(), json!(text));
+    if let Some(voice) = voice {
+        arguments.insert("voice".into(), json!(voice));
+    }
+    if let Some(rate) = rate {
+        arguments.insert("rate".into(), json!(rate));
+    }
+    let target = with_default_port(target);
+    let Some(out) = out else {
+        arguments.insert("wait".into(), json!(true));
+        return call_one(&target, "speak_text", arguments).await;
+    };
+    let mut result = call_one(&target, "synthesize_speech", arguments).await?;
+    let bad = |reason: String| ClientError::Mcp {
+        target: target.clone(),
+        reason,
+    };
+    let encoded = result["audio_base64"]
+        .as_str()
+        .ok_or_else(|| bad("synthesize_speech returned no audio".into()))?;
+    let wav = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, encoded)
+        .map_err(|e| bad(format!("synthesize_speech returned bad base64: {e}")))?;
+    std::fs::write(out, &wav).map_err(|e| bad(format!("cannot write {}: {e}", out.display())))?;
+    // The file is the answer; the JSON need not carry it twice.
+    result["audio_base64"] = Value::Null;
+    result["output_path"] = json!(out.display().to_string());
+    Ok(result)
+}
+
 /// Calls `get_status` and returns its structured content.
 pub async fn status(target: &str) -> Result<Value, ClientError> {
     let target = with_default_port(target);

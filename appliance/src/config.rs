@@ -65,6 +65,80 @@ pub struct Config {
     pub audio: hark_audio::AudioConfig,
     /// Speech to text: the whisper model and how it runs.
     pub stt: SttConfig,
+    /// Text to speech: piper voices on ONNX Runtime, espeak-ng as fallback.
+    pub tts: TtsConfig,
+}
+
+/// Accepted range for `tts.max_chars`.
+pub const TTS_MAX_CHARS_RANGE: (usize, usize) = (1, 1_000_000);
+
+/// `[tts]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TtsConfig {
+    /// Serve the speech tools at all.
+    pub enabled: bool,
+    /// `piper` (neural voices; espeak-ng speaks when piper cannot) or
+    /// `espeak` (always espeak-ng's own voice).
+    pub engine: String,
+    /// The voice used when a call names none: an id from `hark voices list`.
+    pub voice: String,
+    /// The voice store `hark voices` manages.
+    pub voices_dir: PathBuf,
+    /// ONNX Runtime's shared library (1.31 or newer), loaded at start.
+    pub onnxruntime: PathBuf,
+    /// ONNX Runtime threads per voice (1–16). One is fastest on two cores:
+    /// more threads contend with speech recognition and the audio threads.
+    pub threads: usize,
+    /// espeak-ng voice for the fallback (an espeak-ng name such as `en-us`).
+    pub espeak_voice: String,
+    /// Piper voices kept loaded at once (1–8); each holds its model in
+    /// memory (a medium voice about 70 MB).
+    pub max_loaded_voices: usize,
+    /// Longest text one call may speak or synthesise, in characters.
+    pub max_chars: usize,
+    /// Speech requests that may wait behind the one speaking (1–256); more
+    /// get a "busy" error.
+    pub queue: usize,
+    /// Directories `synthesize_speech` may write WAV files into
+    /// (`output_path`). Empty: audio is only returned inline.
+    pub output_dirs: Vec<PathBuf>,
+}
+
+impl Default for TtsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            engine: "piper".into(),
+            voice: "en_US-joe-medium".into(),
+            voices_dir: PathBuf::from("/var/lib/hark/voices"),
+            onnxruntime: PathBuf::from("/usr/lib/hark/libonnxruntime.so"),
+            threads: 1,
+            espeak_voice: "en-us".into(),
+            max_loaded_voices: 2,
+            max_chars: 20_000,
+            queue: 16,
+            output_dirs: Vec::new(),
+        }
+    }
+}
+
+impl TtsConfig {
+    /// The synthesiser's settings. `engine` was checked by `validate`.
+    pub fn synth(&self) -> hark_tts::synth::SynthConfig {
+        hark_tts::synth::SynthConfig {
+            engine: self
+                .engine
+                .parse()
+                .unwrap_or(hark_tts::synth::EngineKind::Piper),
+            onnxruntime: self.onnxruntime.clone(),
+            voices_dir: self.voices_dir.clone(),
+            voice: self.voice.clone(),
+            threads: self.threads,
+            espeak_voice: self.espeak_voice.clone(),
+            max_loaded_voices: self.max_loaded_voices,
+        }
+    }
 }
 
 /// `[stt]`
@@ -192,7 +266,7 @@ impl Default for ServiceConfig {
             // rmcp logs every error response as a warning; Hark logs them
             // itself, with the client and the tool.
             // whisper.cpp describes every model load and state at info.
-            log_level: "info,rmcp=error,whisper_rs=warn".into(),
+            log_level: "info,rmcp=error,whisper_rs=warn,ort=warn".into(),
             hostname: String::new(),
             shutdown_timeout_ms: 1500,
         }
@@ -435,6 +509,28 @@ impl Config {
         if let Some(dir) = self.stt.audio_dirs.iter().find(|d| !d.is_absolute()) {
             return Err(ConfigError::Invalid {
                 key: "stt.audio_dirs",
+                reason: format!("`{}` is not an absolute path", dir.display()),
+            });
+        }
+        if let Err(reason) = self.tts.engine.parse::<hark_tts::synth::EngineKind>() {
+            return Err(ConfigError::Invalid {
+                key: "tts.engine",
+                reason,
+            });
+        }
+        check_range("tts.threads", self.tts.threads, (1, 16))?;
+        check_range("tts.max_loaded_voices", self.tts.max_loaded_voices, (1, 8))?;
+        check_range("tts.max_chars", self.tts.max_chars, TTS_MAX_CHARS_RANGE)?;
+        check_range("tts.queue", self.tts.queue, (1, 256))?;
+        if self.tts.enabled && self.tts.voice.trim().is_empty() {
+            return Err(ConfigError::Invalid {
+                key: "tts.voice",
+                reason: "empty; name a voice from `hark voices list`".into(),
+            });
+        }
+        if let Some(dir) = self.tts.output_dirs.iter().find(|d| !d.is_absolute()) {
+            return Err(ConfigError::Invalid {
+                key: "tts.output_dirs",
                 reason: format!("`{}` is not an absolute path", dir.display()),
             });
         }

@@ -10,6 +10,7 @@
 //! - [`audio`]: the audio engine (crate `hark-audio`) inside the daemon, and
 //!   `hark inject` for the virtual sound card.
 //! - [`stt`]: speech to text (crate `hark-stt`) inside the daemon.
+//! - [`tts`]: text to speech (crate `hark-tts`) inside the daemon.
 
 pub mod audio;
 pub mod cli;
@@ -21,3 +22,5 @@ pub mod models;
 pub mod service;
 pub mod state;
 pub mod stt;
+pub mod tts;
+pub mod voices;

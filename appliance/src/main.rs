@@ -98,6 +98,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             hark::models::run(command, &config.stt.models_dir)?;
             Ok(())
         }
+        Command::Voices(command) => {
+            logging::init("warn")?;
+            let (config, _) = Config::load(cli.config.as_deref())?;
+            hark::voices::run(command, &config.tts.voices_dir)?;
+            Ok(())
+        }
         Command::Listen {
             host,
             timeout,
@@ -109,6 +115,38 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&result)?);
             } else {
                 println!("{}", result["text"].as_str().unwrap_or_default());
+            }
+            Ok(())
+        }
+        Command::Say {
+            text,
+            voice,
+            rate,
+            out,
+            host,
+        } => {
+            logging::init("warn")?;
+            let result = runtime.block_on(client::say(
+                &host,
+                &text,
+                voice.as_deref(),
+                rate,
+                out.as_deref(),
+            ))?;
+            match out {
+                Some(out) => eprintln!(
+                    "wrote {} s of speech ({}, {}) to {}",
+                    result["duration_seconds"],
+                    result["voice"].as_str().unwrap_or("?"),
+                    result["engine"].as_str().unwrap_or("?"),
+                    out.display()
+                ),
+                None => eprintln!(
+                    "{} ({}, {})",
+                    result["status"].as_str().unwrap_or("?"),
+                    result["voice"].as_str().unwrap_or("?"),
+                    result["engine"].as_str().unwrap_or("?")
+                ),
             }
             Ok(())
         }

@@ -99,6 +99,15 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             .map_err(|e| ServiceError::Start(format!("speech-to-text start-up failed: {e}")))?
     };
     let _ = state.stt.set(Arc::new(stt));
+    // Loading ONNX Runtime and the voice reads their files: off the runtime too.
+    let tts = {
+        let (config, state) = (config.clone(), Arc::clone(&state));
+        tokio::task::spawn_blocking(move || crate::tts::TextToSpeech::start(&config, &state))
+            .await
+            .map_err(|e| ServiceError::Start(format!("text-to-speech start-up failed: {e}")))?
+    };
+    let tts = Arc::new(tts);
+    let _ = state.tts.set(Arc::clone(&tts));
     let serving = listeners
         .addresses()
         .iter()
@@ -155,8 +164,13 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     if let Some(watchdog) = watchdog {
         watchdog.abort();
     }
-    // Joins the audio threads (each wakes within one period).
-    let _ = tokio::task::spawn_blocking(move || drop(audio)).await;
+    // The speech thread first (it feeds the player), then the audio
+    // threads (each wakes within one period).
+    let _ = tokio::task::spawn_blocking(move || {
+        tts.shutdown();
+        drop(audio);
+    })
+    .await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -142,6 +142,8 @@ pub struct ApplianceState {
     pub microphone: OnceLock<crate::stt::Microphone>,
     /// Speech to text, once started.
     pub stt: OnceLock<Arc<crate::stt::SpeechToText>>,
+    /// Text to speech, once started.
+    pub tts: OnceLock<Arc<crate::tts::TextToSpeech>>,
 }
 
 /// Keeps the microphone shown as open while a recording runs.
@@ -170,6 +172,7 @@ impl Default for ApplianceState {
             player: Mutex::new(Weak::new()),
             microphone: OnceLock::new(),
             stt: OnceLock::new(),
+            tts: OnceLock::new(),
         }
     }
 }

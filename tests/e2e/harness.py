@@ -21,8 +21,25 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 HARK = Path(os.environ.get("HARK_BIN", REPO / "target" / "debug" / "hark"))
 MODELS = REPO / "tests" / ".models" / "store"
+# ONNX Runtime and the default voice, installed by appliance/setup-voices in tests/run.
+VOICES = REPO / "tests" / ".voices" / "voices"
+ONNXRUNTIME = REPO / "tests" / ".voices" / "lib" / "libonnxruntime.so"
 # The tools the daemon serves, in tools/list order.
-TOOLS = ["detect_language", "get_status", "set_volume", "transcribe_audio", "transcribe_batch", "transcribe_voice"]
+TOOLS = [
+    "detect_language",
+    "get_status",
+    "install_voice",
+    "list_voices",
+    "remove_voice",
+    "segment_sentences",
+    "set_volume",
+    "speak_text",
+    "stop_speaking",
+    "synthesize_speech",
+    "transcribe_audio",
+    "transcribe_batch",
+    "transcribe_voice",
+]
 VENV_WS_PYTHON = REPO / "tests" / ".venv-ws" / "bin" / "python"
 NODE_BIN = REPO / "tests" / "node" / "node_modules" / ".bin"
 
@@ -73,6 +90,7 @@ class Daemon:
             "mcp.unix": {"path": str(self.tmp / "run" / "mcp.sock")},
             # The default model, made by appliance/setup-models in tests/run.
             "stt": {"models_dir": str(MODELS)},
+            "tts": {"voices_dir": str(VOICES), "onnxruntime": str(ONNXRUNTIME)},
             # This machine has no sound card: the virtual one, through ALSA.
             "audio.capture": {"device": "hark_virtual_mic"},
             "audio.playback": {"device": "hark_virtual_speaker", "rate": 22050, "channels": 1},

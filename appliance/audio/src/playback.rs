@@ -78,6 +78,8 @@ struct Queued {
     /// Stop generation when queued: a later stop cancels it.
     generation: u64,
     done: Option<SyncSender<Outcome>>,
+    /// Told when the clip's first period goes to the device.
+    started: Option<SyncSender<()>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,12 +242,32 @@ impl Player {
     /// Queues a clip. Resampling happens here, in the caller's thread.
     /// Returns a receiver that gets the clip's [`Outcome`].
     pub fn play(&self, clip: &Clip) -> Result<Receiver<Outcome>, PlaybackError> {
+        self.enqueue(clip, None)
+    }
+
+    /// Like [`play`](Self::play), and also returns a receiver that gets `()`
+    /// when the clip starts playing (not if it is stopped before): speech
+    /// reports when each sentence is heard.
+    pub fn play_tracked(
+        &self,
+        clip: &Clip,
+    ) -> Result<(Receiver<()>, Receiver<Outcome>), PlaybackError> {
+        let (started_tx, started_rx) = sync_channel(1);
+        Ok((started_rx, self.enqueue(clip, Some(started_tx))?))
+    }
+
+    fn enqueue(
+        &self,
+        clip: &Clip,
+        started: Option<SyncSender<()>>,
+    ) -> Result<Receiver<Outcome>, PlaybackError> {
         let samples = clip.resampled(self.rate)?.samples;
         let (done_tx, done_rx) = sync_channel(1);
         let queued = Queued {
             samples,
             generation: self.shared.stop_generation.load(Ordering::Acquire),
             done: Some(done_tx),
+            started,
         };
         match self.tx.try_send(queued) {
             Ok(()) => Ok(done_rx),
@@ -420,6 +442,9 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
                 continue;
             }
             stats.speaking.store(true, Ordering::Release);
+            if let Some(started) = clip.started.take() {
+                let _ = started.try_send(());
+            }
             pacer.reset();
             let generation = clip.generation;
             let mut position = 0;

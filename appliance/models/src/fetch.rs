@@ -1,8 +1,9 @@
 //! Downloading models into the store, with checksums and resume.
 //!
-//! A download goes to `<name>.part` in the models directory. When a part
-//! is already there (an earlier fetch was interrupted), the request asks
-//! for the rest with `Range: bytes=<len>-`:
+//! A download goes to `<name>.part` in the models directory ([`PartFile`],
+//! which other stores use for their own files). When a part is already
+//! there (an earlier fetch was interrupted), the request asks for the rest
+//! with `Range: bytes=<len>-`:
 //!
 //! | answer | meaning | what happens |
 //! |---|---|---|
@@ -10,13 +11,15 @@
 //! | 200 | the server ignores ranges | the part is emptied and the whole file written |
 //! | 416 | nothing left to send | the part is taken as complete and verified; if the server's total says the part is longer than the file, it is discarded and the download starts over |
 //!
-//! A hidden `.<name>.part.json` beside the part remembers the URL (and the
+//! A hidden `.<name>.part.json` beside the part (`.<file>.json` for any
+//! [`PartFile`]) remembers the URL (and the
 //! server's `ETag`, sent back as `If-Range`), so a part is only ever
 //! continued from the URL, and the version of the file, it came from.
 //!
-//! When the download is complete its size, SHA-256 and SHA-1 are checked
-//! against whatever is known (the catalog knows all three, a `--url`
-//! fetch what the user gave). A mismatch deletes the part: resuming a
+//! When the download is complete its size, SHA-256, SHA-1 and MD5 are
+//! checked against whatever is known (the model catalog knows the first
+//! three, a `--url` fetch what the user gave, the voice catalog size and
+//! MD5). A mismatch deletes the part: resuming a
 //! wrong file cannot make it right. A download with no known checksum
 //! is installed and reported as not verified, with the SHA-256 computed.
 //! A failure before that (timeout, dropped connection, full disk) keeps
@@ -38,7 +41,7 @@ use tracing::{debug, info, instrument, warn};
 
 use crate::{
     catalog,
-    hash::{self, CHUNK, Digests, normalise_hex},
+    hash::{self, CHUNK, Digests, Extra, normalise_hex},
     manifest::ModelEntry,
     store::{Store, StoreError},
 };
@@ -86,7 +89,7 @@ pub enum FetchError {
     },
     /// The body ended or failed part way; the part is kept for a resume.
     #[error(
-        "the download of {url} was interrupted after {received} bytes ({source}); {part} is kept and the next fetch resumes it"
+        "the download of {url} was interrupted after {received} bytes ({source}); {part} is kept and running the same command again resumes it"
     )]
     Interrupted {
         url: String,
@@ -96,7 +99,7 @@ pub enum FetchError {
         source: io::Error,
     },
     /// No data arrived for the stall timeout; the part is kept.
-    #[error("the download of {url} stalled: nothing arrived for {}s after {received} bytes; {part} is kept and the next fetch resumes it", .limit.as_secs_f32())]
+    #[error("the download of {url} stalled: nothing arrived for {}s after {received} bytes; {part} is kept and running the same command again resumes it", .limit.as_secs_f32())]
     Stalled {
         url: String,
         received: u64,
@@ -162,6 +165,8 @@ pub struct Expected {
     pub sha256: Option<String>,
     /// SHA-1, lowercase hex.
     pub sha1: Option<String>,
+    /// MD5, lowercase hex.
+    pub md5: Option<String>,
     /// Size in bytes.
     pub size: Option<u64>,
 }
@@ -189,6 +194,7 @@ impl FetchRequest {
             expected: Expected {
                 sha256: model.sha256.map(str::to_owned),
                 sha1: model.sha1.map(str::to_owned),
+                md5: None,
                 size: Some(model.size),
             },
         })
@@ -200,21 +206,32 @@ impl FetchRequest {
             name: name.to_owned(),
             problem,
         })?;
-        if !(url.starts_with("https://") || url.starts_with("http://")) {
-            return Err(FetchError::BadUrl(url.to_owned()));
-        }
-        let sha256 = sha256
-            .map(|h| normalise_hex(h, 64).ok_or_else(|| FetchError::BadSha256(h.to_owned())))
-            .transpose()?;
+        check_url(url)?;
         Ok(Self {
             name: name.to_owned(),
             url: url.to_owned(),
             expected: Expected {
-                sha256,
+                sha256: parse_sha256(sha256)?,
                 ..Expected::default()
             },
         })
     }
+}
+
+/// Refuses a URL that is not http(s), the only kinds fetched.
+pub fn check_url(url: &str) -> Result<(), FetchError> {
+    if url.starts_with("https://") || url.starts_with("http://") {
+        Ok(())
+    } else {
+        Err(FetchError::BadUrl(url.to_owned()))
+    }
+}
+
+/// A SHA-256 a user gave, as lowercase hex, or why it is not one.
+pub fn parse_sha256(sha256: Option<&str>) -> Result<Option<String>, FetchError> {
+    sha256
+        .map(|h| normalise_hex(h, 64).ok_or_else(|| FetchError::BadSha256(h.to_owned())))
+        .transpose()
 }
 
 /// How a fetch behaves.
@@ -257,7 +274,8 @@ pub enum ProgressEvent {
     Downloaded { bytes: u64 },
     /// The download is complete and being hashed.
     Verifying,
-    /// The model is installed.
+    /// The download is complete and matches what was expected (the caller
+    /// installs it next).
     Finished,
 }
 
@@ -272,6 +290,16 @@ pub enum Progress<'a> {
 }
 
 impl Progress<'_> {
+    /// The same destination for one more download, leaving `self` usable
+    /// for the next: a voice is two files, each with its own bar.
+    pub fn reborrow(&mut self) -> Progress<'_> {
+        match self {
+            Progress::Silent => Progress::Silent,
+            Progress::Bar => Progress::Bar,
+            Progress::Callback(f) => Progress::Callback(&mut **f),
+        }
+    }
+
     /// A bar if stderr is a terminal, otherwise nothing.
     pub fn for_terminal() -> Self {
         if io::stderr().is_terminal() {
@@ -364,13 +392,27 @@ impl Reporter<'_> {
 pub struct Verification {
     pub sha256: bool,
     pub sha1: bool,
+    pub md5: bool,
     pub size: bool,
 }
 
 impl Verification {
     /// At least one published checksum matched.
     pub fn is_verified(&self) -> bool {
-        self.sha256 || self.sha1
+        self.sha256 || self.sha1 || self.md5
+    }
+
+    /// The checksums that matched, e.g. `sha256 and sha1`; empty if none.
+    pub fn matched(&self) -> String {
+        let names: Vec<&str> = [
+            (self.sha256, "sha256"),
+            (self.sha1, "sha1"),
+            (self.md5, "md5"),
+        ]
+        .into_iter()
+        .filter_map(|(matched, name)| matched.then_some(name))
+        .collect();
+        names.join(" and ")
     }
 }
 
@@ -387,15 +429,13 @@ impl fmt::Display for Fetched {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let e = &self.entry;
         write!(f, "{}: {} bytes, sha256 {}", e.name, e.size, e.sha256)?;
-        let v = self.verification;
-        match (v.sha256, v.sha1) {
-            (true, true) => write!(f, ", matches the published sha256 and sha1"),
-            (true, false) => write!(f, ", matches the published sha256"),
-            (false, true) => write!(f, ", matches the published sha1"),
-            (false, false) => write!(
+        if self.verification.is_verified() {
+            write!(f, ", matches the published {}", self.verification.matched())
+        } else {
+            write!(
                 f,
                 " — NOT verified: no checksum was given; compare this sha256 with one from a source you trust"
-            ),
+            )
         }
     }
 }
@@ -435,28 +475,19 @@ pub fn fetch_request(
     // Before any download: an installed model is refused now, not after
     // half a gigabyte.
     store.refuse_overwrite(&request.name, options.replace)?;
-    let part = Part::new(store, &request.name)?;
-    let mut reporter = Reporter {
+    let part = PartFile::new(store.part_path(&request.name)?);
+    let downloaded = part.download(
+        &request.url,
+        &request.expected,
+        options,
+        &request.name,
         progress,
-        name: request.name.clone(),
-        bar: None,
-    };
-    let resumed_from = download(request, options, &part, &mut reporter)?;
-
-    reporter.event(ProgressEvent::Verifying);
-    let digests = hash::hash_file(&part.path).map_err(|source| FetchError::ReadPart {
-        path: part.path.clone(),
-        source,
-    })?;
-    let verification = check(request, &digests).inspect_err(|_| part.discard())?;
-    if !verification.is_verified() {
-        warn!(sha256 = %digests.sha256, "no checksum to verify the download against");
-    }
+    )?;
     let entry = store
         .install_part(
             &request.name,
-            &part.path,
-            &digests,
+            part.path(),
+            &downloaded.digests,
             &request.url,
             options.replace,
         )
@@ -467,54 +498,62 @@ pub fn fetch_request(
             }
         })?;
     part.forget();
-    reporter.event(ProgressEvent::Finished);
-    info!(size = entry.size, sha256 = %entry.sha256, verified = verification.is_verified(), resumed_from, "model fetched");
+    let verification = downloaded.verification;
+    if !verification.is_verified() {
+        warn!(sha256 = %entry.sha256, "no checksum to verify the download against");
+    }
+    info!(size = entry.size, sha256 = %entry.sha256, verified = verification.is_verified(), resumed_from = downloaded.resumed_from, "model fetched");
     Ok(Fetched {
         entry,
         verification,
-        resumed_from,
+        resumed_from: downloaded.resumed_from,
     })
 }
 
 /// Compares a finished download with what was expected.
-fn check(request: &FetchRequest, digests: &Digests) -> Result<Verification, FetchError> {
-    let url = &request.url;
-    let expected = &request.expected;
+fn check(url: &str, expected: &Expected, digests: &Digests) -> Result<Verification, FetchError> {
     if let Some(size) = expected.size
         && size != digests.size
     {
         return Err(FetchError::SizeMismatch {
-            url: url.clone(),
+            url: url.to_owned(),
             expected: size,
             actual: digests.size,
         });
     }
     for (algorithm, want, got) in [
-        ("sha256", &expected.sha256, &digests.sha256),
-        ("sha1", &expected.sha1, &digests.sha1),
+        ("sha256", &expected.sha256, Some(&digests.sha256)),
+        ("sha1", &expected.sha1, digests.sha1.as_ref()),
+        ("md5", &expected.md5, digests.md5.as_ref()),
     ] {
         if let Some(want) = want
-            && want != got
+            && Some(want) != got
         {
             return Err(FetchError::ChecksumMismatch {
-                url: url.clone(),
+                url: url.to_owned(),
                 algorithm,
                 expected: want.clone(),
-                actual: got.clone(),
+                actual: got.cloned().unwrap_or_default(),
             });
         }
     }
     Ok(Verification {
         sha256: expected.sha256.is_some(),
         sha1: expected.sha1.is_some(),
+        md5: expected.md5.is_some(),
         size: expected.size.is_some(),
     })
 }
 
-/// `<name>.part` and the record of where it came from.
-struct Part {
+/// A file being downloaded, and the record of where it came from: a
+/// hidden `.<file name>.json` beside it, so listings skip the record.
+///
+/// The part is the download itself: once [`PartFile::download`] succeeds
+/// the complete, verified file is at [`PartFile::path`] and the caller
+/// renames it into place (then calls [`PartFile::forget`]).
+#[derive(Debug, Clone)]
+pub struct PartFile {
     path: PathBuf,
-    /// `.<name>.part.json`: hidden, so listings skip it.
     info_path: PathBuf,
 }
 
@@ -526,11 +565,70 @@ struct PartInfo {
     etag: Option<String>,
 }
 
-impl Part {
-    fn new(store: &Store, name: &str) -> Result<Self, StoreError> {
-        let path = store.part_path(name)?;
-        let info_path = store.dir().join(format!(".{name}.part.json"));
-        Ok(Self { path, info_path })
+/// A download [`PartFile::download`] completed and verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Downloaded {
+    /// SHA-256 and size, plus whichever of SHA-1 and MD5 was expected.
+    pub digests: Digests,
+    pub verification: Verification,
+    /// Bytes that were already downloaded by an earlier attempt (0: none).
+    pub resumed_from: u64,
+}
+
+impl PartFile {
+    /// The part at `path`. Its directory must exist; the final file should
+    /// be in the same one, so that moving it there is a rename.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        let file_name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let info_path = path.with_file_name(format!(".{file_name}.json"));
+        Self { path, info_path }
+    }
+
+    /// Where the download is written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Downloads `url` into the part, resuming what an earlier attempt at
+    /// the same URL left, and checks the complete file against `expected`.
+    /// A mismatch deletes the part; any other failure keeps it for the next
+    /// attempt. `label` names the download on the progress bar.
+    pub fn download(
+        &self,
+        url: &str,
+        expected: &Expected,
+        options: &FetchOptions,
+        label: &str,
+        progress: Progress<'_>,
+    ) -> Result<Downloaded, FetchError> {
+        let mut reporter = Reporter {
+            progress,
+            name: label.to_owned(),
+            bar: None,
+        };
+        let resumed_from = download(url, expected, options, self, &mut reporter)?;
+
+        reporter.event(ProgressEvent::Verifying);
+        let extra = Extra {
+            sha1: expected.sha1.is_some(),
+            md5: expected.md5.is_some(),
+        };
+        let digests =
+            hash::hash_file_with(&self.path, extra).map_err(|source| FetchError::ReadPart {
+                path: self.path.clone(),
+                source,
+            })?;
+        let verification = check(url, expected, &digests).inspect_err(|_| self.discard())?;
+        reporter.event(ProgressEvent::Finished);
+        Ok(Downloaded {
+            digests,
+            verification,
+            resumed_from,
+        })
     }
 
     /// The bytes already downloaded from `url`, and the ETag they came
@@ -568,7 +666,7 @@ impl Part {
     }
 
     /// Deletes the part and its record.
-    fn discard(&self) {
+    pub fn discard(&self) {
         for path in [&self.path, &self.info_path] {
             if let Err(e) = fs::remove_file(path)
                 && e.kind() != io::ErrorKind::NotFound
@@ -579,7 +677,7 @@ impl Part {
     }
 
     /// Drops the record once the part has been installed.
-    fn forget(&self) {
+    pub fn forget(&self) {
         let _ = fs::remove_file(&self.info_path);
     }
 }
@@ -641,20 +739,20 @@ fn request_error(url: &str, error: ureq::Error, options: &FetchOptions) -> Fetch
 /// Brings `part` to the complete file; returns how many bytes were
 /// already there from an earlier fetch.
 fn download(
-    request: &FetchRequest,
+    url: &str,
+    expected: &Expected,
     options: &FetchOptions,
-    part: &Part,
+    part: &PartFile,
     reporter: &mut Reporter<'_>,
 ) -> Result<u64, FetchError> {
-    let url = &request.url;
     let agent = agent(options);
     let (mut offset, mut etag) = part.resume_point(url);
-    if let Some(size) = request.expected.size
+    if let Some(size) = expected.size
         && offset > size
     {
         info!(
             offset,
-            size, "the partial download is longer than the model; starting over"
+            size, "the partial download is longer than the file; starting over"
         );
         part.discard();
         (offset, etag) = (0, None);
@@ -720,7 +818,7 @@ fn download(
                     Some(Some(start)) if start == offset => {}
                     Some(_) => {
                         return Err(FetchError::BadRange {
-                            url: url.clone(),
+                            url: url.to_owned(),
                             asked: offset,
                             content_range: range.unwrap_or_default(),
                             part: part.path.clone(),
@@ -731,7 +829,7 @@ fn download(
             }
             _ => {
                 return Err(FetchError::Status {
-                    url: url.clone(),
+                    url: url.to_owned(),
                     status,
                 });
             }
@@ -744,7 +842,7 @@ fn download(
                 .filter(|e| !e.starts_with("W/"))
                 .map(str::to_owned);
             part.remember(&PartInfo {
-                url: url.clone(),
+                url: url.to_owned(),
                 etag: etag.clone(),
             })?;
         }
@@ -760,7 +858,7 @@ fn download(
             _ => length,
         };
         reporter.event(ProgressEvent::Started {
-            total: server_total.or(request.expected.size),
+            total: server_total.or(expected.size),
             resumed_from: offset,
         });
 
@@ -769,7 +867,7 @@ fn download(
             && received < total
         {
             return Err(FetchError::Interrupted {
-                url: url.clone(),
+                url: url.to_owned(),
                 received,
                 part: part.path.clone(),
                 source: io::Error::new(
@@ -785,7 +883,7 @@ fn download(
 /// Writes the body to the part; returns the part's length.
 fn receive(
     response: ureq::http::Response<ureq::Body>,
-    part: &Part,
+    part: &PartFile,
     append: bool,
     offset: u64,
     options: &FetchOptions,

@@ -44,7 +44,9 @@
 //!
 //! [`fetch()`] and friends use blocking HTTP(S) (ureq, rustls), resume an
 //! interrupted download with a range request, and check size, SHA-256
-//! and SHA-1 when known; see [`fetch`](mod@fetch) for the details and
+//! and SHA-1 when known (MD5 too, for other stores: [`PartFile`] downloads
+//! any file this way, [`hash`] hashes and copies files, and
+//! [`manifest::write_atomic`] replaces a file atomically); see [`fetch`](mod@fetch) for the details and
 //! [`catalog`] for the published models and where their checksums come
 //! from. Progress goes to an indicatif bar ([`Progress::Bar`]), a callback
 //! or nowhere. Call them from a thread that may block: never from the
@@ -59,14 +61,14 @@
 pub mod catalog;
 pub mod fetch;
 pub mod ggml;
-mod hash;
+pub mod hash;
 pub mod manifest;
 mod name;
 pub mod store;
 
 pub use fetch::{
-    Expected, FetchError, FetchOptions, FetchRequest, Fetched, Progress, ProgressEvent,
-    Verification, fetch, fetch_catalog, fetch_request,
+    Downloaded, Expected, FetchError, FetchOptions, FetchRequest, Fetched, PartFile, Progress,
+    ProgressEvent, Verification, fetch, fetch_catalog, fetch_request,
 };
 pub use manifest::{Language, ModelEntry};
 pub use name::{MAX_NAME_LEN, NameProblem, check_name};

@@ -211,10 +211,15 @@ impl Manifest {
 }
 
 /// Writes `bytes` to `path` through a temporary file in `dir`: a crash
-/// leaves the old file or the new one, never a torn one.
-fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
+/// leaves the old file or the new one, never a torn one. The voice store
+/// writes its manifest with it too.
+pub fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     // One temporary name per process, so two writers never share one.
-    let tmp = dir.join(format!(".{MANIFEST_FILE}.{}.tmp", std::process::id()));
+    let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
     let result = (|| {
         let mut file = File::create(&tmp)?;
         file.write_all(bytes)?;
@@ -230,12 +235,12 @@ fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// Makes a rename in `dir` durable: the new name is only on disk once the
 /// directory itself is synced.
-pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
 /// Now, RFC 3339 in UTC.
-pub(crate) fn now_rfc3339() -> String {
+pub fn now_rfc3339() -> String {
     // A clock before 1970 is a broken clock, not a reason to fail an
     // install; the epoch is recorded instead.
     let secs = SystemTime::now()

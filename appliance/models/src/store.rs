@@ -14,8 +14,7 @@
 //! other: run one `hark models` command at a time (the daemon only reads).
 
 use std::{
-    fmt, fs,
-    io::{self, BufWriter},
+    fmt, fs, io,
     path::{Path, PathBuf},
 };
 
@@ -424,31 +423,24 @@ impl Store {
             dest.file_name().and_then(|n| n.to_str()).unwrap_or("model"),
             std::process::id()
         ));
-        let result = (|| {
-            let mut from = fs::File::open(src).map_err(|source| StoreError::Read {
-                path: src.to_owned(),
-                source,
-            })?;
-            let write_err = |source| StoreError::Write {
-                path: tmp.clone(),
-                source,
-            };
-            let mut to = BufWriter::new(fs::File::create(&tmp).map_err(write_err)?);
-            let digests = hash::copy_hashed(&mut from, &mut to).map_err(|e| match e {
+        let result = hash::copy_file_hashed(src, &tmp)
+            .map_err(|e| match e {
                 CopyError::Read(source) => StoreError::Read {
                     path: src.to_owned(),
                     source,
                 },
-                CopyError::Write(source) => write_err(source),
-            })?;
-            let file = to.into_inner().map_err(|e| write_err(e.into_error()))?;
-            file.sync_all().map_err(write_err)?;
-            fs::rename(&tmp, dest).map_err(|source| StoreError::Write {
-                path: dest.to_owned(),
-                source,
-            })?;
-            Ok(digests)
-        })();
+                CopyError::Write(source) => StoreError::Write {
+                    path: tmp.clone(),
+                    source,
+                },
+            })
+            .and_then(|digests| {
+                fs::rename(&tmp, dest).map_err(|source| StoreError::Write {
+                    path: dest.to_owned(),
+                    source,
+                })?;
+                Ok(digests)
+            });
         if result.is_err() {
             let _ = fs::remove_file(&tmp);
         }

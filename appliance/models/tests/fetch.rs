@@ -6,7 +6,7 @@ mod common;
 use std::{fs, time::Duration};
 
 use common::{
-    Behaviour, EN_VOCAB, F16, MULTI_VOCAB, Q8_0, Server, dir_names, fake_model, sha1_hex,
+    Behaviour, EN_VOCAB, F16, MULTI_VOCAB, Q8_0, Server, dir_names, fake_model, md5_hex, sha1_hex,
     sha256_hex,
 };
 use hark_models::{
@@ -393,7 +393,7 @@ fn a_download_without_a_checksum_is_installed_as_unverified() {
 }
 
 #[test]
-fn size_and_sha1_are_checked_when_known() {
+fn size_sha1_and_md5_are_checked_when_known() {
     let body = fake_model(LEN, EN_VOCAB, F16, 13);
     let server = serve(&body);
     let (_dir, store) = store();
@@ -418,33 +418,37 @@ fn size_and_sha1_are_checked_when_known() {
         matches!(err, FetchError::SizeMismatch { expected, actual, .. } if expected == LEN as u64 + 1 && actual == LEN as u64)
     );
 
-    let err = fetch_recording(
-        &store,
-        &request(Expected {
-            sha1: Some("f".repeat(40)),
-            ..Expected::default()
-        }),
-        &options,
-    )
-    .0
-    .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            FetchError::ChecksumMismatch {
-                algorithm: "sha1",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    assert!(dir_names(store.dir()).is_empty());
+    let wrong_sha1 = Expected {
+        sha1: Some("f".repeat(40)),
+        ..Expected::default()
+    };
+    let wrong_md5 = Expected {
+        md5: Some("0".repeat(32)),
+        ..Expected::default()
+    };
+    for (expected, algorithm, digest) in [
+        (wrong_sha1, "sha1", sha1_hex(&body)),
+        (wrong_md5, "md5", md5_hex(&body)),
+    ] {
+        let err = fetch_recording(&store, &request(expected), &options)
+            .0
+            .unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                FetchError::ChecksumMismatch { algorithm: a, actual, .. } if *a == algorithm && *actual == digest
+            ),
+            "{err:?}"
+        );
+        assert!(dir_names(store.dir()).is_empty());
+    }
 
     let fetched = fetch_recording(
         &store,
         &request(Expected {
             sha256: Some(sha256_hex(&body)),
             sha1: Some(sha1_hex(&body)),
+            md5: Some(md5_hex(&body)),
             size: Some(LEN as u64),
         }),
         &options,
@@ -452,7 +456,13 @@ fn size_and_sha1_are_checked_when_known() {
     .0
     .unwrap();
     let v = fetched.verification;
-    assert!(v.sha256 && v.sha1 && v.size);
+    assert!(v.sha256 && v.sha1 && v.md5 && v.size);
+    assert!(
+        fetched
+            .to_string()
+            .contains("matches the published sha256 and sha1 and md5"),
+        "{fetched}"
+    );
 }
 
 #[test]

@@ -55,7 +55,10 @@ impl HarkServer {
                 + Self::transcribe_voice_router()
                 + Self::transcribe_audio_router()
                 + Self::detect_language_router()
-                + Self::transcribe_batch_router(),
+                + Self::transcribe_batch_router()
+                + Self::speak_text_router()
+                + Self::synthesize_speech_router()
+                + Self::voices_router(),
         )
     }
 

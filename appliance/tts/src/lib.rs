@@ -5,7 +5,11 @@
 //! ids become audio through the voice's ONNX model on ONNX Runtime (`piper`).
 //! When piper cannot speak, espeak-ng's own synthesiser does (`espeak`).
 
+pub mod catalog;
 pub mod espeak;
 pub mod phonemize;
 pub mod piper;
+pub mod synth;
+pub mod text;
 pub mod voice;
+pub mod voices;

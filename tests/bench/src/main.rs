@@ -6,7 +6,8 @@
 //!
 //! `hark-bench audio` benchmarks the audio engine instead, on the virtual
 //! sound card (see [`audio`]); `hark-bench stt` speech to text against
-//! whisper.cpp and faster-whisper (see [`stt`]).
+//! whisper.cpp and faster-whisper (see [`stt`]); `hark-bench tts` text to
+//! speech against piper-tts (see [`tts`]).
 //!
 //! ```sh
 //! cargo build --release -p hark
@@ -24,6 +25,7 @@ mod procfs;
 mod report;
 mod server;
 mod stt;
+mod tts;
 
 use std::{
     path::{Path, PathBuf},
@@ -43,7 +45,8 @@ use crate::{
 
 /// Benchmarks a Hark daemon against the official Python MCP SDK; with
 /// `audio`, the audio engine on the virtual sound card; with `stt`, speech
-/// to text against whisper.cpp and faster-whisper.
+/// to text against whisper.cpp and faster-whisper; with `tts`, text to
+/// speech against piper-tts.
 #[derive(Debug, Parser)]
 #[command(version, about, args_conflicts_with_subcommands = true)]
 struct Args {
@@ -116,6 +119,7 @@ struct Args {
 enum Mode {
     Audio(audio::AudioArgs),
     Stt(stt::SttArgs),
+    Tts(tts::TtsArgs),
 }
 
 fn main() -> ExitCode {
@@ -125,6 +129,7 @@ fn main() -> ExitCode {
     let result = match args.mode.take() {
         Some(Mode::Audio(audio)) => audio::main(audio),
         Some(Mode::Stt(stt)) => stt::main(stt),
+        Some(Mode::Tts(tts)) => tts::main(tts),
         None => bench(args),
     };
     match result {

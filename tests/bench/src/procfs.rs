@@ -165,6 +165,41 @@ pub fn memory(pid: u32) -> anyhow::Result<Memory> {
     })
 }
 
+/// The 1-minute load average: other work on the machine shows up in the
+/// spread between median and min.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// The last non-empty line of a child's output (its error, usually).
+pub fn last_line(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .to_owned()
+}
+
+pub fn mib(kb: u64) -> f64 {
+    kb as f64 / 1024.0
+}
+
+/// The JSON a child process printed, or its failure with its last line.
+pub fn child_json(output: &std::process::Output) -> anyhow::Result<serde_json::Value> {
+    anyhow::ensure!(
+        output.status.success(),
+        "the child failed ({}): {}",
+        output.status,
+        last_line(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout)
+        .map_err(|e| anyhow::anyhow!("the child's output is not JSON: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

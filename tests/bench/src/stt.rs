@@ -38,7 +38,7 @@ use hark_stt::{
 };
 use serde_json::Value;
 
-use crate::{Scratch, tidy};
+use crate::{Scratch, procfs, tidy};
 
 /// Benchmarks speech to text: Hark's engine against whisper.cpp
 /// (pywhispercpp) and faster-whisper on the same clips, plus the peak memory
@@ -199,7 +199,7 @@ pub fn main(args: SttArgs) -> anyhow::Result<()> {
     import::write_ggml(&ct2, &f16, Quantisation::F16).context("f16 import")?;
     drop(ct2);
 
-    let mut load = vec![("start".to_owned(), loadavg())];
+    let mut load = vec![("start".to_owned(), procfs::loadavg())];
     let mut systems = Vec::new();
     for (name, model, fit, flash) in [
         ("Hark q8_0 (default: full audio_ctx)", &q8, false, true),
@@ -212,12 +212,15 @@ pub fn main(args: SttArgs) -> anyhow::Result<()> {
             name: name.to_owned(),
             result: hark(&args, model, fit, flash, &clips).map_err(|e| format!("{e:#}")),
         });
-        load.push((format!("after {name}"), loadavg()));
+        load.push((format!("after {name}"), procfs::loadavg()));
     }
 
     let mut versions = None;
     let mut memory = Vec::new();
-    for (name, flash) in [("Hark (default)", true), ("Hark, flash attention off", false)] {
+    for (name, flash) in [
+        ("Hark (default)", true),
+        ("Hark, flash attention off", false),
+    ] {
         eprintln!("[stt] memory: {name}");
         memory.push(Memory {
             name: name.into(),
@@ -240,7 +243,7 @@ pub fn main(args: SttArgs) -> anyhow::Result<()> {
                     Ok((v, s)) => {
                         versions = Some(v);
                         systems.extend(s);
-                        load.push(("after the peers".into(), loadavg()));
+                        load.push(("after the peers".into(), procfs::loadavg()));
                     }
                     Err(e) => {
                         eprintln!("[stt] peers failed: {e:#}");
@@ -273,7 +276,7 @@ pub fn main(args: SttArgs) -> anyhow::Result<()> {
         }
     }
 
-    load.push(("end".into(), loadavg()));
+    load.push(("end".into(), procfs::loadavg()));
     let report = render(&args, &clips, &systems, &memory, versions.as_ref(), &load);
     print!("{report}");
     Ok(())
@@ -382,15 +385,6 @@ fn probe(args: &SttArgs, model: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The 1-minute load average: other work on the machine shows up in the
-/// spread between median and min.
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
-        .unwrap_or_else(|| "?".into())
-}
-
 fn status_kb(field: &str) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string("/proc/self/status")?;
     status
@@ -429,13 +423,7 @@ fn hark_memory(
 }
 
 fn parse_memory(output: &std::process::Output) -> anyhow::Result<MemoryProbe> {
-    anyhow::ensure!(
-        output.status.success(),
-        "the child failed ({}): {}",
-        output.status,
-        last_line(&output.stderr)
-    );
-    let v: Value = serde_json::from_slice(&output.stdout).context("the child's JSON")?;
+    let v = procfs::child_json(output)?;
     let kb = |k: &str| v[k].as_u64().with_context(|| format!("no {k}"));
     Ok(MemoryProbe {
         start_kb: kb("rss_start_kb")?,
@@ -443,15 +431,6 @@ fn parse_memory(output: &std::process::Output) -> anyhow::Result<MemoryProbe> {
         peak_kb: kb("peak_rss_kb")?,
         text: v["text"].as_str().unwrap_or_default().to_owned(),
     })
-}
-
-fn last_line(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes)
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .to_owned()
 }
 
 /// The venv's Python with the pinned peers, creating the venv and
@@ -603,10 +582,6 @@ fn wer(reference: &str, hypothesis: &str) -> f64 {
     100.0 * row[h.len()] as f64 / r.len().max(1) as f64
 }
 
-fn mib(kb: u64) -> f64 {
-    kb as f64 / 1024.0
-}
-
 fn render(
     args: &SttArgs,
     clips: &[Clip],
@@ -724,9 +699,9 @@ fn render(
                     out,
                     "| {} | {model} | {:.1} | {:.1} | {:.1} | {} |",
                     m.name,
-                    mib(p.start_kb),
-                    mib(p.loaded_kb),
-                    mib(p.peak_kb),
+                    procfs::mib(p.start_kb),
+                    procfs::mib(p.loaded_kb),
+                    procfs::mib(p.peak_kb),
                     p.text.replace('|', "\\|")
                 );
             }

@@ -35,6 +35,14 @@ pub const Q8_0: i32 = 2007;
 /// bytes in all of deterministic noise (different for each `seed`).
 pub fn fake_model(len: usize, n_vocab: i32, ftype: i32, seed: u32) -> Vec<u8> {
     let mut out = header_bytes(n_vocab, ftype);
+    out.extend(noise(len.saturating_sub(out.len()), seed));
+    out.truncate(len);
+    out
+}
+
+/// `len` bytes of deterministic noise, different for each `seed`.
+pub fn noise(len: usize, seed: u32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len);
     let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
     while out.len() < len {
         // xorshift32: cheap, and no two positions of a test body alike.
@@ -43,7 +51,6 @@ pub fn fake_model(len: usize, n_vocab: i32, ftype: i32, seed: u32) -> Vec<u8> {
         x ^= x << 5;
         out.push(x as u8);
     }
-    out.truncate(len);
     out
 }
 
@@ -63,6 +70,20 @@ pub fn sha1_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
+pub fn md5_hex(bytes: &[u8]) -> String {
+    use md5::Digest;
+    md5::Md5::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Fails the test, listing what is there, unless `dir` is empty.
+pub fn assert_empty(dir: &Path) {
+    let names = dir_names(dir);
+    assert!(names.is_empty(), "{} holds {names:?}", dir.display());
+}
+
 /// File names in `dir`, sorted.
 pub fn dir_names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -76,8 +97,12 @@ pub fn dir_names(dir: &Path) -> Vec<String> {
 /// How the server answers.
 #[derive(Debug, Clone, Default)]
 pub struct Behaviour {
-    /// What every path except `/redirect` serves.
+    /// What every path except `/redirect` serves, unless `files` is set.
     pub body: Vec<u8>,
+    /// Path → content, for tests that need several files (a piper voice is
+    /// an `.onnx` and an `.onnx.json`). When it is not empty, a path that
+    /// is not in it is answered 404.
+    pub files: Vec<(String, Vec<u8>)>,
     /// Send only this many body bytes, then close the connection.
     pub drop_after: Option<usize>,
     /// Claim this many bytes more than are sent in Content-Length (a
@@ -85,6 +110,8 @@ pub struct Behaviour {
     pub overstate_length: usize,
     /// How many responses `drop_after` and `overstate_length` apply to.
     pub faults: usize,
+    /// Only responses for this path meet the faults, when set.
+    pub fault_path: Option<String>,
     /// Answer 200 with the whole body even to a range request.
     pub ignore_range: bool,
     /// Answer this status (with a short text body) to everything.
@@ -224,16 +251,24 @@ fn handle(mut stream: TcpStream, shared: &Mutex<Shared>, released: &mpsc::Receiv
         return;
     }
 
-    let len = b.body.len();
+    let file = if b.files.is_empty() {
+        Some(&b.body)
+    } else {
+        b.files
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map(|(_, body)| body)
+    };
     let mut headers = Vec::new();
     let (status, body): (u16, &[u8]) = if let Some(status) = b.status {
         (status, b"no such thing\n")
     } else if path == "/redirect" {
         headers.push("Location: /model.bin".to_owned());
         (302, b"")
-    } else {
+    } else if let Some(file) = file {
+        let len = file.len();
         // Faults hit responses that carry the file, not redirects.
-        fault = b.faults > 0;
+        fault = b.faults > 0 && b.fault_path.as_ref().is_none_or(|p| *p == path);
         if fault {
             shared_guard.behaviour.faults -= 1;
         }
@@ -258,10 +293,12 @@ fn handle(mut stream: TcpStream, shared: &Mutex<Shared>, released: &mpsc::Receiv
             }
             Some(start) => {
                 headers.push(format!("Content-Range: bytes {start}-{}/{len}", len - 1));
-                (206, &b.body[start..])
+                (206, &file[start..])
             }
-            None => (200, &b.body[..]),
+            None => (200, &file[..]),
         }
+    } else {
+        (404, b"no such file\n")
     };
     seen.status = status;
     shared_guard.seen.push(seen);

@@ -10,9 +10,12 @@
 pub mod detect_language;
 pub mod get_status;
 pub mod set_volume;
+pub mod speak_text;
+pub mod synthesize_speech;
 pub mod transcribe_audio;
 pub mod transcribe_batch;
 pub mod transcribe_voice;
+pub mod voices;
 
 use hark_audio::{decode::DecodeError, files::PathError};
 use hark_stt::engine::SttError;
@@ -29,7 +32,8 @@ pub struct ToolError {
     /// The error type: `AudioFormatError`, `ModelNotLoadedError`,
     /// `FileNotFoundError`, `FileTooLargeError`, `PathNotAllowedError`,
     /// `InvalidArgumentError`, `LanguageError`, `MicrophoneError`,
-    /// `BusyError`, `CancelledError`, `TranscriptionError`.
+    /// `BusyError`, `CancelledError`, `TranscriptionError`, `SpeechError`,
+    /// `VoiceNotFoundError`, `VoiceError`.
     pub kind: &'static str,
     pub message: String,
     pub context: Value,
@@ -118,6 +122,24 @@ pub async fn call_ended(server: &crate::mcp::HarkServer, context: &RequestContex
             }
         }
         None => context.ct.cancelled().await,
+    }
+}
+
+/// Sends a progress notification when the client asked for them (a
+/// progress token in the request's `_meta`).
+pub async fn progress(
+    context: &RequestContext<RoleServer>,
+    step: f64,
+    total: Option<f64>,
+    message: &str,
+) {
+    if let Some(token) = context.meta.get_progress_token() {
+        let mut param = rmcp::model::ProgressNotificationParam::new(token, step);
+        param.total = total;
+        param.message = Some(message.to_owned());
+        if let Err(e) = context.peer.notify_progress(param).await {
+            tracing::debug!(error = %e, "progress notification not sent");
+        }
     }
 }
 

@@ -17,11 +17,8 @@ use hark_audio::{
 };
 use hark_stt::engine::Request;
 use rmcp::{
-    ErrorData, RoleServer,
-    handler::server::wrapper::Parameters,
-    model::{CallToolResult, ProgressNotificationParam},
-    service::RequestContext,
-    tool, tool_router,
+    ErrorData, RoleServer, handler::server::wrapper::Parameters, model::CallToolResult,
+    service::RequestContext, tool, tool_router,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -84,15 +81,9 @@ pub struct Heard {
     pub transcribe_ms: Option<u64>,
 }
 
-/// Sends a progress notification when the client asked for them.
+/// Sends a progress notification (of 3 steps) when the client asked for them.
 async fn progress(context: &RequestContext<RoleServer>, step: f64, message: &str) {
-    if let Some(token) = context.meta.get_progress_token() {
-        let mut param = ProgressNotificationParam::new(token, step).with_total(3.0);
-        param.message = Some(message.to_owned());
-        if let Err(e) = context.peer.notify_progress(param).await {
-            tracing::debug!(error = %e, "progress notification not sent");
-        }
-    }
+    super::progress(context, step, Some(3.0), message).await;
 }
 
 fn earcon(server: &HarkServer, earcon: Earcon) {

@@ -1,0 +1,1494 @@
+//! `hark-bench tts`: text-to-speech speed and memory, Hark's piper engine
+//! (crate `hark-tts`) against piper-tts from PyPI, in one run, with the same
+//! voice file, the same ONNX Runtime and the same intra-op thread count.
+//!
+//! 1. Three texts: one sentence, a 3-sentence paragraph and a 10-sentence
+//!    paragraph ([`TEXTS`]).
+//! 2. Hark: ONNX Runtime loaded from `--lib`, the voice from `--voice` with
+//!    `--threads` intra-op threads. Each text is spoken once unmeasured, then
+//!    `--runs` times, each run timed from the text to the last sentence's
+//!    samples: `phonemize` (all sentences, as Hark's streaming path does),
+//!    then for each sentence its ids, `PiperModel::synthesize` and
+//!    `normalize`. The time at which the first sentence's samples exist is
+//!    the time to first audio.
+//! 3. The peers in `tts_peers.py`, each in a venv the bench creates under
+//!    `tests/bench/.venv-tts`: piper-tts 1.2.0 (piper-phonemize 1.1.0, the
+//!    espeak-ng 1.51 phonemes Hark makes) and piper-tts 1.8.0 (a newer,
+//!    bundled espeak-ng), both on onnxruntime 1.31.1 with the same thread
+//!    count; the same texts, warm-up and runs, timed around piper's
+//!    per-sentence generator.
+//! 4. Memory: a fresh process (the bench re-executes itself with a hidden
+//!    flag; each peer in its own Python process) reports its RSS before
+//!    loading, with the runtime, with the voice loaded, its peak (VmHWM)
+//!    after speaking the paragraph, and with a second session of the voice.
+//! 5. With `--daemon`, the real `hark` binary with tiny.en q8_0 (and, once
+//!    the daemon has a TTS configuration, a voice: see
+//!    [`daemon_voice_config`]): its VmRSS and VmHWM after start, with the
+//!    model loaded, and after a transcription.
+
+use std::{
+    fmt::Write as _,
+    io::{BufRead, BufReader, Write as _},
+    net::{SocketAddr, TcpStream},
+    os::unix::net::UnixDatagram,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::atomic::AtomicBool,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use hark_tts::{
+    espeak::Espeak,
+    phonemize::{BOS, PAD, PhonemeIdMap},
+    piper::OnnxRuntime,
+    synth::{EngineKind, SynthConfig, Synthesizer},
+    voice::VoiceConfig,
+};
+use serde_json::{Value, json};
+
+use crate::{Scratch, procfs, tidy};
+
+/// Benchmarks text to speech: Hark's piper engine against piper-tts (PyPI)
+/// with the same voice, runtime and threads; real-time factor, time to
+/// first audio and memory per loaded voice. Prints a markdown report.
+#[derive(Debug, Args)]
+pub struct TtsArgs {
+    /// Measured runs per text and system (after one unmeasured warm-up).
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// ONNX Runtime intra-op threads, for Hark and the peers alike.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// ONNX Runtime's shared library (`appliance/setup-voices
+    /// tests/.voices/lib tests/.voices/voices` installs it).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.voices/lib/libonnxruntime.so.1.31.1"))]
+    lib: PathBuf,
+    /// The piper voice's `.onnx`; its config is the same path + `.json`.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.voices/voices/en_US-joe-medium.onnx"))]
+    voice: PathBuf,
+    /// Directory of the peers' venvs (one per piper-tts release); created,
+    /// and the pinned packages of `tts_peers.py requirements` installed,
+    /// when they are missing.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv-tts"))]
+    venv: PathBuf,
+    /// Python that creates the venvs.
+    #[arg(long, default_value = "python3")]
+    python: PathBuf,
+    /// The peers' script.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/tts_peers.py"))]
+    peer_script: PathBuf,
+    /// piper-tts releases to compare with, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1.2.0,1.8.0")]
+    peers: Vec<String>,
+    /// Skip the peers.
+    #[arg(long)]
+    no_peer: bool,
+    /// Also start the real daemon and report its memory.
+    #[arg(long)]
+    daemon: bool,
+    /// The hark binary for --daemon (`cargo build --release -p hark`).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/release/hark"))]
+    hark: PathBuf,
+    /// The model store with tiny.en q8_0, for --daemon (tests/run makes it).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.models/store"))]
+    models_dir: PathBuf,
+    /// A line appended to the daemon's config file (repeatable), e.g. a
+    /// `[tts]` section.
+    #[arg(long)]
+    daemon_config: Vec<String>,
+    /// Internal: load the voice, speak the paragraph and print the process's
+    /// memory as JSON (the memory measurement's child).
+    #[arg(long, hide = true)]
+    probe_memory: bool,
+}
+
+/// The texts: name and text. No digits or abbreviations, which phonemizers
+/// expand differently. The sentences of the paragraph are of similar
+/// length, so its first one is about a third of the audio.
+const TEXTS: [(&str, &str); 3] = [
+    (
+        "1 sentence",
+        "Turn on the kitchen lights and set a timer for the pasta, please.",
+    ),
+    (
+        "3 sentences",
+        "The weather today will be mild, with a light breeze from the west. Rain is expected in \
+         the late afternoon, so take an umbrella if you go out. Tomorrow should be dry and a \
+         little warmer.",
+    ),
+    (
+        "10 sentences",
+        "Here is a summary of your morning. You have three new messages, and one of them is \
+         marked as urgent. The plumber called to say that he will arrive at half past nine \
+         instead of nine. Your sister asked whether you are still coming to dinner on Saturday. \
+         The library reminded you that two of your books are due back on Friday. The weather \
+         will be cloudy at first, with sunny spells later in the day. There is a delay on the \
+         northern line, so allow some extra time for your journey. Your first meeting has moved \
+         to the small conference room on the second floor. Remember to bring the printed \
+         slides, because the projector there does not work. That is everything for now, have a \
+         good day.",
+    ),
+];
+
+/// The text whose time to first audio has a target, and which the memory
+/// probes speak.
+const PARAGRAPH: usize = 1;
+
+/// The issue's targets.
+const TARGET_RATIO: f64 = 1.0;
+const TARGET_FIRST_AUDIO: f64 = 0.4;
+const TARGET_DAEMON_MB: f64 = 300.0;
+
+/// One timed run: text in, all audio out.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    total_ms: f64,
+    first_ms: f64,
+    samples: usize,
+}
+
+/// One system on one text.
+struct TextResult {
+    sentences: usize,
+    /// The ids fed to the model, per sentence.
+    ids: Vec<Vec<i64>>,
+    runs: Vec<Run>,
+    rate: f64,
+}
+
+impl TextResult {
+    fn totals(&self) -> Vec<f64> {
+        self.runs.iter().map(|r| r.total_ms).collect()
+    }
+
+    fn firsts(&self) -> Vec<f64> {
+        self.runs.iter().map(|r| r.first_ms).collect()
+    }
+
+    /// Real-time factor of each run: synthesis time over audio time. The
+    /// voice's duration noise makes the audio length vary a little from run
+    /// to run, so the factor, not the time, is what the ratios compare.
+    fn rtfs(&self) -> Vec<f64> {
+        self.runs
+            .iter()
+            .map(|r| r.total_ms / 1000.0 / (r.samples as f64 / self.rate))
+            .collect()
+    }
+
+    /// First audio over full synthesis, per run.
+    fn first_shares(&self) -> Vec<f64> {
+        self.runs.iter().map(|r| r.first_ms / r.total_ms).collect()
+    }
+
+    fn audio_seconds(&self) -> f64 {
+        median(
+            &self
+                .runs
+                .iter()
+                .map(|r| r.samples as f64 / self.rate)
+                .collect::<Vec<_>>(),
+        )
+    }
+}
+
+/// A system under test: its results per text, or why it did not run.
+struct System {
+    name: String,
+    result: Result<Vec<TextResult>, String>,
+}
+
+impl System {
+    fn text(&self, i: usize) -> Option<&TextResult> {
+        self.result.as_ref().ok()?.get(i)
+    }
+}
+
+struct MemoryProbe {
+    start_kb: u64,
+    runtime_kb: u64,
+    loaded_kb: u64,
+    /// After speaking the paragraph.
+    spoke_kb: u64,
+    peak_kb: u64,
+    two_voices_kb: u64,
+    peak_two_voices_kb: u64,
+}
+
+struct Memory {
+    name: String,
+    result: Result<MemoryProbe, String>,
+}
+
+/// The daemon's memory at each step, or why the part failed.
+struct DaemonRun {
+    binary: PathBuf,
+    voice_config: Vec<String>,
+    steps: Vec<(String, procfs::Memory)>,
+    stt: String,
+    transcript: String,
+    result: Result<(), String>,
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn min(values: &[f64]) -> f64 {
+    values.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+pub fn main(args: TtsArgs) -> anyhow::Result<()> {
+    let voice = tidy(&args.voice);
+    let config = config_path(&voice);
+    let lib = tidy(&args.lib);
+    if args.probe_memory {
+        return probe(&args, &lib, &voice);
+    }
+    anyhow::ensure!(args.runs > 0, "--runs must be at least 1");
+    let setup = "run `appliance/setup-voices tests/.voices/lib tests/.voices/voices` in the \
+                 workspace root, or pass --lib and --voice";
+    for file in [&lib, &voice, &config] {
+        anyhow::ensure!(file.is_file(), "no {} ({setup})", file.display());
+    }
+    let scratch = Scratch::new()?;
+    let mut load = vec![("start".to_owned(), procfs::loadavg())];
+
+    eprintln!(
+        "[tts] Hark: {} on {}, {} intra-op thread(s)",
+        voice.display(),
+        lib.display(),
+        args.threads
+    );
+    let mut systems = vec![System {
+        name: "Hark".into(),
+        result: hark(&args, &lib, &voice).map_err(|e| format!("{e:#}")),
+    }];
+    load.push(("after Hark".into(), procfs::loadavg()));
+
+    eprintln!("[tts] memory: Hark");
+    let mut memory = vec![Memory {
+        name: "Hark".into(),
+        result: hark_memory(&args, &lib, &voice).map_err(|e| format!("{e:#}")),
+    }];
+
+    let mut versions = Vec::new();
+    let texts = scratch.0.join("texts.json");
+    let texts_json: Vec<&str> = TEXTS.iter().map(|(_, t)| *t).collect();
+    std::fs::write(&texts, serde_json::to_vec(&texts_json)?)
+        .with_context(|| format!("cannot write {}", texts.display()))?;
+    for peer in &args.peers {
+        let name = format!("piper-tts {peer}");
+        if args.no_peer {
+            systems.push(System {
+                name,
+                result: Err("--no-peer given".into()),
+            });
+            continue;
+        }
+        let python = match peer_python(&args, peer) {
+            Ok(python) => python,
+            Err(e) => {
+                eprintln!("[tts] {name} skipped: {e:#}");
+                let why = format!("{e:#}");
+                memory.push(Memory {
+                    name: name.clone(),
+                    result: Err(why.clone()),
+                });
+                systems.push(System {
+                    name,
+                    result: Err(why),
+                });
+                continue;
+            }
+        };
+        eprintln!("[tts] {name}: {}", python.display());
+        match peer_bench(&args, &python, &voice, &config, &texts) {
+            Ok((v, system)) => {
+                versions.push((system.name.clone(), v));
+                systems.push(system);
+            }
+            Err(e) => {
+                eprintln!("[tts] {name} failed: {e:#}");
+                systems.push(System {
+                    name: name.clone(),
+                    result: Err(format!("{e:#}")),
+                });
+            }
+        }
+        load.push((format!("after {name}"), procfs::loadavg()));
+        eprintln!("[tts] memory: {name}");
+        memory.push(Memory {
+            name,
+            result: peer_memory(&args, &python, &voice, &config).map_err(|e| format!("{e:#}")),
+        });
+    }
+
+    let daemon = args.daemon.then(|| {
+        eprintln!("[tts] daemon: {}", tidy(&args.hark).display());
+        daemon(&args, &scratch.0)
+    });
+    load.push(("end".into(), procfs::loadavg()));
+
+    print!(
+        "{}",
+        render(
+            &args,
+            &voice,
+            &systems,
+            &memory,
+            &versions,
+            daemon.as_ref(),
+            &load
+        )
+    );
+    Ok(())
+}
+
+/// piper's convention: the config beside the model, `.onnx` + `.json`.
+fn config_path(voice: &Path) -> PathBuf {
+    let mut config = voice.as_os_str().to_owned();
+    config.push(".json");
+    PathBuf::from(config)
+}
+
+/// A voice ready to speak, as the daemon holds one: Hark's synthesiser
+/// (`hark_tts::synth`) with the voice's directory as its voice store.
+struct HarkVoice {
+    synth: Synthesizer,
+    rate: u32,
+}
+
+impl HarkVoice {
+    fn load(lib: &Path, voice: &Path, threads: usize) -> anyhow::Result<Self> {
+        Espeak::get().context("libespeak-ng")?;
+        let id = voice
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".onnx"))
+            .with_context(|| format!("{} is not a <voice>.onnx file", voice.display()))?
+            .to_owned();
+        let dir = voice
+            .parent()
+            .with_context(|| format!("{} has no directory", voice.display()))?
+            .to_path_buf();
+        let synth = Synthesizer::new(SynthConfig {
+            engine: EngineKind::Piper,
+            onnxruntime: lib.to_path_buf(),
+            voices_dir: dir,
+            voice: id.clone(),
+            threads,
+            espeak_voice: "en-us".into(),
+            max_loaded_voices: 1,
+        });
+        if let Some(problem) = synth.runtime_problem() {
+            bail!("ONNX Runtime: {problem}");
+        }
+        if let Some(problem) = synth.voice_problem() {
+            bail!("voice {id}: {problem}");
+        }
+        let rate = VoiceConfig::from_path(&config_path(voice))?.sample_rate;
+        Ok(Self { synth, rate })
+    }
+
+    /// The ids Hark feeds the model for `text`, per piece.
+    fn ids(&mut self, text: &str) -> anyhow::Result<Vec<Vec<i64>>> {
+        Ok(self
+            .synth
+            .prepare(text, None, 1.0)?
+            .pieces
+            .into_iter()
+            .map(|p| p.ids)
+            .collect())
+    }
+
+    /// Text in, all audio out, the way the daemon's speech thread makes it:
+    /// the text planned (phonemized) first, then piece by piece.
+    fn speak(&mut self, text: &str) -> anyhow::Result<Run> {
+        let started = Instant::now();
+        let utterance = self.synth.prepare(text, None, 1.0)?;
+        anyhow::ensure!(
+            utterance.engine == EngineKind::Piper,
+            "espeak-ng spoke: {:?}",
+            utterance.fallback
+        );
+        let never = AtomicBool::new(false);
+        let mut first = None;
+        let mut samples = 0;
+        for index in 0..utterance.pieces.len() {
+            let chunk = self.synth.render(&utterance, index, &never)?;
+            anyhow::ensure!(
+                chunk.engine == EngineKind::Piper,
+                "espeak-ng spoke: {:?}",
+                chunk.fallback
+            );
+            first.get_or_insert_with(|| started.elapsed());
+            samples += chunk.samples.len();
+            std::hint::black_box(&chunk.samples);
+        }
+        let total = started.elapsed();
+        Ok(Run {
+            total_ms: total.as_secs_f64() * 1000.0,
+            first_ms: first.unwrap_or(total).as_secs_f64() * 1000.0,
+            samples,
+        })
+    }
+}
+
+/// Hark on every text: one warm-up, then `--runs` timed runs.
+fn hark(args: &TtsArgs, lib: &Path, voice: &Path) -> anyhow::Result<Vec<TextResult>> {
+    let mut hark = HarkVoice::load(lib, voice, args.threads)?;
+    let rate = f64::from(hark.rate);
+    let mut out = Vec::new();
+    for (name, text) in TEXTS {
+        let ids = hark.ids(text)?;
+        hark.speak(text)?;
+        let runs = (0..args.runs)
+            .map(|_| hark.speak(text))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let result = TextResult {
+            sentences: ids.len(),
+            ids,
+            runs,
+            rate,
+        };
+        eprintln!(
+            "[tts]   {name}: median {:.0} ms, RTF {:.3}, first audio {:.0} ms",
+            median(&result.totals()),
+            median(&result.rtfs()),
+            median(&result.firsts())
+        );
+        out.push(result);
+    }
+    Ok(out)
+}
+
+/// The memory child: runtime, voice, the paragraph, a second voice.
+fn probe(args: &TtsArgs, lib: &Path, voice: &Path) -> anyhow::Result<()> {
+    let rss = || procfs::memory(std::process::id());
+    let start = rss()?.rss_kib;
+    Espeak::get().context("libespeak-ng")?;
+    // The runtime alone, then the voice: the synthesiser loads both.
+    OnnxRuntime::load(lib)?;
+    let runtime = rss()?.rss_kib;
+    let mut first = HarkVoice::load(lib, voice, args.threads)?;
+    let loaded = rss()?.rss_kib;
+    let run = first.speak(TEXTS[PARAGRAPH].1)?;
+    let (spoke, peak) = {
+        let m = rss()?;
+        (m.rss_kib, m.peak_kib)
+    };
+    let mut second = HarkVoice::load(lib, voice, args.threads)?;
+    let two = rss()?.rss_kib;
+    second.speak(TEXTS[PARAGRAPH].1)?;
+    println!(
+        "{}",
+        json!({
+            "rss_start_kb": start,
+            "rss_runtime_kb": runtime,
+            "rss_loaded_kb": loaded,
+            "rss_spoke_kb": spoke,
+            "peak_rss_kb": peak,
+            "rss_two_voices_kb": two,
+            "peak_two_voices_kb": rss()?.peak_kib,
+            "samples": run.samples,
+        })
+    );
+    Ok(())
+}
+
+/// Runs the bench itself again as the memory child (a fresh process, so its
+/// figures are the engine's alone).
+fn hark_memory(args: &TtsArgs, lib: &Path, voice: &Path) -> anyhow::Result<MemoryProbe> {
+    let exe = std::env::current_exe().context("cannot find the bench's executable")?;
+    let output = Command::new(exe)
+        .arg("tts")
+        .arg("--probe-memory")
+        .arg("--threads")
+        .arg(args.threads.to_string())
+        .arg("--lib")
+        .arg(lib)
+        .arg("--voice")
+        .arg(voice)
+        .output()
+        .context("cannot start the memory child")?;
+    parse_memory(&output)
+}
+
+fn parse_memory(output: &std::process::Output) -> anyhow::Result<MemoryProbe> {
+    let v = procfs::child_json(output)?;
+    let kb = |k: &str| v[k].as_u64().with_context(|| format!("no {k}"));
+    Ok(MemoryProbe {
+        start_kb: kb("rss_start_kb")?,
+        runtime_kb: kb("rss_runtime_kb")?,
+        loaded_kb: kb("rss_loaded_kb")?,
+        spoke_kb: kb("rss_spoke_kb")?,
+        peak_kb: kb("peak_rss_kb")?,
+        two_voices_kb: kb("rss_two_voices_kb")?,
+        peak_two_voices_kb: kb("peak_two_voices_kb")?,
+    })
+}
+
+/// The venv of one piper-tts release, with its pinned packages, creating
+/// it and installing them from PyPI when needed.
+fn peer_python(args: &TtsArgs, peer: &str) -> anyhow::Result<PathBuf> {
+    anyhow::ensure!(
+        !peer.is_empty() && peer.chars().all(|c| c.is_ascii_digit() || c == '.'),
+        "{peer:?} is not a piper-tts version"
+    );
+    let venv = tidy(&args.venv).join(format!("piper-tts-{peer}"));
+    let python = venv.join("bin/python");
+    let script = tidy(&args.peer_script);
+    if !python.is_file() {
+        eprintln!("[tts] creating {}", venv.display());
+        let status = Command::new(&args.python)
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .with_context(|| format!("cannot run {}", args.python.display()))?;
+        anyhow::ensure!(status.success(), "`python3 -m venv` failed: {status}");
+    }
+    let check = Command::new(&python)
+        .arg(&script)
+        .args(["check", "--peer", peer])
+        .status()
+        .with_context(|| format!("cannot run {}", python.display()))?;
+    if !check.success() {
+        let requirements = Command::new(&python)
+            .arg(&script)
+            .args(["requirements", "--peer", peer])
+            .output()?;
+        anyhow::ensure!(
+            requirements.status.success(),
+            "`tts_peers.py requirements --peer {peer}` failed: {}",
+            procfs::last_line(&requirements.stderr)
+        );
+        let requirements = String::from_utf8_lossy(&requirements.stdout).into_owned();
+        let pins: Vec<&str> = requirements.split_whitespace().collect();
+        eprintln!("[tts] pip install {}", pins.join(" "));
+        let status = Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "--only-binary", ":all:"])
+            .args(&pins)
+            .status()
+            .context("cannot run pip")?;
+        anyhow::ensure!(
+            status.success(),
+            "pip install {} failed: {status}",
+            pins.join(" ")
+        );
+    }
+    Ok(python)
+}
+
+fn peer_bench(
+    args: &TtsArgs,
+    python: &Path,
+    voice: &Path,
+    config: &Path,
+    texts: &Path,
+) -> anyhow::Result<(Value, System)> {
+    let output = Command::new(python)
+        .arg(tidy(&args.peer_script))
+        .arg("bench")
+        .arg("--model")
+        .arg(voice)
+        .arg("--config")
+        .arg(config)
+        .args(["--threads", &args.threads.to_string()])
+        .args(["--runs", &args.runs.to_string()])
+        .arg("--texts")
+        .arg(texts)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run tts_peers.py")?;
+    anyhow::ensure!(
+        output.status.success(),
+        "tts_peers.py failed: {}",
+        output.status
+    );
+    let v: Value = serde_json::from_slice(&output.stdout).context("tts_peers.py's JSON")?;
+    let rate = v["sample_rate"].as_f64().context("no sample_rate")?;
+    let texts = v["texts"]
+        .as_array()
+        .context("no texts")?
+        .iter()
+        .map(|t| TextResult {
+            sentences: t["sentences"].as_u64().unwrap_or(0) as usize,
+            ids: t["ids"]
+                .as_array()
+                .map(|s| {
+                    s.iter()
+                        .map(|ids| {
+                            ids.as_array()
+                                .map(|i| i.iter().filter_map(Value::as_i64).collect())
+                                .unwrap_or_default()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            runs: t["runs"]
+                .as_array()
+                .map(|runs| {
+                    runs.iter()
+                        .map(|r| Run {
+                            total_ms: r["total_ms"].as_f64().unwrap_or(f64::NAN),
+                            first_ms: r["first_ms"].as_f64().unwrap_or(f64::NAN),
+                            samples: r["samples"].as_u64().unwrap_or(0) as usize,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            rate,
+        })
+        .collect();
+    let system = System {
+        name: v["name"].as_str().unwrap_or("piper-tts ?").to_owned(),
+        result: Ok(texts),
+    };
+    Ok((v["versions"].clone(), system))
+}
+
+fn peer_memory(
+    args: &TtsArgs,
+    python: &Path,
+    voice: &Path,
+    config: &Path,
+) -> anyhow::Result<MemoryProbe> {
+    let output = Command::new(python)
+        .arg(tidy(&args.peer_script))
+        .arg("memory")
+        .arg("--model")
+        .arg(voice)
+        .arg("--config")
+        .arg(config)
+        .args(["--threads", &args.threads.to_string()])
+        .args(["--text", TEXTS[PARAGRAPH].1])
+        .output()
+        .context("cannot run tts_peers.py")?;
+    parse_memory(&output)
+}
+
+/// How a peer's ids compare with Hark's, sentence by sentence.
+fn compare_ids(hark: &TextResult, peer: &TextResult, pad: (usize, usize)) -> String {
+    if hark.ids == peer.ids {
+        return "same".into();
+    }
+    if hark.ids.len() != peer.ids.len() {
+        return format!(
+            "other sentences: {} here, {} in Hark",
+            peer.ids.len(),
+            hark.ids.len()
+        );
+    }
+    // piper-tts 1.2.0's Python drops the pad after `^`.
+    let (at, len) = pad;
+    let without_pad = |ids: &Vec<i64>| {
+        let mut ids = ids.clone();
+        if ids.len() >= at + len {
+            ids.drain(at..at + len);
+        }
+        ids
+    };
+    if hark
+        .ids
+        .iter()
+        .zip(&peer.ids)
+        .all(|(h, p)| &without_pad(h) == p)
+    {
+        return "same but the pad after `^`".into();
+    }
+    let differ = hark
+        .ids
+        .iter()
+        .zip(&peer.ids)
+        .filter(|(h, p)| h != p && &without_pad(h) != *p)
+        .count();
+    format!("{differ} of {} sentences differ", hark.ids.len())
+}
+
+/// The daemon's config: every transport on loopback, the speech-to-text
+/// model from the test store, the virtual sound card (as
+/// tests/e2e/harness.py has it), then `extra` verbatim.
+fn daemon_config(dir: &Path, models_dir: &Path, extra: &[String]) -> String {
+    let run = dir.join("run");
+    let mut config = format!(
+        "[service]\nlog_level = \"info\"\n\
+         [mcp.tcp]\nlisten = \"127.0.0.1:0\"\n\
+         [mcp.http]\nlisten = \"127.0.0.1:0\"\n\
+         [mcp.unix]\npath = {}\n\
+         [stt]\nmodels_dir = {}\naudio_dirs = [{}]\n\
+         [audio.capture]\ndevice = \"hark_virtual_mic\"\n\
+         [audio.playback]\ndevice = \"hark_virtual_speaker\"\nrate = 22050\nchannels = 1\n\
+         [audio.virtual_card]\nenabled = true\nmic_fifo = {}\ninject_fifo = {}\nspeaker_wav = {}\n",
+        toml_str(&run.join("mcp.sock")),
+        toml_str(models_dir),
+        toml_str(dir),
+        toml_str(&run.join("virtual-mic.fifo")),
+        toml_str(&run.join("inject.fifo")),
+        toml_str(&dir.join("speaker.wav")),
+    );
+    for line in extra {
+        config.push_str(line);
+        config.push('\n');
+    }
+    config
+}
+
+/// A path as a TOML basic string (JSON's escapes are TOML's).
+fn toml_str(path: &Path) -> String {
+    Value::String(path.display().to_string()).to_string()
+}
+
+// ---------------------------------------------------------------------------
+// TTS CONFIGURATION OF THE DAEMON: TO BE FILLED IN.
+//
+// The daemon has no text-to-speech configuration yet. Once it has, return
+// here the TOML lines that load one medium voice (`--voice`, with ONNX
+// Runtime from `--lib` and `--threads`), e.g. a `[tts]` section, and speak
+// once in `daemon_speak` below so the memory after speaking is measured
+// too. Until then the daemon runs with the speech-to-text model only, and
+// the report says so. `--daemon-config LINE` appends lines without a code
+// change.
+// ---------------------------------------------------------------------------
+
+/// The config lines that give the daemon its voice (none yet: see above).
+fn daemon_voice_config(args: &TtsArgs) -> Vec<String> {
+    let voice = tidy(&args.voice);
+    let id = voice
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(".onnx"))
+        .unwrap_or("en_US-joe-medium")
+        .to_owned();
+    let dir = voice.parent().map(Path::to_path_buf).unwrap_or_default();
+    vec![
+        "[tts]".into(),
+        format!("voices_dir = {}", toml_str(&dir)),
+        format!("onnxruntime = {}", toml_str(&tidy(&args.lib))),
+        format!("voice = {}", Value::String(id)),
+        format!("threads = {}", args.threads),
+    ]
+}
+
+/// Makes the daemon speak the paragraph once (nothing yet: see above).
+/// Returns the name of the step to record, if it spoke.
+fn daemon_speak(rpc: &mut Rpc) -> anyhow::Result<Option<String>> {
+    let result = rpc.call(
+        "speak_text",
+        json!({ "text": TEXTS[PARAGRAPH].1, "wait": true }),
+    )?;
+    anyhow::ensure!(
+        result["isError"].as_bool() != Some(true),
+        "speak_text failed: {result}"
+    );
+    let engine = result["structuredContent"]["engine"]
+        .as_str()
+        .unwrap_or("?");
+    anyhow::ensure!(
+        engine == "piper",
+        "espeak-ng spoke instead of the voice: {result}"
+    );
+    Ok(Some(
+        "after speaking the paragraph (one medium voice loaded)".into(),
+    ))
+}
+
+/// Starts the daemon, transcribes once, and records its memory on the way.
+fn daemon(args: &TtsArgs, scratch: &Path) -> DaemonRun {
+    let binary = tidy(&args.hark);
+    let mut voice_config = daemon_voice_config(args);
+    voice_config.extend(args.daemon_config.iter().cloned());
+    let mut run = DaemonRun {
+        binary: binary.clone(),
+        voice_config: voice_config.clone(),
+        steps: Vec::new(),
+        stt: String::new(),
+        transcript: String::new(),
+        result: Ok(()),
+    };
+    let result = daemon_steps(args, &binary, scratch, &voice_config, &mut run);
+    if let Err(e) = &result {
+        eprintln!("[tts] daemon failed: {e:#}");
+    }
+    run.result = result.map_err(|e| format!("{e:#}"));
+    run
+}
+
+/// How long the daemon may take to start, to load its model, to answer.
+const DAEMON_START: Duration = Duration::from_secs(30);
+const DAEMON_MODEL: Duration = Duration::from_secs(120);
+const DAEMON_CALL: Duration = Duration::from_secs(120);
+
+/// The daemon process; killed if still running when dropped.
+struct Daemon {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn memory(&self) -> anyhow::Result<procfs::Memory> {
+        procfs::memory(self.pid())
+    }
+
+    /// SIGTERM, then SIGKILL after 10 s.
+    fn stop(mut self) -> anyhow::Result<()> {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.child.try_wait()?.is_some() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.child.kill()?;
+        self.child.wait()?;
+        bail!("the daemon ignored SIGTERM for 10 s and was killed")
+    }
+
+    fn tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(15)..].join("\n")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn daemon_steps(
+    args: &TtsArgs,
+    binary: &Path,
+    scratch: &Path,
+    extra: &[String],
+    run: &mut DaemonRun,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        binary.is_file(),
+        "no hark binary at {} (run `cargo build --release -p hark`, or pass --hark)",
+        binary.display()
+    );
+    let models_dir = tidy(&args.models_dir);
+    anyhow::ensure!(
+        models_dir.join("ggml-tiny.en-q8_0.bin").is_file(),
+        "no tiny.en q8_0 in {} (`tests/run` makes it with appliance/setup-models, or pass --models-dir)",
+        models_dir.display()
+    );
+    let dir = scratch.join("daemon");
+    std::fs::create_dir_all(dir.join("run"))?;
+    let config = dir.join("hark.toml");
+    std::fs::write(&config, daemon_config(&dir, &models_dir, extra))
+        .with_context(|| format!("cannot write {}", config.display()))?;
+    // The utterance to transcribe: the paragraph, spoken by espeak-ng.
+    let wav = dir.join("paragraph.wav");
+    let spoken = Command::new("espeak-ng")
+        .args(["-v", "en-us", "-w"])
+        .arg(&wav)
+        .arg(TEXTS[PARAGRAPH].1)
+        .status()
+        .context("cannot run espeak-ng")?;
+    anyhow::ensure!(spoken.success(), "espeak-ng failed: {spoken}");
+
+    let notify = dir.join("notify.sock");
+    let listener =
+        UnixDatagram::bind(&notify).with_context(|| format!("cannot bind {}", notify.display()))?;
+    listener.set_read_timeout(Some(Duration::from_millis(200)))?;
+    let log = dir.join("hark.log");
+    let child = Command::new(binary)
+        .arg("--config")
+        .arg(&config)
+        .arg("run")
+        .env("NOTIFY_SOCKET", &notify)
+        .env_remove("RUST_LOG")
+        .env_remove("JOURNAL_STREAM")
+        .env_remove("ALSA_CONFIG_PATH")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log)?)
+        .spawn()
+        .with_context(|| format!("cannot start {}", binary.display()))?;
+    let mut daemon = Daemon { child, log };
+
+    let tcp = wait_ready(&mut daemon, &listener)?;
+    run.steps.push(("ready (READY=1)".into(), daemon.memory()?));
+    let mut rpc = Rpc::connect(tcp)?;
+    let started = Instant::now();
+    loop {
+        let status = rpc.call("get_status", json!({}))?;
+        let stt = status["structuredContent"]["subsystems"]["stt"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if stt.starts_with("ready") {
+            run.stt = stt;
+            break;
+        }
+        if stt.starts_with("unavailable") || started.elapsed() > DAEMON_MODEL {
+            bail!("speech to text is not ready: {stt:?}\n{}", daemon.tail());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    run.steps
+        .push(("speech-to-text model loaded".into(), daemon.memory()?));
+    let result = rpc.call("transcribe_audio", json!({ "audio_path": wav }))?;
+    anyhow::ensure!(
+        result["isError"].as_bool() != Some(true),
+        "transcribe_audio failed: {result}"
+    );
+    run.transcript = result["content"][0]["text"]
+        .as_str()
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    run.steps.push((
+        "after transcribing the paragraph (espeak-ng's speech)".into(),
+        daemon.memory()?,
+    ));
+    if let Some(step) = daemon_speak(&mut rpc)? {
+        run.steps.push((step, daemon.memory()?));
+    }
+    drop(rpc);
+    daemon.stop()
+}
+
+/// Waits for `READY=1` with `STATUS=serving … tcp=ADDR …`.
+fn wait_ready(daemon: &mut Daemon, listener: &UnixDatagram) -> anyhow::Result<SocketAddr> {
+    let started = Instant::now();
+    let mut buf = vec![0u8; 4096];
+    while started.elapsed() < DAEMON_START {
+        if let Some(status) = daemon.child.try_wait()? {
+            bail!(
+                "hark exited before it was ready ({status}):\n{}",
+                daemon.tail()
+            );
+        }
+        let n = match listener.recv(&mut buf) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let message = String::from_utf8_lossy(&buf[..n]);
+        if !message.lines().any(|l| l == "READY=1") {
+            continue;
+        }
+        let tcp = message
+            .lines()
+            .filter_map(|l| l.strip_prefix("STATUS=serving"))
+            .flat_map(str::split_whitespace)
+            .find_map(|item| item.strip_prefix("tcp="))
+            .and_then(|addr| addr.parse().ok());
+        return tcp.with_context(|| format!("no tcp= in {message:?}"));
+    }
+    bail!(
+        "hark sent no READY=1 within {DAEMON_START:?}:\n{}",
+        daemon.tail()
+    )
+}
+
+/// Newline-delimited JSON-RPC over TCP, enough for `tools/call`.
+struct Rpc {
+    stream: BufReader<TcpStream>,
+    next: u64,
+}
+
+impl Rpc {
+    fn connect(addr: SocketAddr) -> anyhow::Result<Self> {
+        let stream = TcpStream::connect(addr).with_context(|| format!("cannot connect {addr}"))?;
+        stream.set_read_timeout(Some(DAEMON_CALL))?;
+        let mut rpc = Self {
+            stream: BufReader::new(stream),
+            next: 1,
+        };
+        rpc.request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "hark-bench tts", "version": "1"},
+            }),
+        )?;
+        rpc.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+        Ok(rpc)
+    }
+
+    fn send(&mut self, message: &Value) -> anyhow::Result<()> {
+        let mut line = message.to_string();
+        line.push('\n');
+        self.stream.get_mut().write_all(line.as_bytes())?;
+        Ok(())
+    }
+
+    /// Sends a request and returns its result, skipping notifications.
+    fn request(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
+        let id = self.next;
+        self.next += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
+        loop {
+            let mut line = String::new();
+            let n = self
+                .stream
+                .read_line(&mut line)
+                .with_context(|| format!("no answer to {method}"))?;
+            anyhow::ensure!(n > 0, "the daemon closed the connection during {method}");
+            let message: Value = serde_json::from_str(&line)
+                .with_context(|| format!("invalid JSON from the daemon: {line}"))?;
+            if message["id"].as_u64() != Some(id) || message.get("method").is_some() {
+                continue;
+            }
+            if let Some(error) = message.get("error") {
+                bail!("{method} failed: {error}");
+            }
+            return Ok(message["result"].clone());
+        }
+    }
+
+    fn call(&mut self, tool: &str, arguments: Value) -> anyhow::Result<Value> {
+        self.request("tools/call", json!({"name": tool, "arguments": arguments}))
+    }
+}
+
+/// espeak-ng's version line (Debian's; Hark links the same library).
+fn espeak_version() -> String {
+    Command::new("espeak-ng")
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| {
+            let text = String::from_utf8_lossy(&o.stdout).into_owned();
+            let version = text
+                .split(':')
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .to_owned();
+            Some(version)
+        })
+        .unwrap_or_else(|| "?".into())
+}
+
+fn render(
+    args: &TtsArgs,
+    voice: &Path,
+    systems: &[System],
+    memory: &[Memory],
+    versions: &[(String, Value)],
+    daemon: Option<&DaemonRun>,
+    load: &[(String, String)],
+) -> String {
+    let mut out = String::new();
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    let voice_name = voice.file_stem().map_or_else(
+        || voice.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    );
+    let _ = writeln!(out, "## Text to speech (hark-bench tts)\n");
+    let _ = writeln!(
+        out,
+        "{cores} cores; voice `{voice_name}`; {} ONNX Runtime intra-op thread(s); {} measured \
+         runs per cell after one warm-up. Hark: ONNX Runtime from `{}`, espeak-ng {}.",
+        args.threads,
+        args.runs,
+        tidy(&args.lib)
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+        espeak_version(),
+    );
+    for (name, v) in versions {
+        let _ = writeln!(out, "\n{name}: `{v}`");
+    }
+    let load: Vec<String> = load
+        .iter()
+        .map(|(phase, l)| format!("{phase} {l}"))
+        .collect();
+    let _ = writeln!(out, "\n1-minute load average: {}.", load.join("; "));
+
+    let peers: Vec<&System> = systems.iter().filter(|s| s.name != "Hark").collect();
+    let hark = systems.iter().find(|s| s.name == "Hark");
+    let pad_at = hark_pad_position(args);
+
+    let _ = writeln!(out, "\n### Synthesis: text in, all audio out\n");
+    let mut header =
+        "| text | system | sentences | audio s | median ms | min ms | RTF median | RTF min |"
+            .to_owned();
+    let mut rule = "|---|---|--:|--:|--:|--:|--:|--:|".to_owned();
+    for peer in &peers {
+        let _ = write!(header, " RTF × {} |", peer.name);
+        rule.push_str("--:|");
+    }
+    header.push_str(" ids vs Hark |");
+    rule.push_str("---|");
+    let _ = writeln!(out, "{header}\n{rule}");
+    for (i, (name, _)) in TEXTS.iter().enumerate() {
+        for system in systems {
+            match (&system.result, system.text(i)) {
+                (Ok(_), Some(t)) => {
+                    let rtf = median(&t.rtfs());
+                    let _ = write!(
+                        out,
+                        "| {name} | {} | {} | {:.2} | {:.0} | {:.0} | {rtf:.3} | {:.3} |",
+                        system.name,
+                        t.sentences,
+                        t.audio_seconds(),
+                        median(&t.totals()),
+                        min(&t.totals()),
+                        min(&t.rtfs()),
+                    );
+                    for peer in &peers {
+                        let ratio = peer
+                            .text(i)
+                            .map(|p| median(&p.rtfs()))
+                            .map_or("–".to_owned(), |p| format!("{:.2}×", rtf / p));
+                        let _ = write!(out, " {ratio} |");
+                    }
+                    let ids = match hark.and_then(|h| h.text(i)) {
+                        Some(h) if system.name != "Hark" => compare_ids(h, t, pad_at),
+                        _ => "–".into(),
+                    };
+                    let _ = writeln!(out, " {ids} |");
+                }
+                (Err(e), _) if i == 0 => {
+                    let _ = write!(out, "| {name} | {} | – | – | – | – | – | – |", system.name);
+                    for _ in &peers {
+                        out.push_str(" – |");
+                    }
+                    let _ = writeln!(out, " did not run: {} |", e.replace('|', "\\|"));
+                }
+                _ => {}
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\nRTF: synthesis time over audio time (below 1 is faster than real time); \
+         RTF × peer: Hark's median RTF over the peer's (target ≤ {TARGET_RATIO:.1}×)."
+    );
+
+    let _ = writeln!(out, "\n### Time to first audio\n");
+    let _ = writeln!(
+        out,
+        "| text | system | first audio median ms | min ms | full median ms | first / full (median) | target ≤ {TARGET_FIRST_AUDIO} |"
+    );
+    let _ = writeln!(out, "|---|---|--:|--:|--:|--:|---|");
+    for (i, (name, _)) in TEXTS.iter().enumerate() {
+        for system in systems {
+            let Some(t) = system.text(i) else { continue };
+            if t.sentences < 2 {
+                continue;
+            }
+            let share = median(&t.first_shares());
+            let target = if i == PARAGRAPH && system.name == "Hark" {
+                if share <= TARGET_FIRST_AUDIO {
+                    "met"
+                } else {
+                    "**not met**"
+                }
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "| {name} | {} | {:.0} | {:.0} | {:.0} | {share:.2} | {target} |",
+                system.name,
+                median(&t.firsts()),
+                min(&t.firsts()),
+                median(&t.totals()),
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\nFirst audio: the first sentence's samples exist (Hark: phonemes of the whole text, \
+         then the first sentence through the model; piper-tts: the first chunk of its \
+         per-sentence generator). first / full is per run, then the median."
+    );
+
+    let _ = writeln!(
+        out,
+        "\n### Memory: a fresh process loads the voice and speaks the paragraph ({})\n",
+        TEXTS[PARAGRAPH].0
+    );
+    let _ = writeln!(
+        out,
+        "| process | RSS start MiB | + runtime MiB | + voice MiB | voice Δ MiB | spoke MiB | peak (VmHWM) MiB | 2nd voice Δ MiB | peak, 2 voices MiB |"
+    );
+    let _ = writeln!(out, "|---|--:|--:|--:|--:|--:|--:|--:|--:|");
+    for m in memory {
+        match &m.result {
+            Ok(p) => {
+                let _ = writeln!(
+                    out,
+                    "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+                    m.name,
+                    procfs::mib(p.start_kb),
+                    procfs::mib(p.runtime_kb),
+                    procfs::mib(p.loaded_kb),
+                    procfs::mib(p.loaded_kb.saturating_sub(p.runtime_kb)),
+                    procfs::mib(p.spoke_kb),
+                    procfs::mib(p.peak_kb),
+                    procfs::mib(p.two_voices_kb.saturating_sub(p.spoke_kb)),
+                    procfs::mib(p.peak_two_voices_kb),
+                );
+            }
+            Err(e) => {
+                let _ = writeln!(
+                    out,
+                    "| {} | did not run: {} | | | | | | | |",
+                    m.name,
+                    e.replace('|', "\\|")
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n+ runtime: Hark with libespeak-ng initialised and ONNX Runtime loaded; piper-tts with \
+         numpy, onnxruntime and piper imported. + voice: the voice loaded (one ONNX session); \
+         voice Δ is what that added, the memory per loaded voice. Spoke: RSS after speaking the \
+         paragraph; peak: VmHWM then. 2nd voice Δ: RSS added by a second session of the same \
+         voice, loaded after that; peak, 2 voices: VmHWM after the second also spoke."
+    );
+
+    if let Some(d) = daemon {
+        render_daemon(&mut out, d);
+    }
+    render_targets(&mut out, systems, daemon);
+    out
+}
+
+/// The issue's targets against this run: the RTF ratio against the first
+/// peer that ran (piper-tts 1.2.0 by default: the same phonemes), Hark's
+/// first audio on the paragraph, and the daemon's resident memory.
+fn render_targets(out: &mut String, systems: &[System], daemon: Option<&DaemonRun>) {
+    let yes_no = |ok: bool| if ok { "yes" } else { "**no**" };
+    let _ = writeln!(out, "\n### Targets\n");
+    let _ = writeln!(out, "| target | measured | met |");
+    let _ = writeln!(out, "|---|---|---|");
+    let hark = systems.iter().find(|s| s.name == "Hark");
+    let peer = systems
+        .iter()
+        .find(|s| s.name != "Hark" && s.result.is_ok());
+    match (hark, peer) {
+        (Some(h), Some(p)) if h.result.is_ok() => {
+            let ratios: Vec<f64> = (0..TEXTS.len())
+                .filter_map(|i| Some(median(&h.text(i)?.rtfs()) / median(&p.text(i)?.rtfs())))
+                .collect();
+            let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.3}×")).collect();
+            let _ = writeln!(
+                out,
+                "| RTF ≤ {TARGET_RATIO:.1}× {} (same voice and threads) | {} ({}) | {} |",
+                p.name,
+                shown.join(" / "),
+                TEXTS.map(|(name, _)| name).join(" / "),
+                yes_no(ratios.iter().all(|&r| r <= TARGET_RATIO)),
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                out,
+                "| RTF ≤ {TARGET_RATIO:.1}× piper-tts | no peer ran | – |"
+            );
+        }
+    }
+    if let Some(t) = hark.and_then(|h| h.text(PARAGRAPH)) {
+        let share = median(&t.first_shares());
+        let _ = writeln!(
+            out,
+            "| first audio ≤ {TARGET_FIRST_AUDIO} of the full synthesis ({}) | {share:.2} ({:.0} of {:.0} ms) | {} |",
+            TEXTS[PARAGRAPH].0,
+            median(&t.firsts()),
+            median(&t.totals()),
+            yes_no(share <= TARGET_FIRST_AUDIO),
+        );
+    }
+    let target_mib = TARGET_DAEMON_MB * 1e6 / 1_048_576.0;
+    let daemon_row = match daemon {
+        None => ("not measured (no --daemon)".to_owned(), "–"),
+        Some(d) => match d.steps.last() {
+            None => ("the daemon part failed".to_owned(), "–"),
+            Some((_, m)) if d.voice_config.is_empty() => (
+                format!(
+                    "{:.1} MiB VmRSS, {:.1} MiB VmHWM **without a voice** (the daemon has no TTS configuration yet)",
+                    procfs::mib(m.rss_kib),
+                    procfs::mib(m.peak_kib)
+                ),
+                "–",
+            ),
+            Some((_, m)) => (
+                format!(
+                    "{:.1} MiB VmRSS, {:.1} MiB VmHWM",
+                    procfs::mib(m.rss_kib),
+                    procfs::mib(m.peak_kib)
+                ),
+                yes_no(procfs::mib(m.rss_kib) < target_mib),
+            ),
+        },
+    };
+    let _ = writeln!(
+        out,
+        "| daemon with tiny.en q8_0 and one medium voice < {TARGET_DAEMON_MB:.0} MB ({target_mib:.0} MiB) resident | {} | {} |",
+        daemon_row.0, daemon_row.1
+    );
+}
+
+fn render_daemon(out: &mut String, d: &DaemonRun) {
+    let _ = writeln!(out, "\n### The daemon: `{}`\n", d.binary.display());
+    if d.voice_config.is_empty() {
+        let _ = writeln!(
+            out,
+            "Speech to text with tiny.en q8_0; **no voice loaded**: the daemon has no TTS \
+             configuration yet. For an estimate with the voice, add Hark's voice Δ (resident) \
+             and its peak above its runtime (while speaking) from the memory table.\n"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "Speech to text with tiny.en q8_0, and these config lines: `{}`\n",
+            d.voice_config.join("` `")
+        );
+    }
+    if !d.stt.is_empty() {
+        let _ = writeln!(out, "Speech to text: {}.\n", d.stt);
+    }
+    if !d.steps.is_empty() {
+        let _ = writeln!(out, "| step | VmRSS MiB | VmHWM MiB |");
+        let _ = writeln!(out, "|---|--:|--:|");
+    }
+    for (step, m) in &d.steps {
+        let _ = writeln!(
+            out,
+            "| {} | {:.1} | {:.1} |",
+            step.replace('|', "\\|"),
+            procfs::mib(m.rss_kib),
+            procfs::mib(m.peak_kib)
+        );
+    }
+    if !d.transcript.is_empty() {
+        let _ = writeln!(out, "\nTranscript: {}", d.transcript);
+    }
+    if let Err(e) = &d.result {
+        let _ = writeln!(out, "\nThe daemon part failed: {}", e.replace('\n', " / "));
+    }
+    let target_mib = TARGET_DAEMON_MB * 1e6 / 1_048_576.0;
+    let _ = writeln!(
+        out,
+        "\nTarget: under {TARGET_DAEMON_MB:.0} MB ({target_mib:.0} MiB) resident with tiny.en \
+         q8_0 and one medium voice loaded."
+    );
+}
+
+/// Where the pad after `^` sits in Hark's ids (after the ids of `^`) and
+/// how many ids it has, from the voice's map; (1, 1) if the map cannot be
+/// read (then the comparison just finds the ids different).
+fn hark_pad_position(args: &TtsArgs) -> (usize, usize) {
+    VoiceConfig::from_path(&config_path(&tidy(&args.voice)))
+        .ok()
+        .and_then(|c| PhonemeIdMap::new(&c.phoneme_id_map).ok())
+        .and_then(|m| Some((m.get(BOS)?.len(), m.get(PAD)?.len())))
+        .unwrap_or((1, 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(ids: Vec<Vec<i64>>) -> TextResult {
+        TextResult {
+            sentences: ids.len(),
+            ids,
+            runs: vec![
+                Run {
+                    total_ms: 300.0,
+                    first_ms: 100.0,
+                    samples: 22050,
+                },
+                Run {
+                    total_ms: 200.0,
+                    first_ms: 100.0,
+                    samples: 44100,
+                },
+            ],
+            rate: 22050.0,
+        }
+    }
+
+    #[test]
+    fn medians_and_factors() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+        let t = text(vec![]);
+        assert_eq!(t.rtfs(), vec![0.3, 0.1]);
+        assert_eq!(median(&t.first_shares()), (1.0 / 3.0 + 0.5) / 2.0);
+        assert_eq!(t.audio_seconds(), 1.5);
+    }
+
+    #[test]
+    fn ids_are_compared_allowing_for_the_missing_pad() {
+        let hark = text(vec![vec![1, 0, 20, 0, 2], vec![1, 0, 21, 0, 2]]);
+        assert_eq!(compare_ids(&hark, &hark, (1, 1)), "same");
+        let v12 = text(vec![vec![1, 20, 0, 2], vec![1, 21, 0, 2]]);
+        assert_eq!(
+            compare_ids(&hark, &v12, (1, 1)),
+            "same but the pad after `^`"
+        );
+        let other = text(vec![vec![1, 0, 20, 0, 2], vec![1, 0, 22, 0, 2]]);
+        assert_eq!(
+            compare_ids(&hark, &other, (1, 1)),
+            "1 of 2 sentences differ"
+        );
+        let fewer = text(vec![vec![1, 0, 20, 0, 2]]);
+        assert_eq!(
+            compare_ids(&hark, &fewer, (1, 1)),
+            "other sentences: 1 here, 2 in Hark"
+        );
+    }
+
+    #[test]
+    fn daemon_config_quotes_paths_and_appends_lines() {
+        let config = daemon_config(
+            Path::new("/tmp/a \"b\""),
+            Path::new("/m"),
+            &["[tts]".into(), "voice = \"x\"".into()],
+        );
+        assert!(config.contains("models_dir = \"/m\"\n"));
+        assert!(config.contains("audio_dirs = [\"/tmp/a \\\"b\\\"\"]\n"));
+        assert!(config.ends_with("[tts]\nvoice = \"x\"\n"));
+    }
+
+    #[test]
+    fn the_config_is_beside_the_model() {
+        assert_eq!(
+            config_path(Path::new("/v/en_US-joe-medium.onnx")),
+            Path::new("/v/en_US-joe-medium.onnx.json")
+        );
+    }
+}
