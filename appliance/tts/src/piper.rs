@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use ort::environment::Environment;
 use ort::logging::LogLevel;
-use ort::session::Session;
+use ort::session::{RunOptions, Session};
 use ort::value::{Tensor, TensorElementType, TensorRef, ValueType};
 
 use crate::voice::{Scales, VoiceConfig};
@@ -428,6 +428,7 @@ const INPUT_SPEAKER: &str = "sid";
 /// A piper voice, ready to speak.
 pub struct PiperModel {
     session: Session,
+    run_options: RunOptions,
     config: VoiceConfig,
     file: PathBuf,
     /// Name of the model's first output, the audio (piper takes output 0).
@@ -504,8 +505,17 @@ impl PiperModel {
             ms = started.elapsed().as_millis() as u64,
             "piper voice loaded"
         );
+        // The CPU arena would keep the largest sentence's buffers (about
+        // 90 MB for a few seconds of speech) for good; shrinking it after
+        // each run gives them back while keeping the arena's lower peak
+        // (measured: without an arena the peak was 20 % higher).
+        let mut run_options = RunOptions::new().map_err(session_error)?;
+        run_options
+            .set("memory.enable_memory_arena_shrinkage", "cpu:0")
+            .map_err(session_error)?;
         Ok(PiperModel {
             session,
+            run_options,
             config,
             file,
             output,
@@ -609,7 +619,10 @@ impl PiperModel {
                     .into(),
             ));
         }
-        let outputs = self.session.run(inputs).map_err(inference)?;
+        let outputs = self
+            .session
+            .run_with_options(inputs, &self.run_options)
+            .map_err(inference)?;
         let output_error = |problem: String| PiperError::Output {
             file: file.clone(),
             problem,

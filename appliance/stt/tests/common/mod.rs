@@ -1,5 +1,5 @@
-//! Speech for the tests, spoken at test time by espeak-ng, and the real
-//! tiny.en imported from its CTranslate2 package.
+//! Speech for the tests, spoken at test time by espeak-ng or by Hark's
+//! piper voice, and the real tiny.en imported from its CTranslate2 package.
 
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
@@ -43,6 +43,83 @@ pub fn speak(dir: &Path, text: &str, voice: &str) -> Vec<f32> {
     let converted = std::process::Command::new("sox")
         .arg("-D")
         .arg(&wav)
+        .args([
+            "-r", "16000", "-c", "1", "-b", "16", "-e", "signed", "-t", "raw",
+        ])
+        .arg(&raw)
+        .status()
+        .expect("sox (appliance/setup-build installs it)");
+    assert!(converted.success());
+    std::fs::read(&raw)
+        .expect("audio")
+        .chunks_exact(2)
+        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
+        .collect()
+}
+
+/// `text` spoken by Hark's own synthesiser with the piper voice the set-up
+/// installs (tests/.voices), as 16 kHz mono samples.
+pub fn piper(dir: &Path, text: &str) -> Vec<f32> {
+    use std::sync::{Mutex, OnceLock, atomic::AtomicBool};
+
+    use hark_tts::synth::{EngineKind, SynthConfig, Synthesizer};
+
+    static SYNTH: OnceLock<Mutex<Synthesizer>> = OnceLock::new();
+    let voices = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/.voices");
+    let synth = SYNTH.get_or_init(|| {
+        let lib = voices.join("lib/libonnxruntime.so");
+        assert!(
+            lib.exists(),
+            "{} is missing: run `appliance/setup-voices tests/.voices/lib tests/.voices/voices`",
+            lib.display()
+        );
+        Mutex::new(Synthesizer::new(SynthConfig {
+            engine: EngineKind::Piper,
+            onnxruntime: lib,
+            voices_dir: voices.join("voices"),
+            voice: "en_US-joe-medium".into(),
+            threads: 1,
+            espeak_voice: "en-us".into(),
+            max_loaded_voices: 1,
+        }))
+    });
+    let mut synth = synth.lock().unwrap_or_else(|e| e.into_inner());
+    let utterance = synth.prepare(text, None, 1.0).expect("planned");
+    assert_eq!(
+        utterance.engine,
+        EngineKind::Piper,
+        "{:?}",
+        utterance.fallback
+    );
+    let mut samples = Vec::new();
+    let mut rate = 0;
+    for index in 0..utterance.pieces.len() {
+        let chunk = synth
+            .render(&utterance, index, &AtomicBool::new(false))
+            .expect("rendered");
+        assert_eq!(chunk.engine, EngineKind::Piper, "{:?}", chunk.fallback);
+        rate = chunk.rate;
+        samples.extend(chunk.samples);
+    }
+    let input = dir.join("piper.f32");
+    let raw = dir.join("piper.raw");
+    let bytes: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
+    std::fs::write(&input, bytes).expect("written");
+    let converted = std::process::Command::new("sox")
+        .args([
+            "-D",
+            "-t",
+            "raw",
+            "-e",
+            "floating-point",
+            "-b",
+            "32",
+            "-c",
+            "1",
+            "-r",
+        ])
+        .arg(rate.to_string())
+        .arg(&input)
         .args([
             "-r", "16000", "-c", "1", "-b", "16", "-e", "signed", "-t", "raw",
         ])
