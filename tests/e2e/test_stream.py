@@ -49,7 +49,7 @@ def test_handshake_list_and_status(daemon, transport):
     assert structured["subsystems"] == {
         "audio": "capturing; speaker ready",
         "stt": "ready; model tiny.en-q8_0 (tiny q8_0, English)",
-        "tts": "not configured",
+        "tts": "ready; piper, voice en_US-joe-medium; loaded: en_US-joe-medium; 0 queued",
         "board": "not configured",
     }
     c.close()
@@ -106,11 +106,15 @@ def test_voxctrl_raw_socket_example(daemon):
         status = rpc(s, "tools/call", {"name": "get_status", "arguments": {}}, rpc_id=5)
         text = json.loads(status["result"]["content"][0]["text"])
         assert text["recording"] is False and text["speaking"] is False
-        # The example's speak_text/transcribe_voice arrive with text-to-speech
-        # and speech-to-text; until then the call is a clear error, not a hang.
+        # The example's speak_text: "spoken" at once, as VoxCtrl answers.
         resp = rpc(s, "tools/call", {"name": "speak_text", "arguments": {"text": "hi"}}, rpc_id=2)
-        assert resp["error"]["code"] == -32602
-        assert "speak_text" in resp["error"]["message"]
+        assert resp["result"]["content"] == [{"type": "text", "text": "spoken"}]
+        # Without text: VoxCtrl's own error.
+        resp = rpc(s, "tools/call", {"name": "speak_text", "arguments": {}}, rpc_id=3)
+        assert resp["error"] == {"code": -32603, "message": "speak_text requires 'text' argument"}
+        # Leave the shared daemon silent for the tests after this one.
+        resp = rpc(s, "tools/call", {"name": "stop_speaking", "arguments": {}}, rpc_id=4)
+        assert not resp["result"]["isError"]
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

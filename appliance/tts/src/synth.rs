@@ -188,7 +188,10 @@ impl Synthesizer {
             return Some(reason.clone());
         }
         if self.runtime.is_ok() && !self.loaded.iter().any(|(id, ..)| *id == self.config.voice) {
-            let store = VoiceStore::open(&self.config.voices_dir).ok()?;
+            let store = match VoiceStore::open(&self.config.voices_dir) {
+                Ok(store) => store,
+                Err(e) => return Some(e.to_string()),
+            };
             match store.get(&self.config.voice) {
                 Ok(Some(_)) => {}
                 Ok(None) => return Some(self.default_voice_problem(&store)),
@@ -252,7 +255,16 @@ impl Synthesizer {
             return Err(TtsError::Rate(rate));
         }
         let requested = voice.unwrap_or(&self.config.voice).to_owned();
-        let store = VoiceStore::open(&self.config.voices_dir)?;
+        let store = match VoiceStore::open(&self.config.voices_dir) {
+            Ok(store) => store,
+            // No voice store (unreadable, or a directory that cannot be
+            // made): the appliance's own voice is then espeak-ng's.
+            Err(e) if requested == self.config.voice => {
+                let espeak_voice = self.config.espeak_voice.clone();
+                return self.prepare_espeak(text, &espeak_voice, rate, Some(e.to_string()));
+            }
+            Err(e) => return Err(e.into()),
+        };
         let found = match store.get(&requested) {
             Ok(found) => found,
             // The appliance's own voice broken on disk (a file deleted):
