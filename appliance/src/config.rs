@@ -240,6 +240,7 @@ impl SttConfig {
             no_speech_threshold: self.no_speech_threshold,
             queue: self.queue,
             flash_attn: self.flash_attn,
+            after_request: Some(crate::memory::release_freed),
         }
     }
 }

@@ -11,6 +11,7 @@
 //!   `hark inject` for the virtual sound card.
 //! - [`stt`]: speech to text (crate `hark-stt`) inside the daemon.
 //! - [`tts`]: text to speech (crate `hark-tts`) inside the daemon.
+//! - [`memory`]: the allocator's settings for a long-running daemon.
 
 pub mod audio;
 pub mod cli;
@@ -18,6 +19,7 @@ pub mod client;
 pub mod config;
 pub mod logging;
 pub mod mcp;
+pub mod memory;
 pub mod models;
 pub mod service;
 pub mod state;

@@ -11,6 +11,7 @@ use hark::{
 };
 
 fn main() -> ExitCode {
+    hark::memory::tune_allocator();
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

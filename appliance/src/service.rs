@@ -102,9 +102,15 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     // Loading ONNX Runtime and the voice reads their files: off the runtime too.
     let tts = {
         let (config, state) = (config.clone(), Arc::clone(&state));
-        tokio::task::spawn_blocking(move || crate::tts::TextToSpeech::start(&config, &state))
-            .await
-            .map_err(|e| ServiceError::Start(format!("text-to-speech start-up failed: {e}")))?
+        tokio::task::spawn_blocking(move || {
+            let tts = crate::tts::TextToSpeech::start(&config, &state);
+            // Loading read the model and voice files through buffers that
+            // are free now.
+            crate::memory::release_freed();
+            tts
+        })
+        .await
+        .map_err(|e| ServiceError::Start(format!("text-to-speech start-up failed: {e}")))?
     };
     let tts = Arc::new(tts);
     let _ = state.tts.set(Arc::clone(&tts));

@@ -308,6 +308,7 @@ impl TextToSpeech {
             };
             rendered.samples.extend_from_slice(&samples);
         }
+        crate::memory::release_freed();
         Ok(rendered)
     }
 
@@ -380,6 +381,9 @@ impl Worker {
                 seconds = finished.seconds,
                 "speech ended"
             );
+            // Before answering, so memory is back down when a waiting
+            // caller hears that the speech ended.
+            crate::memory::release_freed();
             if let Some(events) = &job.events {
                 let _ = events.send(SpeechEvent::Finished(finished));
             }

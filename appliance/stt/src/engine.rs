@@ -99,6 +99,9 @@ pub struct EngineConfig {
     /// on CPUs (docs/benchmarks.md): the encoder no longer holds the full
     /// 1500×1500 attention matrices.
     pub flash_attn: bool,
+    /// Called on the worker thread after each request. The daemon gives
+    /// the memory a transcription freed back to the system here.
+    pub after_request: Option<fn()>,
 }
 
 impl Default for EngineConfig {
@@ -115,6 +118,7 @@ impl Default for EngineConfig {
             no_speech_threshold: 0.6,
             queue: 8,
             flash_attn: true,
+            after_request: None,
         }
     }
 }
@@ -399,6 +403,9 @@ impl Worker {
                         let _ = reply.send(self.detect(&audio));
                     }
                 }
+            }
+            if let Some(after) = self.config.after_request {
+                after();
             }
             self.busy.store(false, Ordering::Relaxed);
         }
