@@ -428,7 +428,11 @@ const INPUT_SPEAKER: &str = "sid";
 /// A piper voice, ready to speak.
 pub struct PiperModel {
     session: Session,
-    run_options: RunOptions,
+    /// A plain run, and one after which ONNX Runtime shrinks its CPU arena.
+    run_keep: RunOptions,
+    run_release: RunOptions,
+    /// Whether the next run is to give its memory back.
+    release_next: bool,
     config: VoiceConfig,
     file: PathBuf,
     /// Name of the model's first output, the audio (piper takes output 0).
@@ -506,21 +510,32 @@ impl PiperModel {
             "piper voice loaded"
         );
         // The CPU arena would keep the largest sentence's buffers (about
-        // 90 MB for a few seconds of speech) for good; shrinking it after
-        // each run gives them back while keeping the arena's lower peak
-        // (measured: without an arena the peak was 20 % higher).
-        let mut run_options = RunOptions::new().map_err(session_error)?;
-        run_options
+        // 90 MB for a few seconds of speech) for good; shrinking it gives
+        // them back while keeping the arena's lower peak (measured: without
+        // an arena the peak was 20 % higher). Shrinking costs time, so it is
+        // done after the last sentence of a text, not after every one.
+        let run_keep = RunOptions::new().map_err(session_error)?;
+        let mut run_release = RunOptions::new().map_err(session_error)?;
+        run_release
             .set("memory.enable_memory_arena_shrinkage", "cpu:0")
             .map_err(session_error)?;
         Ok(PiperModel {
             session,
-            run_options,
+            run_keep,
+            run_release,
+            release_next: true,
             config,
             file,
             output,
             _runtime: rt.clone(),
         })
+    }
+
+    /// Keeps ONNX Runtime's working memory after the next run, for a
+    /// caller with more sentences to come (by default every run gives it
+    /// back at its end).
+    pub fn keep_memory_for_next_run(&mut self) {
+        self.release_next = false;
     }
 
     pub fn config(&self) -> &VoiceConfig {
@@ -621,7 +636,14 @@ impl PiperModel {
         }
         let outputs = self
             .session
-            .run_with_options(inputs, &self.run_options)
+            .run_with_options(
+                inputs,
+                if std::mem::replace(&mut self.release_next, true) {
+                    &self.run_release
+                } else {
+                    &self.run_keep
+                },
+            )
             .map_err(inference)?;
         let output_error = |problem: String| PiperError::Output {
             file: file.clone(),

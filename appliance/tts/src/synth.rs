@@ -399,7 +399,11 @@ impl Synthesizer {
                 .to_owned();
             return self.render_espeak(text, &voice, utterance.rate, cancel, None);
         }
+        let more = index + 1 < utterance.pieces.len();
         let piper = self.find(&utterance.voice).map(|model| {
+            if more {
+                model.keep_memory_for_next_run();
+            }
             let scales: Scales = model.config().scales(utterance.rate);
             let rate = model.sample_rate();
             model
