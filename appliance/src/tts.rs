@@ -127,7 +127,12 @@ impl TextToSpeech {
     /// Loads ONNX Runtime and the default voice (blocking: run it off the
     /// async runtime) and starts the speech thread.
     pub fn start(config: &Config, state: &ApplianceState) -> Self {
-        let synth = Arc::new(Mutex::new(Synthesizer::new(config.tts.synth())));
+        let mut synth_config = config.tts.synth();
+        if !config.tts.enabled {
+            // Nothing will speak: do not load ONNX Runtime and the voice.
+            synth_config.engine = EngineKind::Espeak;
+        }
+        let synth = Arc::new(Mutex::new(Synthesizer::new(synth_config)));
         let queued = Arc::new(AtomicUsize::new(0));
         let stop_generation = Arc::new(AtomicU64::new(0));
         let player = state.player();

@@ -685,6 +685,16 @@ def test_engine_espeak(start_daemon):
     assert "espeak" in status(d)["subsystems"]["tts"]
 
 
+def test_disabled_text_to_speech_says_so(start_daemon):
+    d = start_daemon({"tts": {"enabled": False}})
+    assert status(d)["subsystems"]["tts"] == "disabled"
+    for name, args in [("speak_text", {"text": "Hello."}), ("synthesize_speech", {"text": "Hello."})]:
+        kind, text = error_of(call(d, name, args))
+        assert kind == "SpeechError" and "tts.enabled = false" in text, (name, text)
+    # Nothing loaded for a disabled engine: the voice is not in memory.
+    assert "ONNX Runtime loaded" not in d.log()
+
+
 # --- 11. the Python SDK --------------------------------------------------------
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
