@@ -118,6 +118,10 @@ pub struct TextToSpeech {
     /// Weak: the audio engine owns the player and stops it at shutdown.
     player: std::sync::Weak<Player>,
     pub outputs: AllowedDirs,
+    /// `tts.voices_dir` and `tts.voice`: the voice tools need them without
+    /// taking the synthesiser's lock, which a rendering sentence holds.
+    pub voices_dir: std::path::PathBuf,
+    pub default_voice: String,
     pub max_chars: usize,
     pub enabled: bool,
     worker: Mutex<Option<JoinHandle<()>>>,
@@ -195,6 +199,8 @@ impl TextToSpeech {
             stop_generation,
             player: player.as_ref().map(Arc::downgrade).unwrap_or_default(),
             outputs: AllowedDirs::new(config.tts.output_dirs.clone(), "tts.output_dirs"),
+            voices_dir: config.tts.voices_dir.clone(),
+            default_voice: config.tts.voice.clone(),
             max_chars: config.tts.max_chars,
             enabled,
             worker: Mutex::new(worker),

@@ -272,6 +272,26 @@ class LineClient:
         self.sock.close()
 
 
+def response(c, id):
+    """Reads messages until the response to `id`; returns it and the
+    notifications seen on the way."""
+    notes = []
+    while True:
+        m = c.recv()
+        if m.get("id") == id and "method" not in m:
+            return m, notes
+        notes.append(m)
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def status_of(client: LineClient, id=99) -> dict:
     reply = client.call_tool("get_status", id=id)
     return reply["result"]["structuredContent"]

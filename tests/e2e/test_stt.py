@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from harness import HARK, LineClient, status_of
+from harness import HARK, LineClient, response, status_of, wait_for
 
 # The sentence tiny.en got right in every configuration measured
 # (docs/benchmarks.md): the tests check the plumbing, not the model.
@@ -31,26 +31,6 @@ def inject(daemon, wav):
     r = subprocess.run([str(HARK), "--config", str(daemon.config_path), "inject", str(wav)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-
-
-def response(client, id):
-    """Reads messages until the response to `id`; returns it and the
-    notifications seen on the way."""
-    notes = []
-    while True:
-        m = client.recv()
-        if m.get("id") == id and "method" not in m:
-            return m, notes
-        notes.append(m)
-
-
-def wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.fixture(scope="module")

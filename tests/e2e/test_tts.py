@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import HARK, VOICES, Daemon, LineClient, status_of
+from harness import HARK, VOICES, Daemon, LineClient, response, status_of, wait_for
 
 VOICE = "en_US-joe-medium"
 RATE = 22050
@@ -62,17 +62,6 @@ def send_call(c, id, name, arguments, token=None):
     c.send({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
 
 
-def response(c, id):
-    """Reads messages until the response to `id`; returns it and the
-    notifications seen on the way."""
-    notes = []
-    while True:
-        m = c.recv()
-        if m.get("id") == id and "method" not in m:
-            return m, notes
-        notes.append(m)
-
-
 def progress_messages(notes):
     return [n["params"]["message"] for n in notes if n.get("method") == "notifications/progress"]
 
@@ -85,15 +74,6 @@ def error_of(result):
 def ok(result):
     assert result.get("isError") is not True, result
     return result["structuredContent"]
-
-
-def wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def status(daemon):

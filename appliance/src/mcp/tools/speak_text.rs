@@ -227,30 +227,15 @@ impl HarkServer {
                     return Err(ToolError::new("CancelledError", "speak_text was cancelled; the speech was stopped"));
                 }
             };
-            match event {
-                Some(SpeechEvent::Synthesized { index, count }) => {
-                    step += 1.0;
-                    progress(
-                        context,
-                        step,
-                        total,
-                        &format!("synthesized sentence {} of {count}", index + 1),
-                    )
-                    .await;
-                }
-                Some(SpeechEvent::Playing { index, count }) => {
-                    step += 1.0;
-                    progress(
-                        context,
-                        step,
-                        total,
-                        &format!("playing sentence {} of {count}", index + 1),
-                    )
-                    .await;
-                }
+            let (what, index, count) = match event {
+                Some(SpeechEvent::Synthesized { index, count }) => ("synthesized", index, count),
+                Some(SpeechEvent::Playing { index, count }) => ("playing", index, count),
                 Some(SpeechEvent::Finished(finished)) => break finished,
                 None => return Err(SpeakError::Stopped.into()),
-            }
+            };
+            step += 1.0;
+            let message = format!("{what} sentence {} of {count}", index + 1);
+            progress(context, step, total, &message).await;
         };
         result.engine = finished.engine.to_string();
         if finished.fallback.is_some() {

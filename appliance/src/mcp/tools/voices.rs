@@ -184,25 +184,28 @@ impl HarkServer {
                 return Err(ToolError::invalid(format!("limit must be 1–1000, got {n}")));
             }
         };
-        let (dir, default, loaded, problem) = {
-            let synth = tts
-                .synthesizer()
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            (
-                synth.config().voices_dir.clone(),
-                synth.config().voice.clone(),
-                synth
+        let default = tts.default_voice.clone();
+        // The synthesiser's lock may be held for a whole sentence (or a
+        // voice loading): off the async runtime.
+        let (listing, loaded, problem) = {
+            let tts = Arc::clone(&tts);
+            tokio::task::spawn_blocking(move || {
+                let listing = VoiceStore::open(&tts.voices_dir)?.list()?;
+                let synth = tts
+                    .synthesizer()
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let loaded: Vec<String> = synth
                     .loaded_voices()
                     .into_iter()
                     .map(str::to_owned)
-                    .collect::<Vec<_>>(),
-                synth.runtime_problem().map(str::to_owned),
-            )
-        };
-        let listing = tokio::task::spawn_blocking(move || VoiceStore::open(dir)?.list())
+                    .collect();
+                let problem = synth.runtime_problem().map(str::to_owned);
+                Ok::<_, VoicesError>((listing, loaded, problem))
+            })
             .await
-            .map_err(|e| ToolError::new("VoiceError", format!("listing failed: {e}")))??;
+            .map_err(|e| ToolError::new("VoiceError", format!("listing failed: {e}")))??
+        };
         let key = hark_tts::catalog::id_key;
         let mut voices: Vec<VoiceInfo> = listing
             .installed
@@ -259,13 +262,7 @@ impl HarkServer {
 
     async fn install(&self, args: InstallVoice) -> Result<CallToolResult, ToolError> {
         let tts = tts_of(self)?;
-        let dir = tts
-            .synthesizer()
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .config()
-            .voices_dir
-            .clone();
+        let dir = tts.voices_dir.clone();
         let installed = match (args.url, args.path) {
             (Some(url), None) => {
                 let sha256 = args.sha256;
@@ -319,15 +316,7 @@ impl HarkServer {
     async fn remove(&self, id: String) -> Result<CallToolResult, ToolError> {
         let tts = tts_of(self)?;
         let synth = Arc::clone(tts.synthesizer());
-        let (dir, default) = {
-            let synth = synth
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            (
-                synth.config().voices_dir.clone(),
-                synth.config().voice.clone(),
-            )
-        };
+        let (dir, default) = (tts.voices_dir.clone(), tts.default_voice.clone());
         let key = hark_tts::catalog::id_key;
         if key(&id) == key(&default) {
             return Err(ToolError::invalid(format!(

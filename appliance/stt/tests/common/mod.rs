@@ -38,19 +38,25 @@ pub fn speak(dir: &Path, text: &str, voice: &str) -> Vec<f32> {
         .status()
         .expect("espeak-ng (appliance/setup-build installs it)");
     assert!(spoken.success());
+    to_16k(&[wav.display().to_string()], &raw)
+}
+
+/// Converts `input` (sox's arguments for the input file) to 16 kHz mono
+/// samples, through the file `raw`.
+fn to_16k(input: &[String], raw: &Path) -> Vec<f32> {
     // -D: sox dithers by default, with fresh noise every run; without it
     // the same sentence is the same audio, and the results reproducible.
     let converted = std::process::Command::new("sox")
         .arg("-D")
-        .arg(&wav)
+        .args(input)
         .args([
             "-r", "16000", "-c", "1", "-b", "16", "-e", "signed", "-t", "raw",
         ])
-        .arg(&raw)
+        .arg(raw)
         .status()
         .expect("sox (appliance/setup-build installs it)");
     assert!(converted.success());
-    std::fs::read(&raw)
+    std::fs::read(raw)
         .expect("audio")
         .chunks_exact(2)
         .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
@@ -105,33 +111,22 @@ pub fn piper(dir: &Path, text: &str) -> Vec<f32> {
     let raw = dir.join("piper.raw");
     let bytes: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
     std::fs::write(&input, bytes).expect("written");
-    let converted = std::process::Command::new("sox")
-        .args([
-            "-D",
-            "-t",
-            "raw",
-            "-e",
-            "floating-point",
-            "-b",
-            "32",
-            "-c",
-            "1",
-            "-r",
-        ])
-        .arg(rate.to_string())
-        .arg(&input)
-        .args([
-            "-r", "16000", "-c", "1", "-b", "16", "-e", "signed", "-t", "raw",
-        ])
-        .arg(&raw)
-        .status()
-        .expect("sox (appliance/setup-build installs it)");
-    assert!(converted.success());
-    std::fs::read(&raw)
-        .expect("audio")
-        .chunks_exact(2)
-        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
-        .collect()
+    let input: Vec<String> = [
+        "-t",
+        "raw",
+        "-e",
+        "floating-point",
+        "-b",
+        "32",
+        "-c",
+        "1",
+        "-r",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .chain([rate.to_string(), input.display().to_string()])
+    .collect();
+    to_16k(&input, &raw)
 }
 
 /// Lower-case words without punctuation.
