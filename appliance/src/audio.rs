@@ -119,7 +119,11 @@ impl AudioEngine {
             Arc::clone(&speaking),
         )?);
         state.set_player(&player);
-        let mute = config.half_duplex.then_some(speaking);
+        // Silence while muted, and (half duplex) while the speaker plays.
+        let mut mute = vec![Arc::clone(&state.muted)];
+        if config.half_duplex {
+            mute.push(speaking);
+        }
         let capture = Capture::start(config.capture.clone(), mute)?;
         let _ = state.microphone.set(crate::stt::Microphone {
             ring: Arc::clone(capture.ring()),

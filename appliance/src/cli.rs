@@ -96,6 +96,19 @@ pub enum Command {
         #[arg(long, default_value = "text")]
         format: String,
     },
+    /// Press, hold or release the simulated board's push-to-talk button in
+    /// the running daemon (machines without GPIO; over its Unix socket).
+    Button {
+        /// `press` (a tap), `hold` (down until `release`) or `release`.
+        #[arg(value_enum)]
+        action: ButtonArg,
+    },
+    /// Turn the simulated board's mute switch on or off in the running
+    /// daemon (machines without GPIO; over its Unix socket).
+    Mute {
+        #[arg(value_enum)]
+        state: OnOff,
+    },
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -218,4 +231,17 @@ pub enum ConfigCommand {
         /// if it exists, else the built-in defaults].
         file: Option<PathBuf>,
     },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ButtonArg {
+    Press,
+    Hold,
+    Release,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
 }

@@ -67,6 +67,55 @@ pub struct Config {
     pub stt: SttConfig,
     /// Text to speech: piper voices on ONNX Runtime, espeak-ng as fallback.
     pub tts: TtsConfig,
+    /// The button, lights and mute switch (docs/hardware.md).
+    pub board: BoardConfig,
+}
+
+/// `[board]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BoardConfig {
+    /// `auto` (detect the board; the simulated board where there is no
+    /// GPIO), `simulated`, a shipped profile (`generic-pi`,
+    /// `respeaker-2mic`, `respeaker-4mic`, `usb-mic-array`) or a profile
+    /// file's path.
+    pub board: String,
+    /// A button or switch level must hold this long to count, ms (1–500).
+    pub debounce_ms: u64,
+    /// Held this long: a long press, ms (100–10000).
+    pub long_press_ms: u64,
+    /// A press this soon after a release: a double press, ms (50–2000).
+    pub double_press_ms: u64,
+    /// LEDs on the simulated board (1–64).
+    pub simulated_leds: usize,
+}
+
+impl Default for BoardConfig {
+    fn default() -> Self {
+        let timing = hark_board::button::ButtonTiming::default();
+        Self {
+            board: "auto".into(),
+            debounce_ms: timing.debounce.as_millis() as u64,
+            long_press_ms: timing.long_press.as_millis() as u64,
+            double_press_ms: timing.double_press.as_millis() as u64,
+            simulated_leds: 12,
+        }
+    }
+}
+
+impl BoardConfig {
+    /// The board crate's settings (ranges checked by `validate`).
+    pub fn board(&self) -> hark_board::BoardConfig {
+        hark_board::BoardConfig {
+            board: self.board.clone(),
+            timing: hark_board::button::ButtonTiming {
+                debounce: Duration::from_millis(self.debounce_ms),
+                long_press: Duration::from_millis(self.long_press_ms),
+                double_press: Duration::from_millis(self.double_press_ms),
+            },
+            simulated_leds: self.simulated_leds,
+        }
+    }
 }
 
 /// Accepted range for `tts.max_chars`.
@@ -240,6 +289,7 @@ impl SttConfig {
             no_speech_threshold: self.no_speech_threshold,
             queue: self.queue,
             flash_attn: self.flash_attn,
+            before_request: Some(crate::memory::make_room),
             after_request: Some(crate::memory::release_freed),
         }
     }
@@ -535,6 +585,24 @@ impl Config {
                 reason: format!("`{}` is not an absolute path", dir.display()),
             });
         }
+        if self.board.board.trim().is_empty() {
+            return Err(ConfigError::Invalid {
+                key: "board.board",
+                reason: "empty; use auto, simulated, a profile name or a profile file".into(),
+            });
+        }
+        check_range("board.debounce_ms", self.board.debounce_ms, (1, 500))?;
+        check_range(
+            "board.long_press_ms",
+            self.board.long_press_ms,
+            (100, 10_000),
+        )?;
+        check_range(
+            "board.double_press_ms",
+            self.board.double_press_ms,
+            (50, 2000),
+        )?;
+        check_range("board.simulated_leds", self.board.simulated_leds, (1, 64))?;
         if self.service.log_level.trim().is_empty() {
             return Err(ConfigError::Invalid {
                 key: "service.log_level",

@@ -12,8 +12,10 @@
 //! - [`stt`]: speech to text (crate `hark-stt`) inside the daemon.
 //! - [`tts`]: text to speech (crate `hark-tts`) inside the daemon.
 //! - [`memory`]: the allocator's settings for a long-running daemon.
+//! - [`board`]: the button, lights and mute switch (crate `hark-board`).
 
 pub mod audio;
+pub mod board;
 pub mod cli;
 pub mod client;
 pub mod config;

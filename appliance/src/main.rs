@@ -4,7 +4,8 @@ use anyhow::Context;
 use clap::Parser;
 use hark::{
     audio,
-    cli::{Cli, Command, ConfigCommand},
+    board::{BoardControl, ButtonAction},
+    cli::{ButtonArg, Cli, Command, ConfigCommand, OnOff},
     client,
     config::Config,
     logging, service,
@@ -91,6 +92,33 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 file.display(),
                 config.audio.virtual_card.inject_fifo.display()
             );
+            Ok(())
+        }
+        Command::Button { action } => {
+            logging::init("warn")?;
+            let (config, _) = Config::load(cli.config.as_deref())?;
+            let action = match action {
+                ButtonArg::Press => ButtonAction::Press,
+                ButtonArg::Hold => ButtonAction::Hold,
+                ButtonArg::Release => ButtonAction::Release,
+            };
+            let control = BoardControl {
+                button: Some(action),
+                mute: None,
+            };
+            runtime.block_on(client::board(&config.mcp.unix.path, &control))?;
+            Ok(())
+        }
+        Command::Mute { state } => {
+            logging::init("warn")?;
+            let (config, _) = Config::load(cli.config.as_deref())?;
+            let control = BoardControl {
+                button: None,
+                mute: Some(state == OnOff::On),
+            };
+            let result = runtime.block_on(client::board(&config.mcp.unix.path, &control))?;
+            let muted = result["muted"].as_bool().unwrap_or(false);
+            println!("mute {}", if muted { "on" } else { "off" });
             Ok(())
         }
         Command::Models(command) => {

@@ -114,6 +114,11 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     };
     let tts = Arc::new(tts);
     let _ = state.tts.set(Arc::clone(&tts));
+    // The lights show from here on (listening, muted …), before READY.
+    let board = crate::board::BoardService::start(&config, &state, &token);
+    if let Some(control) = board.as_ref().and_then(|b| b.simulated()) {
+        let _ = state.simulated_board.set(control);
+    }
     let serving = listeners
         .addresses()
         .iter()
@@ -169,6 +174,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     }
     if let Some(watchdog) = watchdog {
         watchdog.abort();
+    }
+    // The LEDs go dark and the pins are released.
+    if let Some(board) = board {
+        board.shutdown().await;
     }
     // The speech thread first (it feeds the player), then the audio
     // threads (each wakes within one period).

@@ -131,6 +131,9 @@ pub struct ApplianceState {
     /// `recording`) while this is above zero. Several agents may listen to
     /// the same utterance at once.
     recordings: AtomicUsize,
+    /// True while the mute switch (or `hark mute on`) has the microphone
+    /// closed; shared with capture, which then stores silence.
+    pub muted: Arc<AtomicBool>,
     /// True while the speaker plays (VoxCtrl's `speaking`); shared with the
     /// playback thread, which raises it, and capture (half duplex).
     pub speaking: Arc<AtomicBool>,
@@ -144,6 +147,9 @@ pub struct ApplianceState {
     pub stt: OnceLock<Arc<crate::stt::SpeechToText>>,
     /// Text to speech, once started.
     pub tts: OnceLock<Arc<crate::tts::TextToSpeech>>,
+    /// The simulated board's button and mute switch, when that is the
+    /// board (`hark button`, `hark mute`).
+    pub simulated_board: OnceLock<hark_board::sim::SimControl>,
 }
 
 /// Keeps the microphone shown as open while a recording runs.
@@ -167,12 +173,14 @@ impl Default for ApplianceState {
             clients: Default::default(),
             listeners: Mutex::new(Vec::new()),
             recordings: AtomicUsize::new(0),
+            muted: Arc::new(AtomicBool::new(false)),
             speaking: Arc::new(AtomicBool::new(false)),
             subsystems: Mutex::new(subsystems),
             player: Mutex::new(Weak::new()),
             microphone: OnceLock::new(),
             stt: OnceLock::new(),
             tts: OnceLock::new(),
+            simulated_board: OnceLock::new(),
         }
     }
 }

@@ -12,6 +12,12 @@
 //! `stop_speaking` bumps a stop generation: the worker drops the request it
 //! is speaking and every request queued before the stop, and the player
 //! silences the speaker within a period.
+//!
+//! The voices keep ONNX Runtime's working memory from one sentence to the
+//! next, and from one request to the next while requests keep coming:
+//! growing it again costs page faults on every sentence (7 % of a short
+//! text's synthesis time, measured). After [`IDLE_RELEASE`] with nothing to
+//! say, the worker gives it back.
 
 use std::{
     collections::VecDeque,
@@ -33,6 +39,12 @@ use hark_tts::synth::{EngineKind, Synthesizer, TtsError, Utterance};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::{config::Config, state::ApplianceState};
+
+/// How long the speech thread waits with nothing to say before it gives the
+/// voices' working memory back. Long enough to span the gaps between the
+/// sentences an agent sends one by one, short enough that the memory is back
+/// before the person has finished answering.
+pub const IDLE_RELEASE: Duration = Duration::from_secs(2);
 
 /// What happens to a speech request, in order. `wait: true` callers turn
 /// these into progress notifications.
@@ -163,6 +175,20 @@ impl TextToSpeech {
             }
             _ => (None, None),
         };
+        if jobs.is_some() {
+            // Before a transcription: give the voices' working memory back
+            // now rather than at the idle timer, unless speech is going on.
+            let synth = Arc::downgrade(&synth);
+            let queued = Arc::downgrade(&queued);
+            crate::memory::on_make_room(move || {
+                let (Some(synth), Some(queued)) = (synth.upgrade(), queued.upgrade()) else {
+                    return;
+                };
+                if queued.load(Ordering::Acquire) == 0 {
+                    release_idle_memory(&synth);
+                }
+            });
+        }
         let describe = {
             let synth = Arc::clone(&synth);
             let queued = Arc::clone(&queued);
@@ -319,7 +345,6 @@ impl TextToSpeech {
             };
             rendered.samples.extend_from_slice(&samples);
         }
-        crate::memory::release_freed();
         Ok(rendered)
     }
 
@@ -366,6 +391,26 @@ impl TextToSpeech {
     }
 }
 
+/// Gives back the working memory the voices keep between sentences (ONNX
+/// Runtime's arena, about 90 MB per voice that spoke, whether the speech
+/// thread or `synthesize_speech` used it) and what the allocator holds
+/// freed. Returns at once if a sentence is being made (the synthesiser is
+/// locked): then the memory is in use.
+fn release_idle_memory(synth: &Mutex<Synthesizer>) {
+    let mut synth = match synth.try_lock() {
+        Ok(synth) => synth,
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
+    if !synth.holds_memory() {
+        return;
+    }
+    let released = synth.release_memory();
+    drop(synth);
+    crate::memory::release_freed();
+    tracing::debug!(voices = released, "working memory given back");
+}
+
 struct Worker {
     synth: Arc<Mutex<Synthesizer>>,
     player: Arc<Player>,
@@ -383,7 +428,15 @@ struct InFlight {
 
 impl Worker {
     fn run(&self, jobs: &Receiver<Job>) {
-        while let Ok(job) = jobs.recv() {
+        loop {
+            let job = match jobs.recv_timeout(IDLE_RELEASE) {
+                Ok(job) => job,
+                Err(RecvTimeoutError::Timeout) => {
+                    release_idle_memory(&self.synth);
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
             let finished = self.speak(&job);
             tracing::info!(
                 voice = %job.utterance.voice,
@@ -392,9 +445,6 @@ impl Worker {
                 seconds = finished.seconds,
                 "speech ended"
             );
-            // Before answering, so memory is back down when a waiting
-            // caller hears that the speech ended.
-            crate::memory::release_freed();
             if let Some(events) = &job.events {
                 let _ = events.send(SpeechEvent::Finished(finished));
             }

@@ -8,18 +8,20 @@ runs inside one of them and measures whichever release is installed there.
         The pinned packages of that peer, one a line.
     tts_peers.py check --peer 1.2.0
         Exit status 0 when every pinned package is installed at its version.
-    tts_peers.py bench --model ONNX --config JSON --threads 1 --runs 5 --texts FILE
-        FILE is a JSON list of texts. Prints
+    tts_peers.py serve --model ONNX --config JSON --threads 1 --texts FILE
+        FILE is a JSON list of texts. The voice loads once, then one line:
         {"name": ..., "versions": {...}, "sample_rate": n,
-         "texts": [{"sentences": n, "ids": [[...], ...],
-                    "runs": [{"total_ms": n, "first_ms": n, "samples": n}, ...]}]}
-        The voice loads once; each text is spoken once unmeasured (warm-up),
-        then --runs times measured. A run is text in to all audio out:
-        phonemes, ids, the model for every sentence, and piper's own
-        normalisation to its output format. `first_ms` is when the first
-        sentence's audio came out of piper's per-sentence generator.
-        `ids` are the ids piper fed the model, per sentence (taken outside
-        the timed runs).
+         "texts": [{"sentences": n, "ids": [[...], ...]}]}
+        with the ids piper feeds the model, per sentence (worked out before
+        any timing). Then, for each line `I` read on stdin, text I is spoken
+        once and one line is printed:
+        {"total_ms": n, "first_ms": n, "samples": n}
+        The bench drives the peers and Hark in turns, run by run, so that
+        whatever else the machine does falls on all of them alike. A run is
+        text in to all audio out: phonemes, ids, the model for every
+        sentence, and piper's own normalisation to its output format.
+        `first_ms` is when the first sentence's audio came out of piper's
+        per-sentence generator. End of input ends the process.
     tts_peers.py memory --model ONNX --config JSON --threads 1 --text TEXT
         {"rss_start_kb", "rss_runtime_kb", "rss_loaded_kb", "rss_spoke_kb",
          "peak_rss_kb", "rss_two_voices_kb", "peak_two_voices_kb", "samples"}
@@ -167,23 +169,28 @@ def versions():
     return out
 
 
-def bench(args):
+def serve(args):
+    """The voice loaded, then text I spoken for each line I on stdin."""
     with open(args.texts, encoding="utf-8") as f:
         texts = json.load(f)
     voice = load_voice(args)
-    out = []
-    for i, text in enumerate(texts):
-        print(f"[tts_peers] piper-tts {piper_version()}: text {i + 1} of {len(texts)}", file=sys.stderr)
-        ids = sentence_ids(voice, text)
-        speak(voice, text)  # warm-up
-        runs = [speak(voice, text) for _ in range(args.runs)]
-        out.append({"sentences": len(ids), "ids": ids, "runs": runs})
-    return {
+    hello = {
         "name": f"piper-tts {piper_version()}",
         "versions": versions(),
         "sample_rate": voice.config.sample_rate,
-        "texts": out,
+        "texts": [],
     }
+    for text in texts:
+        ids = sentence_ids(voice, text)
+        hello["texts"].append({"sentences": len(ids), "ids": ids})
+    print(json.dumps(hello), flush=True)
+    for line in sys.stdin:
+        index = int(line)
+        if not 0 <= index < len(texts):
+            print(f"[tts_peers] no text {index}", file=sys.stderr)
+            return 2
+        print(json.dumps(speak(voice, texts[index])), flush=True)
+    return 0
 
 
 def memory(args):
@@ -216,13 +223,13 @@ def memory(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    parser.add_argument("mode", choices=["requirements", "check", "bench", "memory"])
+    parser.add_argument("mode", choices=["requirements", "check", "serve", "memory"])
     parser.add_argument("--peer", choices=sorted(PEERS), help="requirements, check: which piper-tts")
     parser.add_argument("--model", help="the voice's .onnx")
     parser.add_argument("--config", help="the voice's .onnx.json")
     parser.add_argument("--threads", type=int, default=1, help="ONNX Runtime intra-op threads")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--texts", help="bench: JSON list of texts")
+    parser.add_argument("--texts", help="serve: JSON list of texts")
     parser.add_argument("--text", help="memory: the text to speak")
     args = parser.parse_args()
 
@@ -242,14 +249,15 @@ def main():
         return 0
     if not args.model or not args.config:
         parser.error("--model and --config are required")
-    if args.mode == "bench" and not args.texts:
-        parser.error("bench needs --texts")
+    if args.mode == "serve" and not args.texts:
+        parser.error("serve needs --texts")
     if args.mode == "memory" and args.text is None:
         parser.error("memory needs --text")
     # No OpenMP or BLAS threads beyond the ones asked for.
     os.environ.setdefault("OMP_NUM_THREADS", str(max(args.threads, 1)))
-    result = bench(args) if args.mode == "bench" else memory(args)
-    json.dump(result, sys.stdout)
+    if args.mode == "serve":
+        return serve(args)
+    json.dump(memory(args), sys.stdout)
     print()
     return 0
 

@@ -236,6 +236,30 @@ def test_speak_text_returns_at_once_and_the_speaker_speaks(tts):
     assert heard_speech(tts, before), "the virtual speaker got speech"
 
 
+def resident_kib(daemon) -> int:
+    with open(f"/proc/{daemon.proc.pid}/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_working_memory_is_given_back_when_idle(tts):
+    """The voice keeps ONNX Runtime's working memory while speech goes on and
+    gives it back after two idle seconds."""
+    idle(tts)
+    # Let an earlier test's memory go first, so this speech grows it anew.
+    time.sleep(3)
+    given_back = tts.log().count("working memory given back")
+    r = call(tts, "speak_text", {"text": LONG, "wait": True})
+    assert ok(r)["status"] == "spoken", r
+    holding = resident_kib(tts)
+    assert wait_for(lambda: tts.log().count("working memory given back") > given_back, 10), \
+        "the idle speech thread gives the voice's working memory back"
+    released = resident_kib(tts)
+    assert released + 20 * 1024 < holding, f"VmRSS {holding} KiB while holding, {released} KiB after"
+
+
 # --- 2. streaming: the first sentence plays before the last is made ----------
 
 def test_wait_streams_sentence_by_sentence(tts):

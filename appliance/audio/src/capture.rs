@@ -184,13 +184,12 @@ pub struct Capture {
 impl Capture {
     /// Starts capturing. Never fails because of the device: a missing or
     /// broken device is reported through [`CaptureStats`] and retried.
-    /// `mute`: while it is raised (the speaker is playing, half duplex),
-    /// capture stores silence instead of what the microphones hear, so the
-    /// appliance does not listen to itself.
-    pub fn start(
-        config: CaptureConfig,
-        mute: Option<Arc<AtomicBool>>,
-    ) -> Result<Self, CaptureError> {
+    /// `mute`: while any of these is raised (the speaker is playing, half
+    /// duplex; the mute switch is on), capture stores silence instead of
+    /// what the microphones hear, so the appliance does not listen to
+    /// itself, and nothing said while muted reaches the ring (not even a
+    /// later recording's pre-roll).
+    pub fn start(config: CaptureConfig, mute: Vec<Arc<AtomicBool>>) -> Result<Self, CaptureError> {
         Self::start_with(config, mute, Box::new(open_alsa))
     }
 
@@ -198,7 +197,7 @@ impl Capture {
     /// the ALSA device to inject faults).
     pub fn start_with(
         config: CaptureConfig,
-        mute: Option<Arc<AtomicBool>>,
+        mute: Vec<Arc<AtomicBool>>,
         opener: Opener,
     ) -> Result<Self, CaptureError> {
         let ring = Arc::new(Ring::new((config.ring_seconds * PIPELINE_RATE) as usize));
@@ -208,7 +207,7 @@ impl Capture {
             let (ring, stats, stop) = (Arc::clone(&ring), Arc::clone(&stats), Arc::clone(&stop));
             std::thread::Builder::new()
                 .name("hark-capture".into())
-                .spawn(move || run(&config, &opener, &ring, &stats, &stop, mute.as_deref()))
+                .spawn(move || run(&config, &opener, &ring, &stats, &stop, &mute))
                 .map_err(CaptureError::Thread)?
         };
         Ok(Self {
@@ -285,7 +284,7 @@ fn run(
     ring: &Ring,
     stats: &CaptureStats,
     stop: &AtomicBool,
-    mute: Option<&AtomicBool>,
+    mute: &[Arc<AtomicBool>],
 ) {
     route_alsa_messages();
     // Reports Stopped however the thread ends, a panic included, so the
@@ -382,7 +381,7 @@ fn read_loop(
     ring: &Ring,
     stats: &CaptureStats,
     stop: &AtomicBool,
-    mute: Option<&AtomicBool>,
+    mute: &[Arc<AtomicBool>],
 ) -> Result<(), CaptureError> {
     let mut frontend = Frontend::new(config, period)?;
     let frame_bytes = config.channels as usize * config.format.bytes();
@@ -394,7 +393,7 @@ fn read_loop(
                 stats.periods.fetch_add(1, Ordering::Relaxed);
                 pacer.pace(frames);
                 let out = frontend.process_mut(&buffer[..frames * frame_bytes], frames);
-                if mute.is_some_and(|m| m.load(Ordering::Acquire)) {
+                if mute.iter().any(|m| m.load(Ordering::Acquire)) {
                     out.fill(0.0);
                 }
                 ring.push(out);

@@ -56,7 +56,7 @@ fn mic(env: &Env, channels: u32, rate: u32) -> VirtualMic {
 /// A virtual microphone and a capture on it, once capture is running.
 fn capturing(env: &Env, channels: u32, rate: u32) -> (VirtualMic, Capture) {
     let mic = mic(env, channels, rate);
-    let capture = Capture::start(device_config(channels, rate), None).expect("capture");
+    let capture = Capture::start(device_config(channels, rate), Vec::new()).expect("capture");
     wait_for("capturing", Duration::from_secs(10), || {
         capture.stats().state() == CaptureState::Capturing
     });
@@ -173,7 +173,7 @@ fn four_channels_select_the_speech_channel(env: &Env) {
     let mic = mic(env, 4, 16_000);
     let mut config = device_config(4, 16_000);
     config.select = vec![2];
-    let capture = Capture::start(config, None).expect("capture");
+    let capture = Capture::start(config, Vec::new()).expect("capture");
     wait_for("capturing", Duration::from_secs(10), || {
         capture.stats().state() == CaptureState::Capturing
     });
@@ -388,7 +388,7 @@ fn device_missing_then_back(env: &Env) {
     // Nothing feeds the card's FIFO path yet: remove it so the plugin cannot
     // open its infile.
     let _ = std::fs::remove_file(&env.fifo);
-    let capture = Capture::start(device_config(1, 16_000), None).expect("capture");
+    let capture = Capture::start(device_config(1, 16_000), Vec::new()).expect("capture");
     wait_for("device reported missing", Duration::from_secs(10), || {
         matches!(
             capture.stats().state(),
@@ -577,7 +577,7 @@ fn half_duplex_mutes_capture_while_speaking(env: &Env) {
     let mic = mic(env, 1, 16_000);
     let speaking = Arc::new(AtomicBool::new(true));
     let capture =
-        Capture::start(device_config(1, 16_000), Some(Arc::clone(&speaking))).expect("capture");
+        Capture::start(device_config(1, 16_000), vec![Arc::clone(&speaking)]).expect("capture");
     wait_for("capturing", Duration::from_secs(10), || {
         capture.stats().state() == CaptureState::Capturing
     });
@@ -625,7 +625,7 @@ fn device_errors_mid_stream(env: &Env) {
     let opener_plan = Arc::clone(&plan);
     let capture = Capture::start_with(
         device_config(1, 16_000),
-        None,
+        Vec::new(),
         Box::new(move |config| {
             let (inner, period) = capture::open_alsa(config)?;
             let faulty: Box<dyn CaptureDevice> = Box::new(Faulty {
@@ -679,7 +679,7 @@ fn unsupported_format_names_what_the_device_supports(_env: &Env) {
     let mut config = device_config(1, 16_000);
     config.device = "hark_test_no_float".into();
     config.format = hark_audio::config::SampleFormat::FloatLe;
-    let capture = Capture::start(config, None).expect("capture");
+    let capture = Capture::start(config, Vec::new()).expect("capture");
     wait_for("the error", Duration::from_secs(10), || {
         capture.stats().state() == CaptureState::DeviceError
     });

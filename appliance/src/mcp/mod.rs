@@ -14,4 +14,4 @@ pub mod server;
 pub mod tools;
 pub mod transport;
 
-pub use server::HarkServer;
+pub use server::{BOARD_METHOD, HarkServer};

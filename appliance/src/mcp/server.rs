@@ -36,6 +36,10 @@ pub const METHODS: &[&str] = &[
     "subscriptions/listen",
 ];
 
+/// The simulated board's controls (`hark button`, `hark mute`), served on
+/// the Unix socket only.
+pub const BOARD_METHOD: &str = "hark/board";
+
 #[derive(Clone)]
 pub struct HarkServer {
     pub(crate) state: Arc<ApplianceState>,
@@ -148,8 +152,20 @@ impl ServerHandler for HarkServer {
     async fn on_custom_request(
         &self,
         request: CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
+        // `hark button` and `hark mute`: the simulated board's hands. Only
+        // on the Unix socket, whose file mode limits it to this machine's
+        // administrators: no agent may press the button or unmute the
+        // microphone, so it is no tool and not served on the network.
+        let local = self
+            .identity(&context)
+            .is_some_and(|i| i.transport == crate::state::TransportKind::Unix);
+        if request.method == BOARD_METHOD && local {
+            return crate::board::control(&self.state, request.params)
+                .await
+                .map(CustomResult);
+        }
         // rmcp's default answer carries only the method name as its message.
         Err(ErrorData::new(
             ErrorCode::METHOD_NOT_FOUND,

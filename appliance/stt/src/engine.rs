@@ -99,6 +99,10 @@ pub struct EngineConfig {
     /// on CPUs (docs/benchmarks.md): the encoder no longer holds the full
     /// 1500×1500 attention matrices.
     pub flash_attn: bool,
+    /// Called on the worker thread before each request. The daemon asks
+    /// idle engines to give their working memory back here, so that a
+    /// transcription does not stack on top of it.
+    pub before_request: Option<fn()>,
     /// Called on the worker thread after each request. The daemon gives
     /// the memory a transcription freed back to the system here.
     pub after_request: Option<fn()>,
@@ -118,6 +122,7 @@ impl Default for EngineConfig {
             no_speech_threshold: 0.6,
             queue: 8,
             flash_attn: true,
+            before_request: None,
             after_request: None,
         }
     }
@@ -387,6 +392,9 @@ impl Worker {
         while let Ok(job) = jobs.recv() {
             self.queued.fetch_sub(1, Ordering::Relaxed);
             self.busy.store(true, Ordering::Relaxed);
+            if let Some(before) = self.config.before_request {
+                before();
+            }
             match job {
                 Job::Transcribe(request, reply) => {
                     // A caller that gave up (dropped its receiver) needs no work.

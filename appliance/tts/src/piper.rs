@@ -429,10 +429,10 @@ const INPUT_SPEAKER: &str = "sid";
 pub struct PiperModel {
     session: Session,
     /// A plain run, and one after which ONNX Runtime shrinks its CPU arena.
-    run_keep: RunOptions,
+    run: RunOptions,
     run_release: RunOptions,
-    /// Whether the next run is to give its memory back.
-    release_next: bool,
+    /// A run grew the arena since the last release.
+    holds_memory: bool,
     config: VoiceConfig,
     file: PathBuf,
     /// Name of the model's first output, the audio (piper takes output 0).
@@ -509,21 +509,22 @@ impl PiperModel {
             ms = started.elapsed().as_millis() as u64,
             "piper voice loaded"
         );
-        // The CPU arena would keep the largest sentence's buffers (about
-        // 90 MB for a few seconds of speech) for good; shrinking it gives
-        // them back while keeping the arena's lower peak (measured: without
-        // an arena the peak was 20 % higher). Shrinking costs time, so it is
-        // done after the last sentence of a text, not after every one.
-        let run_keep = RunOptions::new().map_err(session_error)?;
+        // The CPU arena keeps the largest sentence's buffers (about 90 MB
+        // for a few seconds of speech) for the next run. Keeping them while
+        // sentences follow one another saves regrowing them (page faults:
+        // 7 % of a 3-sentence text's time, measured); `release_memory`
+        // gives them back when the caller is idle. Without an arena the peak
+        // was 20 % higher (measured).
+        let run = RunOptions::new().map_err(session_error)?;
         let mut run_release = RunOptions::new().map_err(session_error)?;
         run_release
             .set("memory.enable_memory_arena_shrinkage", "cpu:0")
             .map_err(session_error)?;
         Ok(PiperModel {
             session,
-            run_keep,
+            run,
             run_release,
-            release_next: true,
+            holds_memory: false,
             config,
             file,
             output,
@@ -531,11 +532,30 @@ impl PiperModel {
         })
     }
 
-    /// Keeps ONNX Runtime's working memory after the next run, for a
-    /// caller with more sentences to come (by default every run gives it
-    /// back at its end).
-    pub fn keep_memory_for_next_run(&mut self) {
-        self.release_next = false;
+    /// Gives ONNX Runtime's working memory back, for an idle caller. ONNX
+    /// Runtime shrinks its arena only at the end of a run, so this speaks
+    /// the shortest input there is (`^ _ $`, a few milliseconds) with
+    /// shrinking on. Returns whether there was anything to give back.
+    pub fn release_memory(&mut self) -> Result<bool, PiperError> {
+        if !self.holds_memory {
+            return Ok(false);
+        }
+        let map = &self.config.phoneme_id_map;
+        let mut ids = Vec::new();
+        for symbol in ["^", "_", "$"] {
+            ids.extend_from_slice(map.get(symbol).map_or(&[][..], Vec::as_slice));
+        }
+        let scales = self.config.scales(1.0);
+        let sid = self.config.is_multi_speaker().then_some(0);
+        self.run_model(&ids, scales, sid, true)?;
+        self.holds_memory = false;
+        Ok(true)
+    }
+
+    /// Whether ONNX Runtime holds working memory from a run since the last
+    /// `release_memory`.
+    pub fn holds_memory(&self) -> bool {
+        self.holds_memory
     }
 
     pub fn config(&self) -> &VoiceConfig {
@@ -609,6 +629,20 @@ impl PiperModel {
             }
         };
 
+        // Set first: a run that fails may have grown the arena too.
+        self.holds_memory = true;
+        self.run_model(ids, scales, sid, false)
+    }
+
+    /// One run of the model on checked inputs; `release`: with the arena
+    /// shrinking at its end.
+    fn run_model(
+        &mut self,
+        ids: &[i64],
+        scales: Scales,
+        sid: Option<i64>,
+        release: bool,
+    ) -> Result<Vec<f32>, PiperError> {
         let started = Instant::now();
         let file = &self.file;
         let inference = |source: ort::Error| PiperError::Inference {
@@ -638,10 +672,10 @@ impl PiperModel {
             .session
             .run_with_options(
                 inputs,
-                if std::mem::replace(&mut self.release_next, true) {
+                if release {
                     &self.run_release
                 } else {
-                    &self.run_keep
+                    &self.run
                 },
             )
             .map_err(inference)?;

@@ -94,6 +94,16 @@ fn earcon(server: &HarkServer, earcon: Earcon) {
     }
 }
 
+/// The answer while the mute switch is on: the person in the room has
+/// closed the microphone, and only they can open it again.
+fn muted() -> ToolError {
+    ToolError::new(
+        "MicrophoneMutedError",
+        "the microphone is muted: the mute switch on the appliance is on, and only the person in \
+         the room can turn it off",
+    )
+}
+
 fn seconds(d: Duration) -> f64 {
     (d.as_secs_f64() * 1000.0).round() / 1000.0
 }
@@ -143,6 +153,9 @@ impl HarkServer {
                 "there is no microphone: the audio engine is not running (audio.enabled = false)",
             )
         })?;
+        if self.state.muted.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(muted());
+        }
         let timeout = match args.timeout_seconds {
             None => stt.record_timeout,
             Some(t)
@@ -197,8 +210,19 @@ impl HarkServer {
                     tracing::info!("listening cancelled by the client");
                     return Err(ToolError::new("CancelledError", "listening was cancelled"));
                 }
-                _ = tick.tick(), if !announced => {
-                    if control.speech_started() {
+                _ = tick.tick() => {
+                    if self.state.muted.load(std::sync::atomic::Ordering::Acquire) {
+                        // The mute switch went on mid-recording: nothing
+                        // heard is kept (capture stores silence from now
+                        // on; what came before is dropped with the
+                        // recording).
+                        control.cancel();
+                        let _ = recorder.await;
+                        drop(recording);
+                        tracing::info!("listening ended: the microphone was muted");
+                        return Err(muted());
+                    }
+                    if !announced && control.speech_started() {
                         announced = true;
                         progress(context, 1.0, "speech detected").await;
                     }

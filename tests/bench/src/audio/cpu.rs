@@ -128,7 +128,7 @@ pub fn start(
             select,
             ..CaptureConfig::default()
         },
-        None,
+        Vec::new(),
     )
     .context("cannot start capture")?;
     wait_for(

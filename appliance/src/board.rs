@@ -1,0 +1,235 @@
+//! The board inside the daemon (crate `hark-board`): the lights follow the
+//! appliance's state, the mute switch closes the microphone, and a press of
+//! the button while Hark speaks stops the speech (seed 000's stop key).
+//!
+//! The lights are computed here from the appliance's own state, never from
+//! a request: the listening light is on exactly while a recording has the
+//! microphone open, the mute light exactly while the mute is on
+//! (docs/hardware.md).
+
+use std::{
+    path::Path,
+    sync::{Arc, Mutex, PoisonError, atomic::Ordering},
+    time::Duration,
+};
+
+use hark_board::{
+    Board, BoardEvent,
+    button::ButtonEvent,
+    status::{Activity, Status},
+};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::{config::Config, state::ApplianceState};
+
+/// How often the lights catch up with the appliance's state: a light
+/// changes at most this long after what it shows.
+const LIGHTS_EVERY: Duration = Duration::from_millis(50);
+
+/// The running board and the task serving it.
+pub struct BoardService {
+    board: Arc<Board>,
+    task: JoinHandle<()>,
+}
+
+impl BoardService {
+    /// Opens the board the config names (inside the runtime). A board that
+    /// cannot be opened is reported in `get_status` and the logs, and the
+    /// appliance runs without it rather than not at all.
+    pub fn start(
+        config: &Config,
+        state: &Arc<ApplianceState>,
+        token: &CancellationToken,
+    ) -> Option<BoardService> {
+        let mut board = match Board::open(&config.board.board(), Path::new("/")) {
+            Ok(board) => board,
+            Err(e) => {
+                tracing::error!(error = %e, "the board cannot be used");
+                let text = format!("unavailable: {e}");
+                state.set_subsystem("board", Arc::new(move || text.clone()));
+                return None;
+            }
+        };
+        tracing::info!(board = %board.describe(), "board ready");
+        let events = board.take_events();
+        let board = Arc::new(board);
+        let shown = Arc::new(Mutex::new(Status::Idle));
+        {
+            let (board, shown, state) = (
+                Arc::downgrade(&board),
+                Arc::clone(&shown),
+                Arc::clone(state),
+            );
+            state.clone().set_subsystem(
+                "board",
+                Arc::new(move || {
+                    let Some(board) = board.upgrade() else {
+                        return "stopped".to_owned();
+                    };
+                    let status = *shown.lock().unwrap_or_else(PoisonError::into_inner);
+                    format!(
+                        "{}; lights: {status}; mute {}",
+                        board.describe(),
+                        if state.muted.load(Ordering::Acquire) {
+                            "on"
+                        } else {
+                            "off"
+                        }
+                    )
+                }),
+            );
+        }
+        let task = tokio::spawn(serve(
+            Arc::clone(&board),
+            events,
+            Arc::clone(state),
+            shown,
+            token.clone(),
+        ));
+        Some(BoardService { board, task })
+    }
+
+    /// The simulated board's controls, when that is the board.
+    pub fn simulated(&self) -> Option<hark_board::sim::SimControl> {
+        self.board.simulated_control().cloned()
+    }
+
+    /// Stops the task; the LEDs go dark and the pins are released when the
+    /// last reference to the board goes (here, once the task has ended).
+    pub async fn shutdown(self) {
+        self.task.abort();
+        let _ = self.task.await;
+        drop(self.board);
+    }
+}
+
+/// What the lights should show now, from the appliance's own state.
+fn activity(state: &ApplianceState) -> Activity {
+    let stt = state.stt.get();
+    Activity {
+        muted: state.muted.load(Ordering::Acquire),
+        listening: state.recording(),
+        speaking: state.speaking.load(Ordering::Acquire),
+        transcribing: stt
+            .and_then(|s| s.engine().ok())
+            .is_some_and(|engine| engine.busy()),
+        // Speech to text failed to start (no model): the appliance cannot
+        // hear anyone until someone fixes it. (Disabled on purpose is not
+        // an error.)
+        error: state.subsystem("stt").0.starts_with("unavailable"),
+        pairing: false,
+    }
+}
+
+async fn serve(
+    board: Arc<Board>,
+    events: Option<tokio::sync::mpsc::Receiver<BoardEvent>>,
+    state: Arc<ApplianceState>,
+    shown: Arc<Mutex<Status>>,
+    token: CancellationToken,
+) {
+    let Some(mut events) = events else { return };
+    let mut tick = tokio::time::interval(LIGHTS_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut last = None;
+    loop {
+        tokio::select! {
+            () = token.cancelled() => break,
+            event = events.recv() => match event {
+                Some(event) => handle(event, &state),
+                None => break,
+            },
+            _ = tick.tick() => {}
+        }
+        let status = Status::of(activity(&state));
+        if last != Some(status) {
+            board.show(status);
+            *shown.lock().unwrap_or_else(PoisonError::into_inner) = status;
+            tracing::debug!(%status, "lights");
+            last = Some(status);
+        }
+    }
+}
+
+fn handle(event: BoardEvent, state: &ApplianceState) {
+    match event {
+        BoardEvent::Mute(on) => {
+            state.muted.store(on, Ordering::Release);
+            tracing::info!(muted = on, "mute switch");
+        }
+        BoardEvent::Button(ButtonEvent::Press) => {
+            let Some(tts) = state.tts.get() else { return };
+            if state.speaking.load(Ordering::Acquire) || tts.pending() > 0 {
+                let dropped = tts.stop();
+                tracing::info!(requests = dropped, "button pressed: speech stopped");
+            }
+        }
+        BoardEvent::Button(event) => tracing::debug!(?event, "button"),
+    }
+}
+
+/// What `hark button` and `hark mute` ask of the simulated board.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ButtonAction {
+    /// A tap: down, 120 ms, up.
+    Press,
+    /// Down, and kept down.
+    Hold,
+    /// Up.
+    Release,
+}
+
+/// The request `hark button` / `hark mute` send (one of the two fields).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoardControl {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub button: Option<ButtonAction>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mute: Option<bool>,
+}
+
+/// Serves one `hark/board` request: moves the simulated board's button or
+/// mute switch, like a hand on the device.
+pub async fn control(
+    state: &ApplianceState,
+    params: Option<serde_json::Value>,
+) -> Result<serde_json::Value, rmcp::ErrorData> {
+    let invalid = |message: String| rmcp::ErrorData::invalid_params(message, None);
+    let request: BoardControl = serde_json::from_value(params.unwrap_or_default())
+        .map_err(|e| invalid(format!("hark/board takes {{\"button\": \"press|hold|release\"}} or {{\"mute\": true|false}}: {e}")))?;
+    let Some(board) = state.simulated_board.get() else {
+        let status = state.subsystem("board").0;
+        let message = if status.starts_with("unavailable") {
+            format!("there is no simulated board to control: the board is {status}")
+        } else {
+            format!(
+                "there is no simulated board to control: this appliance has a real one ({status}); press its button or move its switch"
+            )
+        };
+        return Err(rmcp::ErrorData::new(
+            rmcp::model::ErrorCode::INVALID_REQUEST,
+            message,
+            None,
+        ));
+    };
+    let closed = |e: hark_board::sim::SimError| {
+        rmcp::ErrorData::internal_error(format!("the simulated board: {e}"), None)
+    };
+    match (request.button, request.mute) {
+        (Some(action), None) => match action {
+            ButtonAction::Press => board.press().await.map_err(closed)?,
+            ButtonAction::Hold => board.hold().await.map_err(closed)?,
+            ButtonAction::Release => board.release().await.map_err(closed)?,
+        },
+        (None, Some(on)) => board.mute(on).await.map_err(closed)?,
+        _ => {
+            return Err(invalid(
+                "hark/board takes exactly one of `button` and `mute`".into(),
+            ));
+        }
+    }
+    Ok(serde_json::json!({ "muted": board.muted() }))
+}

@@ -1,0 +1,458 @@
+//! A board, assembled: the profile chosen (by name, by path, or detected),
+//! the backends it names started, every input going through the button
+//! classifier, and the lights on their thread.
+//!
+//! The backends, by name (librespot's table idea, here picked by the
+//! profile rather than by a flag):
+//!
+//! | backend | buttons and switch | lights |
+//! |---|---|---|
+//! | `gpio` | rppal input pins with interrupts | rppal output pins, or an APA102 chain on SPI |
+//! | `simulated` | [`SimControl`] (`hark button`, `hark mute`) | [`SimLeds`], shown in `get_status` |
+//!
+//! A profile with a serial `link` adds the microcontroller's inputs and
+//! lights (see [`crate::link`]).
+
+use std::path::Path;
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use hark_board_protocol::{LedPattern, Rgb as WireRgb};
+use tokio::{sync::mpsc, task::JoinHandle};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    button::{self, ButtonEvent, ButtonTiming, Level},
+    detect::{self, DetectError, Detected},
+    gpio::{self, GpioError, GpioInput, Pull},
+    led::{Lights, Pattern, Rgb, Shown},
+    link::{Command, Link, LinkConfig, LinkEvent, LinkHandle},
+    profile::{self, LedRole, Leds, Profile, ProfileError},
+    sim::{SimControl, SimLedView, SimLeds},
+    status::{LedRoles, Status, light},
+};
+
+/// The board's settings (the daemon's `[board]` section).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoardConfig {
+    /// `auto`, `simulated`, a shipped profile's name, or a profile file.
+    pub board: String,
+    pub timing: ButtonTiming,
+    /// LEDs on the simulated board (a ring's worth by default).
+    pub simulated_leds: usize,
+}
+
+impl Default for BoardConfig {
+    fn default() -> Self {
+        Self {
+            board: "auto".into(),
+            timing: ButtonTiming::default(),
+            simulated_leds: 12,
+        }
+    }
+}
+
+/// What the board tells the appliance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoardEvent {
+    /// The push-to-talk button.
+    Button(ButtonEvent),
+    /// The mute switch moved: `true` is muted.
+    Mute(bool),
+}
+
+/// Why the board could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum BoardError {
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    #[error(transparent)]
+    Detect(#[from] DetectError),
+    #[error("board profile {profile}: {source}")]
+    Gpio {
+        profile: String,
+        #[source]
+        source: GpioError,
+    },
+    #[error("cannot start the LED thread: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
+/// The board, running. Dropping it stops the inputs, turns the LEDs off
+/// and releases every pin.
+pub struct Board {
+    events: Option<mpsc::Receiver<BoardEvent>>,
+    /// Where attached inputs (the microcontroller's) send their events.
+    events_tx: mpsc::Sender<BoardEvent>,
+    timing: ButtonTiming,
+    /// The microcontroller's LED ring, and the pattern it should show
+    /// (re-sent when it reconnects).
+    link: Option<LinkHandle>,
+    link_pattern: Arc<Mutex<LedPattern>>,
+    shutdown: CancellationToken,
+    lights: Lights,
+    roles: LedRoles,
+    profile: Option<Profile>,
+    simulated: Option<(SimControl, SimLedView)>,
+    description: String,
+    tasks: Vec<JoinHandle<()>>,
+    /// Declared last: the pins go after the tasks reading them stop.
+    _inputs: Vec<GpioInput>,
+}
+
+impl Board {
+    /// Starts the board `config` names, on `root`'s device tree and sound
+    /// cards (`/` but in tests). Call it inside a tokio runtime.
+    pub fn open(config: &BoardConfig, root: &Path) -> Result<Board, BoardError> {
+        match config.board.as_str() {
+            "simulated" => Ok(Self::simulated(
+                config,
+                "simulated (board = \"simulated\")".into(),
+            )?),
+            "auto" => match detect::detect(root)? {
+                Detected::Simulated { reason } => {
+                    tracing::warn!(%reason, "no board detected: using the simulated board");
+                    Self::simulated(config, format!("simulated ({reason})"))
+                }
+                Detected::Profile { profile, reason } => {
+                    tracing::info!(profile = %profile.name, %reason, "board detected");
+                    Self::hardware(config, *profile)
+                }
+            },
+            spec => {
+                let profile = Profile::open(spec)?;
+                detect::check_explicit(&profile, root)?;
+                Self::hardware(config, profile)
+            }
+        }
+    }
+
+    fn simulated(config: &BoardConfig, description: String) -> Result<Board, BoardError> {
+        let (events, rx) = mpsc::channel(32);
+        let (button_levels, button_rx) = mpsc::channel(32);
+        let (mute_levels, mute_rx) = mpsc::channel(32);
+        let tasks = vec![
+            spawn_button(button_rx, events.clone(), config.timing),
+            spawn_switch(mute_rx, events.clone(), config.timing),
+        ];
+        let (leds, view) = SimLeds::new(config.simulated_leds.max(1));
+        let lights = Lights::start(Box::new(leds)).map_err(BoardError::Thread)?;
+        Ok(Board {
+            events: Some(rx),
+            events_tx: events,
+            timing: config.timing,
+            link: None,
+            link_pattern: Arc::new(Mutex::new(LedPattern::Off)),
+            shutdown: CancellationToken::new(),
+            lights,
+            roles: LedRoles::Shared,
+            profile: None,
+            simulated: Some((SimControl::new(button_levels, mute_levels), view)),
+            description,
+            tasks,
+            _inputs: Vec::new(),
+        })
+    }
+
+    fn hardware(config: &BoardConfig, profile: Profile) -> Result<Board, BoardError> {
+        let gpio_error = |source| BoardError::Gpio {
+            profile: profile.name.clone(),
+            source,
+        };
+        let (events, rx) = mpsc::channel(32);
+        let mut tasks = Vec::new();
+        let mut inputs = Vec::new();
+        let needs_gpio = profile.needs_gpio();
+        let controller = if needs_gpio {
+            Some(gpio::controller().map_err(gpio_error)?)
+        } else {
+            None
+        };
+        type Spawn =
+            fn(mpsc::Receiver<Level>, mpsc::Sender<BoardEvent>, ButtonTiming) -> JoinHandle<()>;
+        let wanted: [(Option<&profile::InputPin>, Spawn, &'static str); 2] = [
+            (
+                profile.button.as_ref(),
+                spawn_button,
+                "the push-to-talk button",
+            ),
+            (profile.mute.as_ref(), spawn_switch, "the mute switch"),
+        ];
+        for (pin, spawn, purpose) in wanted {
+            let (Some(gpio), Some(pin)) = (&controller, pin) else {
+                continue;
+            };
+            let (levels, levels_rx) = mpsc::channel(64);
+            tasks.push(spawn(levels_rx, events.clone(), config.timing));
+            inputs.push(
+                GpioInput::start(
+                    gpio,
+                    pin.pin,
+                    pin.active_low,
+                    pull(pin.pull),
+                    purpose,
+                    levels,
+                )
+                .map_err(gpio_error)?,
+            );
+        }
+        let (output, roles): (Box<dyn crate::led::LedOutput>, LedRoles) =
+            match (&controller, &profile.leds) {
+                (Some(gpio), Leds::Gpio(leds)) => {
+                    let pins: Vec<(u8, bool)> =
+                        leds.pins.iter().map(|l| (l.pin, l.active_low)).collect();
+                    let roles = leds.pins.iter().map(|l| statuses(l.role)).collect();
+                    (
+                        Box::new(gpio::GpioLeds::open(gpio, &pins).map_err(gpio_error)?),
+                        LedRoles::PerLed(roles),
+                    )
+                }
+                (Some(gpio), Leds::Apa102(ring)) => (
+                    Box::new(
+                        gpio::Apa102::open(
+                            gpio,
+                            ring.spi_bus,
+                            ring.chip_select,
+                            ring.max_clock_hz,
+                            usize::from(ring.count),
+                            ring.brightness,
+                            ring.power_pin,
+                        )
+                        .map_err(gpio_error)?,
+                    ),
+                    LedRoles::Shared,
+                ),
+                // No lights Hark can drive (a USB array): the lights still
+                // run, on nothing, so status reports what would show.
+                _ => (Box::new(SimLeds::new(1).0), LedRoles::Shared),
+            };
+        let lights = Lights::start(output).map_err(BoardError::Thread)?;
+        let link = profile.link.as_ref().map(LinkConfig::from_profile);
+        let mut board = Board {
+            events: Some(rx),
+            events_tx: events,
+            timing: config.timing,
+            link: None,
+            link_pattern: Arc::new(Mutex::new(LedPattern::Off)),
+            shutdown: CancellationToken::new(),
+            lights,
+            roles,
+            description: format!("{} ({})", profile.name, profile.description),
+            profile: Some(profile),
+            simulated: None,
+            tasks,
+            _inputs: inputs,
+        };
+        if let Some(config) = link {
+            let link = Link::spawn_serial(config, board.shutdown.clone());
+            board.attach_link(link);
+        }
+        Ok(board)
+    }
+
+    /// Takes a microcontroller's inputs and LED ring into the board: its
+    /// push-to-talk button (id 0) and mute switch go through the same
+    /// classifiers as GPIO ones, and the lights are sent to its ring as
+    /// patterns (it animates them itself). `Board::open` attaches the
+    /// profile's link; tests attach one over a pseudo-terminal.
+    pub fn attach_link(&mut self, link: Link) {
+        let (handle, mut link_events, link_task) = link.into_parts();
+        let (button_levels, button_rx) = mpsc::channel(64);
+        let (mute_levels, mute_rx) = mpsc::channel(64);
+        self.tasks
+            .push(spawn_button(button_rx, self.events_tx.clone(), self.timing));
+        self.tasks
+            .push(spawn_switch(mute_rx, self.events_tx.clone(), self.timing));
+        let resend = (handle.clone(), Arc::clone(&self.link_pattern));
+        self.tasks.push(tokio::spawn(async move {
+            while let Some(event) = link_events.recv().await {
+                let sent = match event {
+                    LinkEvent::Connected { hello } => {
+                        tracing::info!(mcu = %hello.name, device = %resend.0.device().display(), "microcontroller connected");
+                        let pattern = *resend.1.lock().unwrap_or_else(PoisonError::into_inner);
+                        if let Err(e) = resend.0.send(Command::Leds(pattern)) {
+                            tracing::debug!(error = %e, "LED pattern not re-sent");
+                        }
+                        Ok(())
+                    }
+                    LinkEvent::Button { id: 0, pressed, .. } => button_levels
+                        .send(if pressed { Level::Pressed } else { Level::Released })
+                        .await,
+                    LinkEvent::Mute(on) => mute_levels
+                        .send(if on { Level::Pressed } else { Level::Released })
+                        .await,
+                    LinkEvent::Disconnected { reason } => {
+                        tracing::warn!(error = %reason, "microcontroller link down; reconnecting");
+                        Ok(())
+                    }
+                    LinkEvent::Rejected { command, code } => {
+                        tracing::warn!(?command, ?code, "the microcontroller refused a command");
+                        Ok(())
+                    }
+                    other => {
+                        tracing::debug!(event = ?other, "microcontroller event with no action");
+                        Ok(())
+                    }
+                };
+                if sent.is_err() {
+                    break;
+                }
+            }
+            let _ = link_task.await;
+        }));
+        self.link = Some(handle);
+    }
+
+    /// The board's events; taken once, by the appliance's board task.
+    pub fn take_events(&mut self) -> Option<mpsc::Receiver<BoardEvent>> {
+        self.events.take()
+    }
+
+    /// Shows `status` on the board's lights (never blocks).
+    pub fn show(&self, status: Status) {
+        self.lights.set(light(status, &self.roles));
+        if let Some(link) = &self.link {
+            let pattern = wire_pattern(status.pattern());
+            *self
+                .link_pattern
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = pattern;
+            // Disconnected: it is re-sent on connecting. Full: the newest
+            // change is the one that matters, and the next one follows
+            // within the lights' period.
+            if let Err(e) = link.send(Command::Leds(pattern)) {
+                tracing::debug!(error = %e, "LED pattern not sent to the microcontroller");
+            }
+        }
+    }
+
+    /// What the lights show now.
+    pub fn shown(&self) -> Shown {
+        self.lights.shown()
+    }
+
+    /// The simulated board's controls and LEDs, if this is it.
+    pub fn simulated_control(&self) -> Option<&SimControl> {
+        self.simulated.as_ref().map(|(control, _)| control)
+    }
+
+    pub fn simulated_leds(&self) -> Option<&SimLedView> {
+        self.simulated.as_ref().map(|(_, view)| view)
+    }
+
+    /// The profile in use (none for the simulated board).
+    pub fn profile(&self) -> Option<&Profile> {
+        self.profile.as_ref()
+    }
+
+    /// Which board this is, and why, for logs and `get_status`.
+    pub fn describe(&self) -> &str {
+        &self.description
+    }
+}
+
+impl Drop for Board {
+    fn drop(&mut self) {
+        // The link task sends nothing more and closes the port.
+        self.shutdown.cancel();
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+fn pull(pull: profile::Pull) -> Pull {
+    match pull {
+        profile::Pull::Up => Pull::Up,
+        profile::Pull::Down => Pull::Down,
+        profile::Pull::None => Pull::None,
+    }
+}
+
+/// The statuses a single LED of `role` shows. A ready LED is lit (steady)
+/// when the appliance is idle; see [`status::light`](crate::status::light).
+fn statuses(role: LedRole) -> Vec<Status> {
+    match role {
+        LedRole::Ready => vec![Status::Idle],
+        LedRole::Listening => vec![Status::Listening],
+        LedRole::Thinking => vec![Status::Transcribing, Status::Pairing],
+        LedRole::Speaking => vec![Status::Speaking],
+        LedRole::Muted => vec![Status::Muted],
+        LedRole::Error => vec![Status::Error],
+    }
+}
+
+/// A button: its classifier, its events forwarded as board events.
+fn spawn_button(
+    levels: mpsc::Receiver<Level>,
+    events: mpsc::Sender<BoardEvent>,
+    timing: ButtonTiming,
+) -> JoinHandle<()> {
+    spawn_classifier(levels, events, timing, |event| {
+        Some(BoardEvent::Button(event))
+    })
+}
+
+/// A switch: the same debounce as a button; closed is on.
+fn spawn_switch(
+    levels: mpsc::Receiver<Level>,
+    events: mpsc::Sender<BoardEvent>,
+    timing: ButtonTiming,
+) -> JoinHandle<()> {
+    spawn_classifier(levels, events, timing, |event| match event {
+        ButtonEvent::Press => Some(BoardEvent::Mute(true)),
+        ButtonEvent::Release => Some(BoardEvent::Mute(false)),
+        ButtonEvent::LongPress | ButtonEvent::DoublePress => None,
+    })
+}
+
+/// Classifies `levels` and forwards what `map` makes of each event.
+fn spawn_classifier(
+    levels: mpsc::Receiver<Level>,
+    events: mpsc::Sender<BoardEvent>,
+    timing: ButtonTiming,
+    map: fn(ButtonEvent) -> Option<BoardEvent>,
+) -> JoinHandle<()> {
+    let (tx, mut rx) = mpsc::channel(16);
+    tokio::spawn(async move {
+        let classify = button::run(levels, tx, timing);
+        let forward = async {
+            while let Some(event) = rx.recv().await {
+                let Some(event) = map(event) else { continue };
+                if events.send(event).await.is_err() {
+                    break;
+                }
+            }
+        };
+        tokio::join!(classify, forward);
+    })
+}
+
+/// A light pattern as the microcontroller protocol carries it (full
+/// brightness: the colour already holds the level).
+fn wire_pattern(pattern: Pattern) -> LedPattern {
+    let wire = |Rgb(r, g, b): Rgb| WireRgb { r, g, b };
+    let period = |ms: u32| u16::try_from(ms).unwrap_or(u16::MAX);
+    match pattern {
+        Pattern::Off => LedPattern::Off,
+        Pattern::Solid { color } => LedPattern::Solid {
+            color: wire(color),
+            brightness: 255,
+        },
+        Pattern::Blink { color, period_ms } => LedPattern::Blink {
+            color: wire(color),
+            brightness: 255,
+            period_ms: period(period_ms),
+        },
+        Pattern::Pulse { color, period_ms } => LedPattern::Pulse {
+            color: wire(color),
+            brightness: 255,
+            period_ms: period(period_ms),
+        },
+        Pattern::Spin { color, period_ms } => LedPattern::Spin {
+            color: wire(color),
+            brightness: 255,
+            period_ms: period(period_ms),
+        },
+    }
+}

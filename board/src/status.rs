@@ -1,0 +1,161 @@
+//! The one mapping from what the appliance is doing to what its lights show.
+//! docs/hardware.md documents the same table; change both together.
+//!
+//! The order of [`Status`] is the order of precedence when several things
+//! are true at once. Two rules are promises to the person in the room and
+//! come first: the mute light shows for as long as the mute is on, and the
+//! listening light shows whenever the microphone is open. Nothing an agent
+//! or a tool does can override either: the appliance computes the status
+//! from its own state ([`Activity`]), and there is no way to set a light
+//! directly.
+
+use serde::Serialize;
+
+use crate::led::{Light, Pattern, Rgb};
+
+/// What the appliance is doing, as far as the lights care. Every field is
+/// read from the appliance's own state, never from a request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Activity {
+    /// The mute switch (or `hark mute on`) has the microphone closed.
+    pub muted: bool,
+    /// A recording has the microphone open.
+    pub listening: bool,
+    /// The speaker is playing speech.
+    pub speaking: bool,
+    /// Speech to text is working on a request.
+    pub transcribing: bool,
+    /// A subsystem the person relies on has failed (no microphone, no
+    /// speaker, the model missing).
+    pub error: bool,
+    /// Waiting to be paired with an agent (a later feature).
+    pub pairing: bool,
+}
+
+/// What the lights show, highest precedence first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Muted,
+    Listening,
+    Error,
+    Speaking,
+    Transcribing,
+    Pairing,
+    Idle,
+}
+
+impl Status {
+    pub const ALL: [Status; 7] = [
+        Status::Muted,
+        Status::Listening,
+        Status::Error,
+        Status::Speaking,
+        Status::Transcribing,
+        Status::Pairing,
+        Status::Idle,
+    ];
+
+    pub fn of(activity: Activity) -> Status {
+        if activity.muted {
+            Status::Muted
+        } else if activity.listening {
+            Status::Listening
+        } else if activity.error {
+            Status::Error
+        } else if activity.speaking {
+            Status::Speaking
+        } else if activity.transcribing {
+            Status::Transcribing
+        } else if activity.pairing {
+            Status::Pairing
+        } else {
+            Status::Idle
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Muted => "muted",
+            Status::Listening => "listening",
+            Status::Error => "error",
+            Status::Speaking => "speaking",
+            Status::Transcribing => "transcribing",
+            Status::Pairing => "pairing",
+            Status::Idle => "idle",
+        }
+    }
+
+    /// The pattern on a ring or on the status's own LED.
+    pub fn pattern(self) -> Pattern {
+        const RED: Rgb = Rgb(255, 0, 0);
+        const BLUE: Rgb = Rgb(0, 80, 255);
+        const AMBER: Rgb = Rgb(255, 120, 0);
+        const GREEN: Rgb = Rgb(0, 200, 60);
+        const WHITE: Rgb = Rgb(160, 160, 160);
+        const PURPLE: Rgb = Rgb(160, 0, 255);
+        match self {
+            // Steady, unmistakable, for as long as it is true.
+            Status::Muted => Pattern::Solid { color: RED },
+            Status::Listening => Pattern::Solid { color: BLUE },
+            Status::Error => Pattern::Blink {
+                color: AMBER,
+                period_ms: 1000,
+            },
+            Status::Speaking => Pattern::Pulse {
+                color: GREEN,
+                period_ms: 1200,
+            },
+            Status::Transcribing => Pattern::Spin {
+                color: WHITE,
+                period_ms: 900,
+            },
+            Status::Pairing => Pattern::Spin {
+                color: PURPLE,
+                period_ms: 2000,
+            },
+            Status::Idle => Pattern::Off,
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which statuses each LED of a board shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LedRoles {
+    /// A ring or a single status LED: every LED shows every status.
+    Shared,
+    /// One GPIO LED per purpose: LED `i` lights for the statuses in
+    /// `roles[i]` (an LED may serve several, e.g. one red LED for muted and
+    /// error).
+    PerLed(Vec<Vec<Status>>),
+}
+
+/// The light for `status` on a board whose LEDs have `roles`.
+pub fn light(status: Status, roles: &LedRoles) -> Light {
+    match roles {
+        LedRoles::Shared => Light::all(status.pattern()),
+        LedRoles::PerLed(roles) => {
+            // A "ready" LED is lit steadily when the appliance is idle,
+            // where a ring stays dark.
+            let pattern = match status.pattern() {
+                Pattern::Off => Pattern::Solid {
+                    color: Rgb(255, 255, 255),
+                },
+                pattern => pattern,
+            };
+            let leds = roles
+                .iter()
+                .enumerate()
+                .take(64)
+                .filter(|(_, serves)| serves.contains(&status))
+                .fold(0u64, |mask, (i, _)| mask | (1 << i));
+            Light { pattern, leds }
+        }
+    }
+}
