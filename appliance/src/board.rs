@@ -1,6 +1,8 @@
 //! The board inside the daemon (crate `hark-board`): the lights follow the
-//! appliance's state, the mute switch closes the microphone, and a press of
-//! the button while Hark speaks stops the speech (seed 000's stop key).
+//! appliance's state, the mute switch closes the microphone, a press of the
+//! button while Hark speaks stops the speech (seed 000's stop key), and
+//! holding it while `transcribe_voice` waits records until it comes up
+//! (push-to-talk).
 //!
 //! The lights are computed here from the appliance's own state, never from
 //! a request: the listening light is on exactly while a recording has the
@@ -159,10 +161,34 @@ fn handle(event: BoardEvent, state: &ApplianceState) {
             tracing::info!(muted = on, "mute switch");
         }
         BoardEvent::Button(ButtonEvent::Press) => {
-            let Some(tts) = state.tts.get() else { return };
-            if state.speaking.load(Ordering::Acquire) || tts.pending() > 0 {
+            state.button_held.store(true, Ordering::Release);
+            if let Some(tts) = state.tts.get()
+                && (state.speaking.load(Ordering::Acquire) || tts.pending() > 0)
+            {
                 let dropped = tts.stop();
                 tracing::info!(requests = dropped, "button pressed: speech stopped");
+            }
+            // Push-to-talk: a waiting `transcribe_voice` records from now
+            // until the button comes up.
+            let recorders = state.recorders();
+            for recorder in &recorders {
+                recorder.hold();
+            }
+            if !recorders.is_empty() {
+                tracing::info!(recordings = recorders.len(), "push-to-talk: recording held");
+            }
+        }
+        BoardEvent::Button(ButtonEvent::Release) => {
+            state.button_held.store(false, Ordering::Release);
+            let mut ended = 0;
+            for recorder in state.recorders() {
+                if recorder.held() {
+                    recorder.release();
+                    ended += 1;
+                }
+            }
+            if ended > 0 {
+                tracing::info!(recordings = ended, "push-to-talk released: utterance ended");
             }
         }
         BoardEvent::Button(event) => tracing::debug!(?event, "button"),

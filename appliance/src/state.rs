@@ -150,6 +150,10 @@ pub struct ApplianceState {
     /// The simulated board's button and mute switch, when that is the
     /// board (`hark button`, `hark mute`).
     pub simulated_board: OnceLock<hark_board::sim::SimControl>,
+    /// The recordings `transcribe_voice` runs, for push-to-talk.
+    recorders: Mutex<Vec<Weak<hark_audio::utterance::Control>>>,
+    /// The push-to-talk button is down (as the board last said).
+    pub button_held: AtomicBool,
 }
 
 /// Keeps the microphone shown as open while a recording runs.
@@ -181,6 +185,8 @@ impl Default for ApplianceState {
             stt: OnceLock::new(),
             tts: OnceLock::new(),
             simulated_board: OnceLock::new(),
+            recorders: Mutex::new(Vec::new()),
+            button_held: AtomicBool::new(false),
         }
     }
 }
@@ -195,6 +201,32 @@ impl ApplianceState {
     pub fn start_recording(self: &Arc<Self>) -> RecordingGuard {
         self.recordings.fetch_add(1, Ordering::AcqRel);
         RecordingGuard(Arc::clone(self))
+    }
+
+    /// Lets push-to-talk reach a recording for as long as it runs. A
+    /// recording that starts while the button is already down is held at
+    /// once.
+    pub fn add_recorder(&self, control: &Arc<hark_audio::utterance::Control>) {
+        let mut recorders = self
+            .recorders
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        recorders.retain(|r| r.strong_count() > 0);
+        recorders.push(Arc::downgrade(control));
+        drop(recorders);
+        if self.button_held.load(Ordering::Acquire) {
+            control.hold();
+        }
+    }
+
+    /// The recordings running now.
+    pub fn recorders(&self) -> Vec<Arc<hark_audio::utterance::Control>> {
+        self.recorders
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
     }
 
     pub fn uptime_seconds(&self) -> f64 {

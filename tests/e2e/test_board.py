@@ -136,6 +136,48 @@ def test_a_press_while_speaking_stops_the_speech(board):
     wait_lights(board, "idle")
 
 
+def speak_wav(path, text):
+    subprocess.run(["espeak-ng", "-w", str(path), text], check=True)
+    return path
+
+
+def test_push_to_talk_holds_the_recording_until_release(board, tmp_path):
+    wav = speak_wav(tmp_path / "ptt.wav", "What is the weather going to be like tomorrow morning?")
+    c = client(board)
+    result = {}
+
+    def listen():
+        result["reply"] = c.call_tool("transcribe_voice", {"timeout_seconds": 2}, id=21)
+
+    t = threading.Thread(target=listen)
+    t.start()
+    try:
+        wait_lights(board, "listening")
+        assert hark(board, "button", "hold").returncode == 0
+        r = hark(board, "inject", str(wav), timeout=60)
+        assert r.returncode == 0, r.stderr
+        # The sentence (about 3 s), the detector's hang-over (0.8 s) and
+        # the 2 s timeout are all over: held, the microphone stays open.
+        time.sleep(5)
+        assert t.is_alive(), "the held recording outlasts the end of speech and the timeout"
+        assert "lights: listening;" in board_status(board)
+        assert hark(board, "button", "release").returncode == 0
+        t.join(60)
+        assert not t.is_alive(), "releasing the button ends the utterance"
+    finally:
+        hark(board, "button", "release")
+        t.join(60)
+        c.close()
+    reply = result["reply"]["result"]
+    assert not reply.get("isError"), reply
+    s = reply["structuredContent"]
+    assert s["end_reason"] == "stopped" and s["speech"] is True, s
+    said = set("".join(ch.lower() if ch.isalnum() else " " for ch in s["text"]).split())
+    assert {"weather", "tomorrow", "morning"} <= said, s["text"]
+    assert "push-to-talk released: utterance ended" in board.log()
+    wait_lights(board, "idle")
+
+
 def test_a_press_when_quiet_changes_nothing(board):
     r = hark(board, "button", "press")
     assert r.returncode == 0, r.stderr

@@ -35,10 +35,10 @@ pub enum EndReason {
     CaptureStalled,
 }
 
-/// Ask a running recording to end, and see whether it has heard speech,
-/// from any thread.
+/// Ask a running recording to end, hold it open (push-to-talk), and see
+/// whether it has heard speech, from any thread.
 #[derive(Debug, Default)]
-pub struct Control(AtomicU8, AtomicBool);
+pub struct Control(AtomicU8, AtomicBool, AtomicBool);
 
 impl Control {
     const RUN: u8 = 0;
@@ -57,6 +57,26 @@ impl Control {
 
     fn state(&self) -> u8 {
         self.0.load(Ordering::Acquire)
+    }
+
+    /// Push-to-talk pressed: what follows is speech, from now until
+    /// [`Control::release`], whatever the detector thinks (a pause in the
+    /// middle does not end it, and the timeout no longer applies).
+    pub fn hold(&self) {
+        self.2.store(true, Ordering::Release);
+    }
+
+    /// Push-to-talk released: the recording ends here and keeps what was
+    /// heard (as [`Control::stop`]). Without a hold, nothing happens.
+    pub fn release(&self) {
+        if self.2.swap(false, Ordering::AcqRel) {
+            self.stop();
+        }
+    }
+
+    /// Whether push-to-talk holds the recording open.
+    pub fn held(&self) -> bool {
+        self.2.load(Ordering::Acquire)
     }
 
     /// True once the detector has heard the start of speech.
@@ -138,6 +158,12 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
             continue;
         }
         last_audio = Instant::now();
+        let held = control.held();
+        if held && speech_start.is_none() {
+            // Push-to-talk: speech starts where the button went down.
+            speech_start = Some(origin + samples.len() as u64);
+            control.1.store(true, Ordering::Release);
+        }
         let mut rest = &chunk[..n];
         let mut ended = None;
         while !rest.is_empty() {
@@ -146,9 +172,13 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
             rest = &rest[used..];
             match event {
                 Some(Event::SpeechStart { at }) => {
-                    speech_start = Some(at);
+                    // The first start counts: after a pause held open by
+                    // push-to-talk the detector starts again.
+                    speech_start.get_or_insert(at);
                     control.1.store(true, Ordering::Release);
                 }
+                // Held by push-to-talk: a pause is not the end.
+                Some(Event::SpeechEnd { .. }) if held => {}
                 Some(Event::SpeechEnd { start, end }) => {
                     speech = Some((start, end));
                     ended = Some(EndReason::EndOfSpeech);

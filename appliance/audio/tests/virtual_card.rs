@@ -384,6 +384,56 @@ fn pre_roll_keeps_the_onset(env: &Env) {
     println!("pre_roll_keeps_the_onset: ok");
 }
 
+fn push_to_talk_holds_through_pauses(env: &Env) {
+    let speech = speech_clip(&env.dir, "Turn the lights on in the kitchen, please.");
+    let (mic, capture) = capturing(env, 1, 16_000);
+    // A 1 s timeout: a held recording outlasts it.
+    let options = Options::new(
+        Duration::from_secs(1),
+        Duration::from_millis(300),
+        VadConfig::default(),
+    );
+    let control = std::sync::Arc::new(Control::default());
+    control.hold();
+    assert!(control.held());
+    let (ring, held) = (capture.ring().clone(), control.clone());
+    let recorder = std::thread::spawn(move || utterance::record(&ring, &options, &held));
+    // Speech, then 2.5 s of silence: far past the detector's hang-over and
+    // the timeout.
+    let mut clip = speech.clone();
+    clip.extend(vec![0.0f32; 40_000]);
+    let ring = capture.ring().clone();
+    let before = ring.written();
+    mic.inject(&s16(&clip));
+    wait_for("the clip captured", Duration::from_secs(15), || {
+        ring.written() >= before + clip.len() as u64
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !recorder.is_finished(),
+        "held open past the end of speech and the timeout"
+    );
+    control.release();
+    assert!(!control.held());
+    let utterance = recorder.join().expect("recorder");
+    assert_eq!(utterance.reason, EndReason::Stopped);
+    let (start, end) = utterance.speech.expect("speech timing");
+    let recorded = utterance.samples.len() as f64 / 16_000.0;
+    // Speech runs from where the button went down (after the pre-roll) to
+    // where it came up.
+    assert!(start <= Duration::from_millis(400), "{start:?}");
+    assert!(
+        (end.as_secs_f64() - recorded).abs() < 0.05,
+        "{end:?} of {recorded} s"
+    );
+    let at = locate(&utterance.samples, &speech[..4000]);
+    assert!(
+        at + speech.len() <= utterance.samples.len(),
+        "the whole sentence is in the recording"
+    );
+    println!("push_to_talk_holds_through_pauses: ok ({recorded:.1} s held)");
+}
+
 fn device_missing_then_back(env: &Env) {
     // Nothing feeds the card's FIFO path yet: remove it so the plugin cannot
     // open its infile.
@@ -733,6 +783,10 @@ fn main() {
         ("end_of_speech", end_of_speech),
         ("silence_times_out", silence_times_out),
         ("pre_roll_keeps_the_onset", pre_roll_keeps_the_onset),
+        (
+            "push_to_talk_holds_through_pauses",
+            push_to_talk_holds_through_pauses,
+        ),
         ("device_missing_then_back", device_missing_then_back),
         ("feeder_gone_mid_stream", feeder_gone_mid_stream),
         ("device_errors_mid_stream", device_errors_mid_stream),

@@ -191,6 +191,9 @@ impl HarkServer {
         let recording = self.state.start_recording();
         progress(context, 0.0, "listening").await;
         let control = Arc::new(Control::default());
+        // Push-to-talk: the board's button holds this recording open while
+        // it is down and ends it when it comes up.
+        self.state.add_recorder(&control);
         let options = Options::new(timeout, mic.preroll, mic.vad.clone());
         let (ring, ctl) = (Arc::clone(&mic.ring), Arc::clone(&control));
         let mut recorder =
