@@ -16,8 +16,11 @@ use std::{
 };
 
 use hark_board::{
-    Board, BoardEvent,
+    Board, BoardError, BoardEvent,
+    board::{self, Resolved},
     button::ButtonEvent,
+    detect::Machine,
+    profile::Profile,
     status::{Activity, Status},
 };
 use tokio::task::JoinHandle;
@@ -41,15 +44,14 @@ impl BoardService {
     /// appliance runs without it rather than not at all.
     pub fn start(
         config: &Config,
+        resolved: Resolved,
         state: &Arc<ApplianceState>,
         token: &CancellationToken,
     ) -> Option<BoardService> {
-        let mut board = match Board::open(&config.board.board(), Path::new("/")) {
+        let mut board = match Board::start(&config.board.board(), resolved) {
             Ok(board) => board,
             Err(e) => {
-                tracing::error!(error = %e, "the board cannot be used");
-                let text = format!("unavailable: {e}");
-                state.set_subsystem("board", Arc::new(move || text.clone()));
+                unavailable(state, &e);
                 return None;
             }
         };
@@ -102,8 +104,82 @@ impl BoardService {
     pub async fn shutdown(self) {
         self.task.abort();
         let _ = self.task.await;
-        drop(self.board);
+        match Arc::into_inner(self.board) {
+            Some(board) => {
+                // The LED thread shows a dark frame and ends; the pins go
+                // back to how they were found.
+                drop(board);
+                tracing::info!("board stopped: LEDs dark, pins released");
+            }
+            None => tracing::warn!("the board is still in use at shutdown"),
+        }
     }
+}
+
+fn unavailable(state: &ApplianceState, error: &BoardError) {
+    tracing::error!(error = %error, "the board cannot be used");
+    let text = format!("unavailable: {error}");
+    state.set_subsystem("board", Arc::new(move || text.clone()));
+}
+
+/// Chooses the board (see `hark_board::board::resolve`) and, when it is a
+/// profile's hardware and `audio.capture.device` is left at `default`,
+/// takes the profile's sound card for capture. A board that cannot be
+/// chosen is reported (`None`): the appliance runs without one.
+pub fn resolve(config: &mut Config, state: &ApplianceState) -> Option<Resolved> {
+    let (resolved, machine) = match board::resolve(&config.board.board(), Path::new("/")) {
+        Ok(found) => found,
+        Err(e) => {
+            unavailable(state, &e);
+            return None;
+        }
+    };
+    if let Resolved::Hardware(profile) = &resolved
+        && let Some(applied) = apply_profile(&mut config.audio.capture, profile, &machine)
+    {
+        tracing::info!(profile = %profile.name, capture = %applied, "audio capture from the board profile");
+    }
+    Some(resolved)
+}
+
+/// Fills `capture` from `profile` on `machine` when the config left the
+/// device at `default`: the profile's card as `plughw:CARD=<id>`, its
+/// channel count and rate, its microphones' channels (`select`) and their
+/// positions (`geometry`, for the beamformer). Returns what was applied, or
+/// `None` when nothing was (a device named in the config, or the card not
+/// present).
+pub fn apply_profile(
+    capture: &mut hark_audio::config::CaptureConfig,
+    profile: &Profile,
+    machine: &Machine,
+) -> Option<String> {
+    if capture.device != "default" {
+        return None;
+    }
+    let card = machine.card_for(profile)?;
+    let audio = &profile.audio;
+    let channels = u32::from(audio.capture_channels);
+    let mic_channels: Vec<u32> = match &audio.mic_channels {
+        Some(channels) => channels.iter().map(|&c| u32::from(c)).collect(),
+        None => (0..profile.mics.len() as u32).collect(),
+    };
+    // A position for every device channel (the beamformer's contract);
+    // channels without a microphone sit at the centre and are not selected.
+    let mut geometry = vec![[0.0f32; 2]; channels as usize];
+    for (mic, &channel) in profile.mics.iter().zip(&mic_channels) {
+        if let Some(slot) = geometry.get_mut(channel as usize) {
+            *slot = [mic[0] as f32, mic[1] as f32];
+        }
+    }
+    capture.device = format!("plughw:CARD={}", card.id);
+    capture.channels = channels;
+    capture.rate = audio.rate;
+    capture.select = mic_channels;
+    capture.geometry = geometry;
+    Some(format!(
+        "{}, {} channels at {} Hz, microphones on channels {:?}",
+        capture.device, capture.channels, capture.rate, capture.select
+    ))
 }
 
 /// What the lights should show now, from the appliance's own state.
@@ -258,4 +334,93 @@ pub async fn control(
         }
     }
     Ok(serde_json::json!({ "muted": board.muted() }))
+}
+
+#[cfg(test)]
+mod tests {
+    use hark_audio::config::CaptureConfig;
+    use hark_board::detect::AlsaCard;
+
+    use super::*;
+
+    fn machine(id: &str, name: &str) -> Machine {
+        Machine {
+            model: Some("Raspberry Pi 4 Model B Rev 1.4".into()),
+            cards: vec![
+                AlsaCard {
+                    index: 0,
+                    id: "Headphones".into(),
+                    driver: "bcm2835_headpho".into(),
+                    name: "bcm2835 Headphones".into(),
+                    long_name: "bcm2835 Headphones".into(),
+                },
+                AlsaCard {
+                    index: 1,
+                    id: id.into(),
+                    driver: "driver".into(),
+                    name: name.into(),
+                    long_name: name.into(),
+                },
+            ],
+            model_path: "/proc/device-tree/model".into(),
+        }
+    }
+
+    #[test]
+    fn a_hat_profile_gives_capture_its_card_channels_and_geometry() {
+        let profile = Profile::builtin("respeaker-2mic").unwrap();
+        let mut capture = CaptureConfig::default();
+        let applied = apply_profile(
+            &mut capture,
+            &profile,
+            &machine("seeed2micvoicec", "seeed-2mic-voicecard"),
+        );
+        assert!(applied.is_some());
+        assert_eq!(capture.device, "plughw:CARD=seeed2micvoicec");
+        assert_eq!((capture.channels, capture.rate), (2, 16_000));
+        assert_eq!(capture.select, vec![0, 1]);
+        assert_eq!(capture.geometry, vec![[-0.029, 0.0], [0.029, 0.0]]);
+    }
+
+    #[test]
+    fn a_usb_array_selects_its_microphone_channels() {
+        let profile = Profile::builtin("usb-mic-array").unwrap();
+        let mut capture = CaptureConfig::default();
+        apply_profile(
+            &mut capture,
+            &profile,
+            &machine("ArrayUAC10", "ReSpeaker 4 Mic Array (UAC1.0)"),
+        )
+        .unwrap();
+        assert_eq!(capture.device, "plughw:CARD=ArrayUAC10");
+        assert_eq!(capture.channels, 6);
+        assert_eq!(capture.select, vec![1, 2, 3, 4]);
+        assert_eq!(capture.geometry.len(), 6);
+        assert_eq!(
+            capture.geometry[0],
+            [0.0, 0.0],
+            "no microphone on channel 0"
+        );
+        assert_ne!(capture.geometry[1], [0.0, 0.0]);
+        // The positions are the profile's, in metres, around the centre.
+        let sum: f32 = capture.geometry.iter().map(|p| p[0] + p[1]).sum();
+        assert!(sum.abs() < 1e-6, "{:?}", capture.geometry);
+    }
+
+    #[test]
+    fn a_device_named_in_the_config_or_a_missing_card_is_left_alone() {
+        let profile = Profile::builtin("respeaker-2mic").unwrap();
+        let mut capture = CaptureConfig {
+            device: "hw:3,0".into(),
+            ..CaptureConfig::default()
+        };
+        let before = capture.clone();
+        let here = machine("seeed2micvoicec", "seeed-2mic-voicecard");
+        assert!(apply_profile(&mut capture, &profile, &here).is_none());
+        assert_eq!(capture, before);
+        let mut capture = CaptureConfig::default();
+        let elsewhere = machine("vc4hdmi", "vc4-hdmi");
+        assert!(apply_profile(&mut capture, &profile, &elsewhere).is_none());
+        assert_eq!(capture, CaptureConfig::default());
+    }
 }

@@ -81,13 +81,19 @@ fn notify(states: &[NotifyState]) {
 }
 
 /// Runs the daemon until `shutdown` resolves.
-pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ServiceError> {
+pub async fn run(
+    mut config: Config,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServiceError> {
     let state = Arc::new(ApplianceState::default());
     let token = CancellationToken::new();
     let grace = config.shutdown_timeout();
 
     let listeners = Listeners::bind(&config).await?;
     let health = Arc::new(Health::default());
+    // Which board this is, first: its profile names the sound card the
+    // audio engine opens (unless the config names one).
+    let board = crate::board::resolve(&mut config, &state);
     // Capture starts before READY=1; a missing device is a state it reports
     // and retries, not a reason to fail.
     let audio = crate::audio::AudioEngine::start(&config.audio, &state, &health)?;
@@ -115,7 +121,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let tts = Arc::new(tts);
     let _ = state.tts.set(Arc::clone(&tts));
     // The lights show from here on (listening, muted …), before READY.
-    let board = crate::board::BoardService::start(&config, &state, &token);
+    let board = board
+        .and_then(|resolved| crate::board::BoardService::start(&config, resolved, &state, &token));
     if let Some(control) = board.as_ref().and_then(|b| b.simulated()) {
         let _ = state.simulated_board.set(control);
     }

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     button::{self, ButtonEvent, ButtonTiming, Level},
-    detect::{self, DetectError, Detected},
+    detect::{self, DetectError, Detected, Machine},
     gpio::{self, GpioError, GpioInput, Pull},
     led::{Lights, Pattern, Rgb, Shown},
     link::{Command, Link, LinkConfig, LinkEvent, LinkHandle},
@@ -50,6 +50,42 @@ impl Default for BoardConfig {
             simulated_leds: 12,
         }
     }
+}
+
+/// Which board to run, before anything is started: the daemon resolves it
+/// first, so that the audio engine can take the profile's sound card.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resolved {
+    /// The simulated board, and why.
+    Simulated(String),
+    /// A profile's hardware.
+    Hardware(Box<Profile>),
+}
+
+/// Chooses the board `config` names on the machine under `root`: detection
+/// for `auto`, the named or given profile otherwise (checked against the
+/// machine). Returns the machine too, for its sound cards.
+pub fn resolve(config: &BoardConfig, root: &Path) -> Result<(Resolved, Machine), BoardError> {
+    let machine = Machine::probe(root)?;
+    let resolved = match config.board.as_str() {
+        "simulated" => Resolved::Simulated("board = \"simulated\"".into()),
+        "auto" => match detect::detect_among(&machine, &Profile::builtins()?) {
+            Detected::Simulated { reason } => {
+                tracing::warn!(%reason, "no board detected: using the simulated board");
+                Resolved::Simulated(reason)
+            }
+            Detected::Profile { profile, reason } => {
+                tracing::info!(profile = %profile.name, %reason, "board detected");
+                Resolved::Hardware(profile)
+            }
+        },
+        spec => {
+            let profile = Profile::open(spec)?;
+            detect::check_explicit(&profile, root)?;
+            Resolved::Hardware(Box::new(profile))
+        }
+    };
+    Ok((resolved, machine))
 }
 
 /// What the board tells the appliance.
@@ -104,26 +140,15 @@ impl Board {
     /// Starts the board `config` names, on `root`'s device tree and sound
     /// cards (`/` but in tests). Call it inside a tokio runtime.
     pub fn open(config: &BoardConfig, root: &Path) -> Result<Board, BoardError> {
-        match config.board.as_str() {
-            "simulated" => Ok(Self::simulated(
-                config,
-                "simulated (board = \"simulated\")".into(),
-            )?),
-            "auto" => match detect::detect(root)? {
-                Detected::Simulated { reason } => {
-                    tracing::warn!(%reason, "no board detected: using the simulated board");
-                    Self::simulated(config, format!("simulated ({reason})"))
-                }
-                Detected::Profile { profile, reason } => {
-                    tracing::info!(profile = %profile.name, %reason, "board detected");
-                    Self::hardware(config, *profile)
-                }
-            },
-            spec => {
-                let profile = Profile::open(spec)?;
-                detect::check_explicit(&profile, root)?;
-                Self::hardware(config, profile)
-            }
+        let (resolved, _) = resolve(config, root)?;
+        Self::start(config, resolved)
+    }
+
+    /// Starts a board [`resolve`] chose. Call it inside a tokio runtime.
+    pub fn start(config: &BoardConfig, resolved: Resolved) -> Result<Board, BoardError> {
+        match resolved {
+            Resolved::Simulated(reason) => Self::simulated(config, format!("simulated ({reason})")),
+            Resolved::Hardware(profile) => Self::hardware(config, *profile),
         }
     }
 

@@ -152,6 +152,16 @@ impl Machine {
         })
     }
 
+    /// The card a profile's audio uses on this machine: the first of its
+    /// `audio.cards` patterns, in order, that names a card here.
+    pub fn card_for(&self, profile: &Profile) -> Option<&AlsaCard> {
+        profile
+            .audio
+            .cards
+            .iter()
+            .find_map(|pattern| self.cards.iter().find(|card| card.matches(pattern)))
+    }
+
     /// Whether the device-tree model is a Raspberry Pi's.
     pub fn is_raspberry_pi(&self) -> bool {
         self.model.as_deref().is_some_and(|m| m.contains(PI_MODEL))

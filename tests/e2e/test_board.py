@@ -218,3 +218,12 @@ def test_a_pi_profile_here_is_a_clear_error_and_the_appliance_still_serves(start
     r = hark(d, "button", "press")
     assert r.returncode != 0 and "no simulated board" in r.stderr and "not a Raspberry Pi" in r.stderr, \
         (r.returncode, r.stderr)
+
+
+def test_sigterm_turns_the_lights_off(start_daemon):
+    d = start_daemon()
+    assert hark(d, "mute", "on").returncode == 0
+    wait_lights(d, "muted")
+    assert d.stop() == 0, d.log()
+    log = d.log()
+    assert "received SIGTERM" in log and "board stopped: LEDs dark, pins released" in log, log[-2000:]
