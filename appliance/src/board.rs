@@ -60,12 +60,14 @@ impl BoardService {
         let board = Arc::new(board);
         let shown = Arc::new(Mutex::new(Status::Idle));
         {
-            let (board, shown, state) = (
+            // The mute flag, not the whole state: the state holds this
+            // closure, and must not be kept alive by it.
+            let (board, shown, muted) = (
                 Arc::downgrade(&board),
                 Arc::clone(&shown),
-                Arc::clone(state),
+                Arc::clone(&state.muted),
             );
-            state.clone().set_subsystem(
+            state.set_subsystem(
                 "board",
                 Arc::new(move || {
                     let Some(board) = board.upgrade() else {
@@ -75,7 +77,7 @@ impl BoardService {
                     format!(
                         "{}; lights: {status}; mute {}",
                         board.describe(),
-                        if state.muted.load(Ordering::Acquire) {
+                        if muted.load(Ordering::Acquire) {
                             "on"
                         } else {
                             "off"
