@@ -2,10 +2,11 @@
 //! transports it serves and who is connected, and the state of each
 //! subsystem. `get_status` reports it; transports and engines update it.
 //!
-//! This is also where the engines plug in: the audio engine (issue 3) sets
+//! This is also where the engines plug in: the audio engine sets
 //! `recording` and the audio state, speech-to-text and text-to-speech report
-//! their model and voice, the board reports its backend. Until an engine is
-//! built into the daemon its subsystem reads "not configured".
+//! their model and voice, the board reports which board it is, its lights
+//! and the mute switch. Until an engine has started its subsystem reads
+//! "not configured".
 
 use std::{
     collections::BTreeMap,

@@ -28,7 +28,7 @@ pub struct Status {
     pub uptime_seconds: f64,
     /// Every transport the daemon listens on, with its connected clients.
     pub transports: Vec<TransportStatus>,
-    /// State of each subsystem ("not configured" until its engine is built in).
+    /// State of each subsystem ("not configured" until its engine has started).
     pub subsystems: Subsystems,
 }
 
