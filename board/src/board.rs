@@ -24,9 +24,10 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     button::{self, ButtonEvent, ButtonTiming, Level},
     detect::{self, DetectError, Detected, Machine},
-    gpio::{self, GpioError, GpioInput, Pull},
-    led::{Lights, Pattern, Rgb, Shown},
+    gpio::{self, GpioContact, GpioError, Pull},
+    led::{LedOutput, Lights, Pattern, Rgb, Shown},
     link::{Command, Link, LinkConfig, LinkEvent, LinkHandle},
+    ports::{ChannelContact, Contact, Running},
     profile::{self, LedRole, Leds, Profile, ProfileError},
     sim::{SimControl, SimLedView, SimLeds},
     status::{LedRoles, Status, light},
@@ -132,8 +133,18 @@ pub struct Board {
     simulated: Option<(SimControl, SimLedView)>,
     description: String,
     tasks: Vec<JoinHandle<()>>,
-    /// Declared last: the pins go after the tasks reading them stop.
-    _inputs: Vec<GpioInput>,
+    /// The contacts' backends. Declared last: the pins go after the tasks
+    /// reading them stop.
+    _contacts: Vec<Running>,
+}
+
+/// What a contact is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContactKind {
+    /// The push-to-talk button: press, release, long and double press.
+    Button,
+    /// The mute switch: closed is muted.
+    Mute,
 }
 
 impl Board {
@@ -152,16 +163,14 @@ impl Board {
         }
     }
 
-    fn simulated(config: &BoardConfig, description: String) -> Result<Board, BoardError> {
+    /// A board with lights on `output` and no contacts yet.
+    fn with_lights(
+        config: &BoardConfig,
+        output: Box<dyn LedOutput>,
+        roles: LedRoles,
+        description: String,
+    ) -> Result<Board, BoardError> {
         let (events, rx) = mpsc::channel(32);
-        let (button_levels, button_rx) = mpsc::channel(32);
-        let (mute_levels, mute_rx) = mpsc::channel(32);
-        let tasks = vec![
-            spawn_button(button_rx, events.clone(), config.timing),
-            spawn_switch(mute_rx, events.clone(), config.timing),
-        ];
-        let (leds, view) = SimLeds::new(config.simulated_leds.max(1));
-        let lights = Lights::start(Box::new(leds)).map_err(BoardError::Thread)?;
         Ok(Board {
             events: Some(rx),
             events_tx: events,
@@ -169,14 +178,44 @@ impl Board {
             link: None,
             link_pattern: Arc::new(Mutex::new(LedPattern::Off)),
             shutdown: CancellationToken::new(),
-            lights,
-            roles: LedRoles::Shared,
+            lights: Lights::start(output).map_err(BoardError::Thread)?,
+            roles,
             profile: None,
-            simulated: Some((SimControl::new(button_levels, mute_levels), view)),
+            simulated: None,
             description,
-            tasks,
-            _inputs: Vec::new(),
+            tasks: Vec::new(),
+            _contacts: Vec::new(),
         })
+    }
+
+    /// Starts `contact` as the board's button or mute switch, behind the
+    /// classifier every contact gets.
+    pub fn add_contact(
+        &mut self,
+        kind: ContactKind,
+        contact: Box<dyn Contact>,
+    ) -> Result<(), BoardError> {
+        let (levels, levels_rx) = mpsc::channel(64);
+        let spawn = match kind {
+            ContactKind::Button => spawn_button,
+            ContactKind::Mute => spawn_switch,
+        };
+        tracing::debug!(contact = %contact.describe(), ?kind, "contact started");
+        self._contacts.push(contact.start(levels)?);
+        self.tasks
+            .push(spawn(levels_rx, self.events_tx.clone(), self.timing));
+        Ok(())
+    }
+
+    fn simulated(config: &BoardConfig, description: String) -> Result<Board, BoardError> {
+        let (leds, view) = SimLeds::new(config.simulated_leds.max(1));
+        let mut board = Self::with_lights(config, Box::new(leds), LedRoles::Shared, description)?;
+        let (button, button_contact) = ChannelContact::new("the simulated button");
+        let (mute, mute_contact) = ChannelContact::new("the simulated mute switch");
+        board.add_contact(ContactKind::Button, Box::new(button_contact))?;
+        board.add_contact(ContactKind::Mute, Box::new(mute_contact))?;
+        board.simulated = Some((SimControl::new(button, mute), view));
+        Ok(board)
     }
 
     fn hardware(config: &BoardConfig, profile: Profile) -> Result<Board, BoardError> {
@@ -184,94 +223,69 @@ impl Board {
             profile: profile.name.clone(),
             source,
         };
-        let (events, rx) = mpsc::channel(32);
-        let mut tasks = Vec::new();
-        let mut inputs = Vec::new();
-        let needs_gpio = profile.needs_gpio();
-        let controller = if needs_gpio {
+        let controller = if profile.needs_gpio() {
             Some(gpio::controller().map_err(gpio_error)?)
         } else {
             None
         };
-        type Spawn =
-            fn(mpsc::Receiver<Level>, mpsc::Sender<BoardEvent>, ButtonTiming) -> JoinHandle<()>;
-        let wanted: [(Option<&profile::InputPin>, Spawn, &'static str); 2] = [
-            (
-                profile.button.as_ref(),
-                spawn_button,
-                "the push-to-talk button",
-            ),
-            (profile.mute.as_ref(), spawn_switch, "the mute switch"),
-        ];
-        for (pin, spawn, purpose) in wanted {
-            let (Some(gpio), Some(pin)) = (&controller, pin) else {
-                continue;
-            };
-            let (levels, levels_rx) = mpsc::channel(64);
-            tasks.push(spawn(levels_rx, events.clone(), config.timing));
-            inputs.push(
-                GpioInput::start(
-                    gpio,
-                    pin.pin,
-                    pin.active_low,
-                    pull(pin.pull),
-                    purpose,
-                    levels,
+        let (output, roles): (Box<dyn LedOutput>, LedRoles) = match (&controller, &profile.leds) {
+            (Some(gpio), Leds::Gpio(leds)) => {
+                let pins: Vec<(u8, bool)> =
+                    leds.pins.iter().map(|l| (l.pin, l.active_low)).collect();
+                let roles = leds.pins.iter().map(|l| statuses(l.role)).collect();
+                (
+                    Box::new(gpio::GpioLeds::open(gpio, &pins).map_err(gpio_error)?),
+                    LedRoles::PerLed(roles),
                 )
-                .map_err(gpio_error)?,
-            );
-        }
-        let (output, roles): (Box<dyn crate::led::LedOutput>, LedRoles) =
-            match (&controller, &profile.leds) {
-                (Some(gpio), Leds::Gpio(leds)) => {
-                    let pins: Vec<(u8, bool)> =
-                        leds.pins.iter().map(|l| (l.pin, l.active_low)).collect();
-                    let roles = leds.pins.iter().map(|l| statuses(l.role)).collect();
-                    (
-                        Box::new(gpio::GpioLeds::open(gpio, &pins).map_err(gpio_error)?),
-                        LedRoles::PerLed(roles),
+            }
+            (Some(gpio), Leds::Apa102(ring)) => (
+                Box::new(
+                    gpio::Apa102::open(
+                        gpio,
+                        ring.spi_bus,
+                        ring.chip_select,
+                        ring.max_clock_hz,
+                        usize::from(ring.count),
+                        ring.brightness,
+                        ring.power_pin,
                     )
-                }
-                (Some(gpio), Leds::Apa102(ring)) => (
-                    Box::new(
-                        gpio::Apa102::open(
-                            gpio,
-                            ring.spi_bus,
-                            ring.chip_select,
-                            ring.max_clock_hz,
-                            usize::from(ring.count),
-                            ring.brightness,
-                            ring.power_pin,
-                        )
-                        .map_err(gpio_error)?,
-                    ),
-                    LedRoles::Shared,
+                    .map_err(gpio_error)?,
                 ),
-                // No lights Hark can drive (a USB array): the lights still
-                // run, on nothing, so status reports what would show.
-                _ => (Box::new(SimLeds::new(1).0), LedRoles::Shared),
-            };
-        let lights = Lights::start(output).map_err(BoardError::Thread)?;
-        let link = profile.link.as_ref().map(LinkConfig::from_profile);
-        let mut board = Board {
-            events: Some(rx),
-            events_tx: events,
-            timing: config.timing,
-            link: None,
-            link_pattern: Arc::new(Mutex::new(LedPattern::Off)),
-            shutdown: CancellationToken::new(),
-            lights,
-            roles,
-            description: format!("{} ({})", profile.name, profile.description),
-            profile: Some(profile),
-            simulated: None,
-            tasks,
-            _inputs: inputs,
+                LedRoles::Shared,
+            ),
+            // No lights Hark can drive (a USB array): the lights still
+            // run, on nothing, so status reports what would show.
+            _ => (Box::new(SimLeds::new(1).0), LedRoles::Shared),
         };
-        if let Some(config) = link {
-            let link = Link::spawn_serial(config, board.shutdown.clone());
-            board.attach_link(link);
+        let description = format!("{} ({})", profile.name, profile.description);
+        let mut board = Self::with_lights(config, output, roles, description)?;
+        if let Some(gpio) = &controller {
+            let contacts = [
+                (
+                    ContactKind::Button,
+                    &profile.button,
+                    "the push-to-talk button",
+                ),
+                (ContactKind::Mute, &profile.mute, "the mute switch"),
+            ];
+            for (kind, pin, purpose) in contacts {
+                let Some(pin) = pin else { continue };
+                let contact = GpioContact {
+                    gpio: gpio.clone(),
+                    pin: pin.pin,
+                    active_low: pin.active_low,
+                    pull: pull(pin.pull),
+                    purpose,
+                    profile: profile.name.clone(),
+                };
+                board.add_contact(kind, Box::new(contact))?;
+            }
         }
+        if let Some(link) = &profile.link {
+            let link = Link::spawn_serial(LinkConfig::from_profile(link), board.shutdown.clone());
+            board.attach_link(link)?;
+        }
+        board.profile = Some(profile);
         Ok(board)
     }
 
@@ -280,14 +294,13 @@ impl Board {
     /// classifiers as GPIO ones, and the lights are sent to its ring as
     /// patterns (it animates them itself). `Board::open` attaches the
     /// profile's link; tests attach one over a pseudo-terminal.
-    pub fn attach_link(&mut self, link: Link) {
+    pub fn attach_link(&mut self, link: Link) -> Result<(), BoardError> {
         let (handle, mut link_events, link_task) = link.into_parts();
-        let (button_levels, button_rx) = mpsc::channel(64);
-        let (mute_levels, mute_rx) = mpsc::channel(64);
-        self.tasks
-            .push(spawn_button(button_rx, self.events_tx.clone(), self.timing));
-        self.tasks
-            .push(spawn_switch(mute_rx, self.events_tx.clone(), self.timing));
+        let device = handle.device().display().to_string();
+        let (button_levels, button) = ChannelContact::new(format!("the button on {device}"));
+        let (mute_levels, mute) = ChannelContact::new(format!("the mute switch on {device}"));
+        self.add_contact(ContactKind::Button, Box::new(button))?;
+        self.add_contact(ContactKind::Mute, Box::new(mute))?;
         let resend = (handle.clone(), Arc::clone(&self.link_pattern));
         self.tasks.push(tokio::spawn(async move {
             while let Some(event) = link_events.recv().await {
@@ -326,6 +339,7 @@ impl Board {
             let _ = link_task.await;
         }));
         self.link = Some(handle);
+        Ok(())
     }
 
     /// The board's events; taken once, by the appliance's board task.

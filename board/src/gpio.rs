@@ -19,9 +19,10 @@ use rppal::{
 use tokio::sync::mpsc;
 
 use crate::{
-    apa102,
+    BoardError, apa102,
     button::Level,
     led::{LedError, LedOutput, Rgb},
+    ports::{Contact, Running},
 };
 
 /// Why a GPIO or SPI backend could not start.
@@ -108,6 +109,40 @@ impl GpioInput {
             })
             .map_err(error)?;
         Ok(GpioInput { _pin: input })
+    }
+}
+
+/// A button or switch on an input pin, as a [`Contact`]: the pin is taken
+/// when the board starts it.
+pub struct GpioContact {
+    pub gpio: Gpio,
+    pub pin: u8,
+    pub active_low: bool,
+    pub pull: Pull,
+    pub purpose: &'static str,
+    /// The profile, for errors.
+    pub profile: String,
+}
+
+impl Contact for GpioContact {
+    fn describe(&self) -> String {
+        format!("{} on GPIO {}", self.purpose, self.pin)
+    }
+
+    fn start(self: Box<Self>, levels: mpsc::Sender<Level>) -> Result<Running, BoardError> {
+        let input = GpioInput::start(
+            &self.gpio,
+            self.pin,
+            self.active_low,
+            self.pull,
+            self.purpose,
+            levels,
+        )
+        .map_err(|source| BoardError::Gpio {
+            profile: self.profile,
+            source,
+        })?;
+        Ok(Box::new(input))
     }
 }
 

@@ -13,6 +13,7 @@ pub mod detect;
 pub mod gpio;
 pub mod led;
 pub mod link;
+pub mod ports;
 pub mod profile;
 pub mod sim;
 pub mod status;

@@ -789,7 +789,9 @@ async fn a_board_takes_its_button_mute_and_lights_through_the_link() {
     };
     let mut board = Board::open(&config, std::path::Path::new("/")).expect("board");
     let mut events = board.take_events().expect("events");
-    board.attach_link(Link::spawn(fast_config(), opener, CancellationToken::new()));
+    board
+        .attach_link(Link::spawn(fast_config(), opener, CancellationToken::new()))
+        .expect("link attached");
     let mut mcu = rig.next_mcu().await;
     mcu.saw(|m| matches!(m, Message::Hello(_))).await;
     // What the MCU shows on connecting: the board's current (idle) light.
