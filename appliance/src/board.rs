@@ -194,10 +194,7 @@ fn activity(state: &ApplianceState) -> Activity {
         transcribing: stt
             .and_then(|s| s.engine().ok())
             .is_some_and(|engine| engine.busy()),
-        // Speech to text failed to start (no model): the appliance cannot
-        // hear anyone until someone fixes it. (Disabled on purpose is not
-        // an error.)
-        error: state.subsystem("stt").0.starts_with("unavailable"),
+        error: stt.is_some_and(|s| s.failed()),
         pairing: false,
     }
 }
@@ -233,6 +230,7 @@ async fn serve(
 }
 
 fn handle(event: BoardEvent, state: &ApplianceState) {
+    tracing::debug!(?event, "board event");
     match event {
         BoardEvent::Mute(on) => {
             state.muted.store(on, Ordering::Release);
@@ -269,12 +267,15 @@ fn handle(event: BoardEvent, state: &ApplianceState) {
                 tracing::info!(recordings = ended, "push-to-talk released: utterance ended");
             }
         }
-        BoardEvent::Button(event) => tracing::debug!(?event, "button"),
+        // Long and double presses have no action (yet): logged above.
+        BoardEvent::Button(ButtonEvent::LongPress | ButtonEvent::DoublePress) => {}
     }
 }
 
 /// What `hark button` and `hark mute` ask of the simulated board.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ButtonAction {
     /// A tap: down, 120 ms, up.

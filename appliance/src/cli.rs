@@ -101,7 +101,7 @@ pub enum Command {
     Button {
         /// `press` (a tap), `hold` (down until `release`) or `release`.
         #[arg(value_enum)]
-        action: ButtonArg,
+        action: crate::board::ButtonAction,
     },
     /// Turn the simulated board's mute switch on or off in the running
     /// daemon (machines without GPIO; over its Unix socket).
@@ -231,13 +231,6 @@ pub enum ConfigCommand {
         /// if it exists, else the built-in defaults].
         file: Option<PathBuf>,
     },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ButtonArg {
-    Press,
-    Hold,
-    Release,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

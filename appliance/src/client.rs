@@ -3,7 +3,10 @@
 
 use std::{collections::HashSet, time::Duration};
 
-use rmcp::{ServiceExt, model::CallToolRequestParams};
+use rmcp::{
+    ServiceExt,
+    model::{CallToolRequestParams, ClientRequest, CustomRequest, CustomResult, ServerResult},
+};
 use serde_json::{Value, json};
 use tokio::{
     io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader},
@@ -374,13 +377,17 @@ async fn write_error<W: AsyncWrite + Unpin>(
 }
 
 /// Sends one `hark/board` request (`hark button`, `hark mute`) over the
-/// daemon's Unix socket and returns its result: newline-delimited JSON-RPC,
-/// after the MCP handshake.
+/// daemon's Unix socket, as an MCP client (the handshake, then the request),
+/// and returns its result.
 pub async fn board(
     socket: &std::path::Path,
     control: &crate::board::BoardControl,
 ) -> Result<Value, ClientError> {
     let target = socket.display().to_string();
+    let mcp_err = |reason: String| ClientError::Mcp {
+        target: target.clone(),
+        reason,
+    };
     let exchange = async {
         let stream = tokio::net::UnixStream::connect(socket)
             .await
@@ -388,37 +395,20 @@ pub async fn board(
                 target: target.clone(),
                 source,
             })?;
-        let (read, mut write) = stream.into_split();
-        let mut lines = BufReader::new(read).lines();
-        let mcp = |reason: String| ClientError::Mcp {
-            target: target.clone(),
-            reason,
-        };
-        let messages = [
-            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "hark-cli", "version": env!("CARGO_PKG_VERSION")}}}),
-            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-            json!({"jsonrpc": "2.0", "id": 2, "method": crate::mcp::BOARD_METHOD, "params": control}),
-        ];
-        for message in &messages {
-            let mut line = message.to_string();
-            line.push('\n');
-            write.write_all(line.as_bytes()).await?;
+        let client = ().serve(stream).await.map_err(|e| mcp_err(e.to_string()))?;
+        let params = serde_json::to_value(control).map_err(|e| mcp_err(e.to_string()))?;
+        let reply = client
+            .send_request(ClientRequest::CustomRequest(CustomRequest::new(
+                crate::mcp::BOARD_METHOD,
+                Some(params),
+            )))
+            .await
+            .map_err(|e| mcp_err(e.to_string()));
+        let _ = client.cancel().await;
+        match reply? {
+            ServerResult::CustomResult(CustomResult(value)) => Ok(value),
+            other => Err(mcp_err(format!("unexpected answer: {other:?}"))),
         }
-        while let Some(line) = lines.next_line().await? {
-            let Ok(reply) = serde_json::from_str::<Value>(&line) else {
-                continue;
-            };
-            if reply["id"] != json!(2) {
-                continue;
-            }
-            if let Some(error) = reply.get("error") {
-                return Err(mcp(error["message"].as_str().unwrap_or("error").to_owned()));
-            }
-            return Ok(reply["result"].clone());
-        }
-        Err(mcp("the daemon closed the connection".into()))
     };
     tokio::time::timeout(STATUS_TIMEOUT, exchange)
         .await

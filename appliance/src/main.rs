@@ -4,8 +4,8 @@ use anyhow::Context;
 use clap::Parser;
 use hark::{
     audio,
-    board::{BoardControl, ButtonAction},
-    cli::{ButtonArg, Cli, Command, ConfigCommand, OnOff},
+    board::BoardControl,
+    cli::{Cli, Command, ConfigCommand, OnOff},
     client,
     config::Config,
     logging, service,
@@ -97,11 +97,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Button { action } => {
             logging::init("warn")?;
             let (config, _) = Config::load(cli.config.as_deref())?;
-            let action = match action {
-                ButtonArg::Press => ButtonAction::Press,
-                ButtonArg::Hold => ButtonAction::Hold,
-                ButtonArg::Release => ButtonAction::Release,
-            };
             let control = BoardControl {
                 button: Some(action),
                 mute: None,

@@ -7,9 +7,10 @@
 //! each thread that allocates may get an arena of its own. The daemon
 //! therefore allows two arenas and hands what was freed back to the system
 //! ([`release_freed`]) after each transcription, after start-up, and when
-//! the voices give their working memory back. Between requests, the engines' work runs at full
-//! speed: a fixed low mmap threshold (every large tensor mapped and
-//! unmapped) made speech synthesis up to twice as slow. Measured in
+//! the voices give their working memory back. Between requests, the
+//! engines' work runs at full speed: a fixed low mmap threshold (every
+//! large tensor mapped and unmapped) made speech synthesis up to twice as
+//! slow. Measured in
 //! docs/benchmarks.md ("Text to speech", the daemon).
 //!
 //! An engine may keep working memory between requests for speed (the
@@ -21,8 +22,9 @@
 
 use std::sync::{Mutex, PoisonError};
 
-/// How engines give idle working memory back, registered at start-up.
-type Releaser = Box<dyn Fn() + Send>;
+/// How an engine gives idle working memory back, registered at start-up;
+/// it answers whether the engine still exists.
+type Releaser = Box<dyn Fn() -> bool + Send>;
 
 static RELEASERS: Mutex<Vec<Releaser>> = Mutex::new(Vec::new());
 
@@ -49,8 +51,9 @@ pub fn release_freed() {
 
 /// Registers how an engine gives its working memory back when it is idle.
 /// `release` must return at once when the engine is busy (it runs on the
-/// thread that needs the room), and do nothing once the engine is gone.
-pub fn on_make_room(release: impl Fn() + Send + 'static) {
+/// thread that needs the room), and return `false` once the engine is gone
+/// (it is then dropped).
+pub fn on_make_room(release: impl Fn() -> bool + Send + 'static) {
     RELEASERS
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -60,11 +63,8 @@ pub fn on_make_room(release: impl Fn() + Send + 'static) {
 /// Asks the idle engines to give their working memory back (blocking for a
 /// few milliseconds: call it on a worker thread, before heavy work).
 pub fn make_room() {
-    for release in RELEASERS
+    RELEASERS
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .iter()
-    {
-        release();
-    }
+        .retain(|release| release());
 }

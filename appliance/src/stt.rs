@@ -27,6 +27,8 @@ pub struct SpeechToText {
     pub limits: decode::Limits,
     /// Default wait for speech, `mcp.record_timeout`.
     pub record_timeout: Duration,
+    /// `stt.enabled`: without it, no engine is no failure.
+    enabled: bool,
 }
 
 impl SpeechToText {
@@ -84,7 +86,14 @@ impl SpeechToText {
             files,
             limits,
             record_timeout,
+            enabled: config.stt.enabled,
         }
+    }
+
+    /// Speech to text is enabled but has no engine (the model is missing or
+    /// broken): the appliance cannot hear anyone until someone fixes it.
+    pub fn failed(&self) -> bool {
+        self.enabled && self.engine.is_err()
     }
 
     /// The engine, or why there is none.

@@ -182,11 +182,12 @@ impl TextToSpeech {
             let queued = Arc::downgrade(&queued);
             crate::memory::on_make_room(move || {
                 let (Some(synth), Some(queued)) = (synth.upgrade(), queued.upgrade()) else {
-                    return;
+                    return false;
                 };
                 if queued.load(Ordering::Acquire) == 0 {
                     release_idle_memory(&synth);
                 }
+                true
             });
         }
         let describe = {

@@ -24,11 +24,11 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     button::{self, ButtonEvent, ButtonTiming, Level},
     detect::{self, DetectError, Detected, Machine},
-    gpio::{self, GpioContact, GpioError, Pull},
+    gpio::{self, GpioContact, GpioError},
     led::{LedOutput, Lights, Pattern, Rgb, Shown},
     link::{Command, Link, LinkConfig, LinkEvent, LinkHandle},
     ports::{ChannelContact, Contact, Running},
-    profile::{self, LedRole, Leds, Profile, ProfileError},
+    profile::{LedRole, Leds, Profile, ProfileError},
     sim::{SimControl, SimLedView, SimLeds},
     status::{LedRoles, Status, light},
 };
@@ -82,7 +82,7 @@ pub fn resolve(config: &BoardConfig, root: &Path) -> Result<(Resolved, Machine),
         },
         spec => {
             let profile = Profile::open(spec)?;
-            detect::check_explicit(&profile, root)?;
+            detect::check_explicit(&profile, &machine)?;
             Resolved::Hardware(Box::new(profile))
         }
     };
@@ -269,12 +269,10 @@ impl Board {
                 (ContactKind::Mute, &profile.mute, "the mute switch"),
             ];
             for (kind, pin, purpose) in contacts {
-                let Some(pin) = pin else { continue };
+                let Some(pin) = *pin else { continue };
                 let contact = GpioContact {
                     gpio: gpio.clone(),
-                    pin: pin.pin,
-                    active_low: pin.active_low,
-                    pull: pull(pin.pull),
+                    pin,
                     purpose,
                     profile: profile.name.clone(),
                 };
@@ -397,14 +395,6 @@ impl Drop for Board {
         for task in &self.tasks {
             task.abort();
         }
-    }
-}
-
-fn pull(pull: profile::Pull) -> Pull {
-    match pull {
-        profile::Pull::Up => Pull::Up,
-        profile::Pull::Down => Pull::Down,
-        profile::Pull::None => Pull::None,
     }
 }
 

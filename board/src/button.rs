@@ -93,11 +93,6 @@ impl Classifier {
         }
     }
 
-    /// Whether the button is down, as far as events have said.
-    pub fn is_pressed(&self) -> bool {
-        self.stable == Level::Pressed
-    }
-
     /// A raw level at `at`. Events come from [`Classifier::wake`] once the
     /// level has held for the debounce time.
     pub fn level(&mut self, level: Level, at: Instant) {

@@ -330,12 +330,8 @@ pub fn detect_among(machine: &Machine, profiles: &[Profile]) -> Detected {
 /// than as an error from the GPIO library later. A missing sound card is
 /// not checked: a USB card can be plugged in later, and the audio engine
 /// reports it.
-pub fn check_explicit(profile: &Profile, root: &Path) -> Result<(), DetectError> {
-    if !profile.needs_gpio() {
-        return Ok(());
-    }
-    let machine = Machine::probe(root)?;
-    if machine.is_raspberry_pi() {
+pub fn check_explicit(profile: &Profile, machine: &Machine) -> Result<(), DetectError> {
+    if !profile.needs_gpio() || machine.is_raspberry_pi() {
         return Ok(());
     }
     Err(DetectError::NotAPi {

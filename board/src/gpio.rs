@@ -13,7 +13,7 @@
 //! stops, SIGTERM included).
 
 use rppal::{
-    gpio::{Gpio, InputPin, OutputPin, Trigger},
+    gpio::{Gpio, OutputPin, Trigger},
     spi::{Bus, Mode, SlaveSelect, Spi},
 };
 use tokio::sync::mpsc;
@@ -23,6 +23,7 @@ use crate::{
     button::Level,
     led::{LedError, LedOutput, Rgb},
     ports::{Contact, Running},
+    profile::{InputPin, Pull},
 };
 
 /// Why a GPIO or SPI backend could not start.
@@ -52,37 +53,39 @@ pub enum GpioError {
     NoSuchSpi { bus: u8, cs: u8 },
 }
 
-/// How a contact is wired.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pull {
-    Up,
-    Down,
-    None,
+/// A button or switch on an input pin, as a [`Contact`]: the pin is taken
+/// when the board starts it and released when the returned [`Running`]
+/// is dropped.
+pub struct GpioContact {
+    pub gpio: Gpio,
+    /// The pin, its polarity and pull, from the profile.
+    pub pin: InputPin,
+    pub purpose: &'static str,
+    /// The profile, for errors.
+    pub profile: String,
 }
 
-/// A button or switch on an input pin, reporting raw levels (bounces
-/// included: the classifier debounces) to `levels`. Keep it alive as long
-/// as the levels are wanted; dropping it stops the interrupt and releases
-/// the pin.
-pub struct GpioInput {
-    _pin: InputPin,
-}
+impl Contact for GpioContact {
+    fn describe(&self) -> String {
+        format!("{} on GPIO {}", self.purpose, self.pin.pin)
+    }
 
-impl GpioInput {
-    pub fn start(
-        gpio: &Gpio,
-        pin: u8,
-        active_low: bool,
-        pull: Pull,
-        purpose: &'static str,
-        levels: mpsc::Sender<Level>,
-    ) -> Result<GpioInput, GpioError> {
-        let error = |source| GpioError::Pin {
+    fn start(self: Box<Self>, levels: mpsc::Sender<Level>) -> Result<Running, BoardError> {
+        let InputPin {
             pin,
-            purpose,
-            source,
+            active_low,
+            pull,
+        } = self.pin;
+        let purpose = self.purpose;
+        let error = |source| BoardError::Gpio {
+            profile: self.profile.clone(),
+            source: GpioError::Pin {
+                pin,
+                purpose,
+                source,
+            },
         };
-        let raw = gpio.get(pin).map_err(error)?;
+        let raw = self.gpio.get(pin).map_err(error)?;
         let mut input = match pull {
             Pull::Up => raw.into_input_pullup(),
             Pull::Down => raw.into_input_pulldown(),
@@ -108,42 +111,21 @@ impl GpioInput {
                 }
             })
             .map_err(error)?;
-        Ok(GpioInput { _pin: input })
-    }
-}
-
-/// A button or switch on an input pin, as a [`Contact`]: the pin is taken
-/// when the board starts it.
-pub struct GpioContact {
-    pub gpio: Gpio,
-    pub pin: u8,
-    pub active_low: bool,
-    pub pull: Pull,
-    pub purpose: &'static str,
-    /// The profile, for errors.
-    pub profile: String,
-}
-
-impl Contact for GpioContact {
-    fn describe(&self) -> String {
-        format!("{} on GPIO {}", self.purpose, self.pin)
-    }
-
-    fn start(self: Box<Self>, levels: mpsc::Sender<Level>) -> Result<Running, BoardError> {
-        let input = GpioInput::start(
-            &self.gpio,
-            self.pin,
-            self.active_low,
-            self.pull,
-            self.purpose,
-            levels,
-        )
-        .map_err(|source| BoardError::Gpio {
-            profile: self.profile,
-            source,
-        })?;
+        // Dropping the pin stops the interrupt and releases it.
         Ok(Box::new(input))
     }
+}
+
+/// `pin` as an output, for `purpose` (named in the error).
+fn output(gpio: &Gpio, pin: u8, purpose: &'static str) -> Result<OutputPin, GpioError> {
+    Ok(gpio
+        .get(pin)
+        .map_err(|source| GpioError::Pin {
+            pin,
+            purpose,
+            source,
+        })?
+        .into_output())
 }
 
 /// Single LEDs, one per output pin; an LED is lit when its colour in the
@@ -158,16 +140,9 @@ impl GpioLeds {
     pub fn open(gpio: &Gpio, pins: &[(u8, bool)]) -> Result<GpioLeds, GpioError> {
         let mut out = Vec::with_capacity(pins.len());
         for &(pin, active_low) in pins {
-            let mut output = gpio
-                .get(pin)
-                .map_err(|source| GpioError::Pin {
-                    pin,
-                    purpose: "an LED",
-                    source,
-                })?
-                .into_output();
-            set(&mut output, active_low, false);
-            out.push((output, active_low));
+            let mut led = output(gpio, pin, "an LED")?;
+            set(&mut led, active_low, false);
+            out.push((led, active_low));
         }
         Ok(GpioLeds {
             pins: out,
@@ -238,16 +213,9 @@ impl Apa102 {
         };
         let power = match power_pin {
             Some(pin) => {
-                let mut out = gpio
-                    .get(pin)
-                    .map_err(|source| GpioError::Pin {
-                        pin,
-                        purpose: "the LEDs' power",
-                        source,
-                    })?
-                    .into_output();
-                out.set_high();
-                Some(out)
+                let mut power = output(gpio, pin, "the LEDs' power")?;
+                power.set_high();
+                Some(power)
             }
             None => None,
         };

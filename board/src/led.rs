@@ -29,10 +29,6 @@ impl Rgb {
         let scale = |c: u8| (f32::from(c) * level).round() as u8;
         Rgb(scale(self.0), scale(self.1), scale(self.2))
     }
-
-    pub fn is_off(self) -> bool {
-        self == Rgb::OFF
-    }
 }
 
 /// How a light changes over time.
@@ -135,8 +131,6 @@ pub enum LedError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot set GPIO {pin} for an LED: {reason}")]
-    Gpio { pin: u8, reason: String },
 }
 
 /// An LED output: GPIO LEDs, an addressable ring, the simulated board's.

@@ -636,11 +636,15 @@ fn usb_array_is_found_on_any_machine() {
     assert_eq!(detected_profile(&root).0, "usb-mic-array");
 }
 
+fn probe(root: &std::path::Path) -> Machine {
+    Machine::probe(root).expect("the fixture reads")
+}
+
 #[test]
 fn explicit_pi_profile_on_a_non_pi_is_a_clear_error() {
     let root = Root::new("explicit-x86");
     let profile = Profile::builtin("respeaker-2mic").expect("2-mic");
-    let error = check_explicit(&profile, &root.0).expect_err("not a Pi");
+    let error = check_explicit(&profile, &probe(&root.0)).expect_err("not a Pi");
     assert!(matches!(error, DetectError::NotAPi { .. }));
     let message = error.to_string();
     assert!(
@@ -652,7 +656,7 @@ fn explicit_pi_profile_on_a_non_pi_is_a_clear_error() {
     // A device tree that is not a Pi's.
     let root = Root::new("explicit-orange").model("Xunlong Orange Pi 5");
     let generic = Profile::builtin("generic-pi").expect("generic");
-    let message = check_explicit(&generic, &root.0)
+    let message = check_explicit(&generic, &probe(&root.0))
         .expect_err("not a Pi")
         .to_string();
     assert!(message.contains("generic-pi"), "{message}");
@@ -660,8 +664,8 @@ fn explicit_pi_profile_on_a_non_pi_is_a_clear_error() {
 
     // A USB array needs no Pi; a Pi profile on a Pi is fine.
     let usb = Profile::builtin("usb-mic-array").expect("usb");
-    check_explicit(&usb, &Root::new("explicit-usb").0).expect("no GPIO needed");
-    check_explicit(&profile, &Root::new("explicit-pi").model(PI4).0).expect("a Pi");
+    check_explicit(&usb, &probe(&Root::new("explicit-usb").0)).expect("no GPIO needed");
+    check_explicit(&profile, &probe(&Root::new("explicit-pi").model(PI4).0)).expect("a Pi");
 }
 
 #[test]

@@ -179,10 +179,24 @@ def test_push_to_talk_holds_the_recording_until_release(board, tmp_path):
 
 
 def test_a_press_when_quiet_changes_nothing(board):
+    before = board.log()
     r = hark(board, "button", "press")
     assert r.returncode == 0, r.stderr
-    time.sleep(0.3)
+    # The tap reached the board (its debounced press and release) …
+    assert wait_for(lambda: board.log().count("Button(Release)") > before.count("Button(Release)"), 5), \
+        board.log()[-2000:]
+    after = board.log()[len(before):]
+    # … and stopped nothing, held nothing.
+    assert "speech stopped" not in after and "push-to-talk" not in after, after
     assert "lights: idle" in board_status(board)
+
+
+def test_the_error_light_shows_when_speech_to_text_is_unavailable(start_daemon, tmp_path):
+    d = start_daemon({"stt": {"model": str(tmp_path / "nowhere.bin")}})
+    wait_lights(d, "error")
+    # Disabled on purpose is no error.
+    d = start_daemon({"stt": {"enabled": False}})
+    wait_lights(d, "idle")
 
 
 def test_the_board_is_not_reachable_over_the_network(board):

@@ -534,20 +534,19 @@ impl PiperModel {
 
     /// Gives ONNX Runtime's working memory back, for an idle caller. ONNX
     /// Runtime shrinks its arena only at the end of a run, so this speaks
-    /// the shortest input there is (`^ _ $`, a few milliseconds) with
-    /// shrinking on. Returns whether there was anything to give back.
-    pub fn release_memory(&mut self) -> Result<bool, PiperError> {
+    /// `silence` — the shortest input there is, the voice's ids for `^ _ $`
+    /// (`PhonemeIdMap::ids(&[])`), a few milliseconds — with shrinking on.
+    /// Returns whether there was anything to give back.
+    pub fn release_memory(&mut self, silence: &[i64]) -> Result<bool, PiperError> {
         if !self.holds_memory {
             return Ok(false);
         }
-        let map = &self.config.phoneme_id_map;
-        let mut ids = Vec::new();
-        for symbol in ["^", "_", "$"] {
-            ids.extend_from_slice(map.get(symbol).map_or(&[][..], Vec::as_slice));
+        if silence.is_empty() {
+            return Err(PiperError::EmptyIds);
         }
         let scales = self.config.scales(1.0);
         let sid = self.config.is_multi_speaker().then_some(0);
-        self.run_model(&ids, scales, sid, true)?;
+        self.run_model(silence, scales, sid, true)?;
         self.holds_memory = false;
         Ok(true)
     }

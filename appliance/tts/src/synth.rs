@@ -464,8 +464,8 @@ impl Synthesizer {
     /// Returns how many voices gave theirs back.
     pub fn release_memory(&mut self) -> usize {
         let mut released = 0;
-        for (id, model, _) in &mut self.loaded {
-            match model.release_memory() {
+        for (id, model, map) in &mut self.loaded {
+            match model.release_memory(&map.ids(&[]).ids) {
                 Ok(true) => released += 1,
                 Ok(false) => {}
                 Err(e) => {

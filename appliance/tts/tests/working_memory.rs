@@ -46,9 +46,10 @@ fn working_memory_is_kept_between_runs_and_given_back_on_request() {
         1,
     )
     .unwrap();
+    let silence = map.ids(&[]).ids;
     // Nothing spoken yet: nothing to give back.
     assert!(!model.holds_memory());
-    assert!(!model.release_memory().unwrap());
+    assert!(!model.release_memory(&silence).unwrap());
 
     // About six seconds of speech in one run: the arena grows by tens of
     // megabytes.
@@ -67,7 +68,7 @@ fn working_memory_is_kept_between_runs_and_given_back_on_request() {
     assert!(model.holds_memory());
 
     let holding = resident_kib();
-    assert!(model.release_memory().unwrap());
+    assert!(model.release_memory(&silence).unwrap());
     let released = resident_kib();
     assert!(!model.holds_memory());
     assert!(
@@ -75,7 +76,7 @@ fn working_memory_is_kept_between_runs_and_given_back_on_request() {
         "resident memory went from {holding} KiB to {released} KiB when the working memory was given back"
     );
     // Once given back, there is nothing more to give.
-    assert!(!model.release_memory().unwrap());
+    assert!(!model.release_memory(&silence).unwrap());
 
     // The voice speaks the same afterwards.
     let again = model.synthesize(&ids, scales, None).unwrap();
