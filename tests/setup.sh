@@ -62,6 +62,16 @@ apt_install() {
 need_apt=()
 command -v socat >/dev/null 2>&1 || need_apt+=(socat)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)   # any npm >= 7 can `npm ci` the v3 lockfile
+# The SD image's first-boot settings script (e2e/test_image_settings.py) hashes
+# the Wi-Fi passphrase with wpa_passphrase, makes the SSH host key with ssh-keygen
+# and checks time zones against /usr/share/zoneinfo.
+command -v wpa_passphrase >/dev/null 2>&1 || need_apt+=(wpasupplicant)
+command -v ssh-keygen >/dev/null 2>&1 || need_apt+=(openssh-client)
+[ -f /usr/share/zoneinfo/Europe/London ] || need_apt+=(tzdata)
+# The Debian package's sysusers and tmpfiles entries (e2e/test_package.py) run
+# through systemd-sysusers and systemd-tmpfiles --root (no running systemd needed).
+command -v systemd-sysusers >/dev/null 2>&1 && command -v systemd-tmpfiles >/dev/null 2>&1 \
+  || need_apt+=(systemd)
 if ! command -v "$PYTHON" >/dev/null 2>&1; then
   need_apt+=(python3 python3-venv); PYTHON=python3
 elif ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then

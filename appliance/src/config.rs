@@ -741,6 +741,32 @@ mod tests {
     }
 
     #[test]
+    fn realtime_priority_is_checked_and_printed() {
+        let err = parse("[audio]\nrealtime_priority = 100\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("audio.realtime_priority"), "{err}");
+        assert!(err.contains("100"), "{err}");
+        // One key for both threads, under [audio] only.
+        let err = parse("[audio.capture]\nrealtime_priority = 5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("realtime_priority"), "{err}");
+        let config = parse("[audio]\nrealtime_priority = 0\n").expect("0 is normal scheduling");
+        assert_eq!(config.audio.capture.realtime_priority, 0);
+        assert_eq!(config.audio.playback.realtime_priority, 0);
+        let config = parse("[audio]\nrealtime_priority = 99\n").expect("99 is the top");
+        assert_eq!(config.audio.capture.realtime_priority, 99);
+        assert!(
+            Config::default().to_toml().contains(
+                "\n[audio]\nenabled = true\nhalf_duplex = true\nrealtime_priority = 10\n"
+            ),
+            "{}",
+            Config::default().to_toml()
+        );
+    }
+
+    #[test]
     fn origin_without_scheme_is_refused() {
         let err = parse("[mcp]\nallowed_origins = [\"example.com\"]\n")
             .unwrap_err()

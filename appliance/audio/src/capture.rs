@@ -11,7 +11,8 @@
 //! the read loop allocates.
 //!
 //! Permissions: the daemon's user must be in the `audio` group to open
-//! `/dev/snd/*`.
+//! `/dev/snd/*`. The thread runs under `SCHED_FIFO` when
+//! `realtime_priority` is set and allowed ([`crate::realtime`]).
 
 use std::{
     sync::{
@@ -287,6 +288,9 @@ fn run(
     mute: &[Arc<AtomicBool>],
 ) {
     route_alsa_messages();
+    // Once, before the device opens: the read loop itself never allocates
+    // or logs for this.
+    crate::realtime::enter(config.realtime_priority);
     // Reports Stopped however the thread ends, a panic included, so the
     // watchdog's health check sees a dead capture thread.
     struct Ended<'a>(&'a CaptureStats);

@@ -46,7 +46,7 @@ impl SampleFormat {
 
 /// `[audio]`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(from = "AudioSection")]
 pub struct AudioConfig {
     /// Run the audio engine. Off, the daemon serves MCP without microphones
     /// or speaker and reports audio as "disabled".
@@ -54,6 +54,13 @@ pub struct AudioConfig {
     /// While the speaker plays, capture keeps silence instead of what the
     /// microphones hear, so Hark does not listen to itself.
     pub half_duplex: bool,
+    /// `SCHED_FIFO` priority of the capture and playback threads (0–99; 0
+    /// keeps normal scheduling), so speech recognition on every core cannot
+    /// make them miss a period. Needs `CAP_SYS_NICE` or an `RLIMIT_RTPRIO`
+    /// at least this high (the systemd unit allows 20); without it the
+    /// threads log a warning and run at normal priority. See
+    /// [`crate::realtime`].
+    pub realtime_priority: u8,
     /// Capture: the microphones.
     pub capture: CaptureConfig,
     /// Playback: the speaker.
@@ -66,13 +73,62 @@ pub struct AudioConfig {
 
 impl Default for AudioConfig {
     fn default() -> Self {
+        AudioSection::default().into()
+    }
+}
+
+/// `[audio]` as the file spells it. `realtime_priority` is one key for both
+/// audio threads; turning the section into an [`AudioConfig`] copies it into
+/// [`CaptureConfig`] and [`PlaybackConfig`], which is all
+/// [`Capture::start`](crate::Capture::start) and
+/// [`Player::start`](crate::playback::Player::start) are given.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct AudioSection {
+    enabled: bool,
+    half_duplex: bool,
+    realtime_priority: u8,
+    capture: CaptureConfig,
+    playback: PlaybackConfig,
+    vad: VadConfig,
+    virtual_card: VirtualCardConfig,
+}
+
+impl Default for AudioSection {
+    fn default() -> Self {
         Self {
             enabled: true,
             half_duplex: true,
+            realtime_priority: crate::realtime::DEFAULT_PRIORITY,
             capture: CaptureConfig::default(),
             playback: PlaybackConfig::default(),
             vad: VadConfig::default(),
             virtual_card: VirtualCardConfig::default(),
+        }
+    }
+}
+
+impl From<AudioSection> for AudioConfig {
+    fn from(section: AudioSection) -> Self {
+        let AudioSection {
+            enabled,
+            half_duplex,
+            realtime_priority,
+            mut capture,
+            mut playback,
+            vad,
+            virtual_card,
+        } = section;
+        capture.realtime_priority = realtime_priority;
+        playback.realtime_priority = realtime_priority;
+        Self {
+            enabled,
+            half_duplex,
+            realtime_priority,
+            capture,
+            playback,
+            vad,
+            virtual_card,
         }
     }
 }
@@ -145,6 +201,10 @@ pub struct CaptureConfig {
     /// Seconds of 16 kHz audio the capture ring holds (2–120). A consumer
     /// further behind than this loses the oldest audio (counted).
     pub ring_seconds: u32,
+    /// `SCHED_FIFO` priority of the capture thread (0: normal scheduling).
+    /// Not a key of its own: `[audio] realtime_priority` sets it.
+    #[serde(skip)]
+    pub realtime_priority: u8,
 }
 
 impl Default for CaptureConfig {
@@ -162,6 +222,7 @@ impl Default for CaptureConfig {
             beamform: false,
             preroll_ms: 300,
             ring_seconds: 40,
+            realtime_priority: 0,
         }
     }
 }
@@ -190,6 +251,10 @@ pub struct PlaybackConfig {
     /// Fade applied when speech is stopped, in milliseconds (1–50), so a stop
     /// does not click.
     pub fade_ms: u32,
+    /// `SCHED_FIFO` priority of the playback thread (0: normal scheduling).
+    /// Not a key of its own: `[audio] realtime_priority` sets it.
+    #[serde(skip)]
+    pub realtime_priority: u8,
 }
 
 impl Default for PlaybackConfig {
@@ -203,6 +268,7 @@ impl Default for PlaybackConfig {
             volume: 80,
             mixer_control: String::new(),
             fade_ms: 8,
+            realtime_priority: 0,
         }
     }
 }
@@ -251,6 +317,12 @@ fn range<T: PartialOrd + std::fmt::Display + Copy>(
 
 impl AudioConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
+        range(
+            "audio.realtime_priority",
+            self.realtime_priority,
+            0,
+            crate::realtime::MAX_PRIORITY,
+        )?;
         let c = &self.capture;
         if c.device.trim().is_empty() {
             return Err(ConfigError {
@@ -368,5 +440,36 @@ mod tests {
         let mut c = AudioConfig::default();
         c.capture.gains_db = vec![0.0, 1.0];
         assert_eq!(c.validate().unwrap_err().key, "audio.capture.gains_db");
+        let c = AudioConfig {
+            realtime_priority: 100,
+            ..AudioConfig::default()
+        };
+        assert_eq!(c.validate().unwrap_err().key, "audio.realtime_priority");
+    }
+
+    #[test]
+    fn realtime_priority_reaches_both_audio_threads() {
+        let defaults = AudioConfig::default();
+        assert_eq!(
+            defaults.realtime_priority,
+            crate::realtime::DEFAULT_PRIORITY
+        );
+        assert_eq!(
+            defaults.capture.realtime_priority,
+            defaults.realtime_priority
+        );
+        assert_eq!(
+            defaults.playback.realtime_priority,
+            defaults.realtime_priority
+        );
+        let section = AudioSection {
+            realtime_priority: 0,
+            ..AudioSection::default()
+        };
+        let c = AudioConfig::from(section);
+        assert_eq!(
+            (c.capture.realtime_priority, c.playback.realtime_priority),
+            (0, 0)
+        );
     }
 }

@@ -9,6 +9,8 @@
 //! - [`vad`]: end-of-speech detection with the `earshot` voice detector.
 //! - [`utterance`]: record until end of speech, timeout, stop or cancel.
 //! - [`config`]: the `[audio]` configuration section.
+//! - [`realtime`]: `SCHED_FIFO` for the capture and playback threads
+//!   (`[audio] realtime_priority`).
 //! - [`decode`]: audio files agents send or name (WAV, FLAC, MP3,
 //!   OGG/Vorbis) decoded to 16 kHz mono, with size and length limits.
 //! - [`files`]: which paths agents may read audio from or write speech to.
@@ -17,7 +19,8 @@
 //!
 //! Threads: capture runs on its own thread and never waits for anyone; an
 //! utterance recording runs on the caller's blocking thread and reads the
-//! ring at its own pace.
+//! ring at its own pace. The capture and playback threads ask for real-time
+//! priority when they start ([`realtime`]); nothing else does.
 
 pub mod beam;
 pub mod capture;
@@ -31,6 +34,7 @@ pub mod files;
 pub mod mixer;
 pub mod pace;
 pub mod playback;
+pub mod realtime;
 pub mod ring;
 pub mod utterance;
 pub mod vad;

@@ -367,6 +367,8 @@ fn finish(clip: &mut Queued, outcome: Outcome) {
 
 fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
     route_alsa_messages();
+    // Once, before the device opens (see `crate::realtime`).
+    crate::realtime::enter(config.realtime_priority);
     let stats = &shared.stats;
     // Reports Stopped and silence however the thread ends, a panic included.
     struct Ended<'a>(&'a PlayerStats);

@@ -185,6 +185,9 @@ mod tests {
     fn concurrent_writer_never_yields_out_of_order_samples() {
         use std::sync::Arc;
         let ring = Arc::new(Ring::new(64));
+        // Positioned before the writer starts, so every sample it writes is
+        // either seen or counted as dropped.
+        let mut reader = ring.reader(0);
         let writer = {
             let ring = Arc::clone(&ring);
             std::thread::spawn(move || {
@@ -199,7 +202,6 @@ mod tests {
                 }
             })
         };
-        let mut reader = ring.reader(0);
         let mut out = [0.0f32; 32];
         let mut last = -1.0f32;
         let mut seen = 0u64;
