@@ -42,7 +42,10 @@ const LOUDNESS_MARGIN_DB: f32 = 9.0;
 /// RMS level of a frame in dBFS.
 fn frame_level_db(frame: &[f32]) -> f32 {
     let power = frame.iter().map(|s| s * s).sum::<f32>() / frame.len() as f32;
-    10.0 * (power + 1e-12).log10()
+    // In f64: glibc 2.43 gave `log10f` a new symbol version, and a binary
+    // that links it cannot start on the appliance's Debian trixie (glibc
+    // 2.41). `log10` has one version everywhere.
+    (10.0 * f64::from(power + 1e-12).log10()) as f32
 }
 
 fn ms_to_samples(ms: u32) -> u64 {
