@@ -115,7 +115,7 @@ impl AudioEngine {
         };
         let speaking = Arc::clone(&state.speaking);
         let player = Arc::new(Player::start(
-            config.playback.clone(),
+            config.playback_config(),
             Arc::clone(&speaking),
         )?);
         state.set_player(&player);
@@ -124,7 +124,7 @@ impl AudioEngine {
         if config.half_duplex {
             mute.push(speaking);
         }
-        let capture = Capture::start(config.capture.clone(), mute)?;
+        let capture = Capture::start(config.capture_config(), mute)?;
         let _ = state.microphone.set(crate::stt::Microphone {
             ring: Arc::clone(capture.ring()),
             vad: config.vad.clone(),

@@ -753,10 +753,10 @@ mod tests {
             .to_string();
         assert!(err.contains("realtime_priority"), "{err}");
         let config = parse("[audio]\nrealtime_priority = 0\n").expect("0 is normal scheduling");
-        assert_eq!(config.audio.capture.realtime_priority, 0);
-        assert_eq!(config.audio.playback.realtime_priority, 0);
+        assert_eq!(config.audio.capture_config().realtime_priority, 0);
+        assert_eq!(config.audio.playback_config().realtime_priority, 0);
         let config = parse("[audio]\nrealtime_priority = 99\n").expect("99 is the top");
-        assert_eq!(config.audio.capture.realtime_priority, 99);
+        assert_eq!(config.audio.capture_config().realtime_priority, 99);
         assert!(
             Config::default().to_toml().contains(
                 "\n[audio]\nenabled = true\nhalf_duplex = true\nrealtime_priority = 10\n"

@@ -46,7 +46,7 @@ impl SampleFormat {
 
 /// `[audio]`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(from = "AudioSection")]
+#[serde(deny_unknown_fields, default)]
 pub struct AudioConfig {
     /// Run the audio engine. Off, the daemon serves MCP without microphones
     /// or speaker and reports audio as "disabled".
@@ -73,29 +73,6 @@ pub struct AudioConfig {
 
 impl Default for AudioConfig {
     fn default() -> Self {
-        AudioSection::default().into()
-    }
-}
-
-/// `[audio]` as the file spells it. `realtime_priority` is one key for both
-/// audio threads; turning the section into an [`AudioConfig`] copies it into
-/// [`CaptureConfig`] and [`PlaybackConfig`], which is all
-/// [`Capture::start`](crate::Capture::start) and
-/// [`Player::start`](crate::playback::Player::start) are given.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, default)]
-struct AudioSection {
-    enabled: bool,
-    half_duplex: bool,
-    realtime_priority: u8,
-    capture: CaptureConfig,
-    playback: PlaybackConfig,
-    vad: VadConfig,
-    virtual_card: VirtualCardConfig,
-}
-
-impl Default for AudioSection {
-    fn default() -> Self {
         Self {
             enabled: true,
             half_duplex: true,
@@ -108,27 +85,22 @@ impl Default for AudioSection {
     }
 }
 
-impl From<AudioSection> for AudioConfig {
-    fn from(section: AudioSection) -> Self {
-        let AudioSection {
-            enabled,
-            half_duplex,
-            realtime_priority,
-            mut capture,
-            mut playback,
-            vad,
-            virtual_card,
-        } = section;
-        capture.realtime_priority = realtime_priority;
-        playback.realtime_priority = realtime_priority;
-        Self {
-            enabled,
-            half_duplex,
-            realtime_priority,
-            capture,
-            playback,
-            vad,
-            virtual_card,
+impl AudioConfig {
+    /// What [`Capture::start`](crate::Capture::start) is given: `[audio.capture]`
+    /// with the section's one `realtime_priority`.
+    pub fn capture_config(&self) -> CaptureConfig {
+        CaptureConfig {
+            realtime_priority: self.realtime_priority,
+            ..self.capture.clone()
+        }
+    }
+
+    /// What [`Player::start`](crate::playback::Player::start) is given:
+    /// `[audio.playback]` with the section's one `realtime_priority`.
+    pub fn playback_config(&self) -> PlaybackConfig {
+        PlaybackConfig {
+            realtime_priority: self.realtime_priority,
+            ..self.playback.clone()
         }
     }
 }
@@ -202,7 +174,8 @@ pub struct CaptureConfig {
     /// further behind than this loses the oldest audio (counted).
     pub ring_seconds: u32,
     /// `SCHED_FIFO` priority of the capture thread (0: normal scheduling).
-    /// Not a key of its own: `[audio] realtime_priority` sets it.
+    /// Not a key of its own: [`AudioConfig::capture_config`] fills it in
+    /// from `[audio] realtime_priority`.
     #[serde(skip)]
     pub realtime_priority: u8,
 }
@@ -252,7 +225,8 @@ pub struct PlaybackConfig {
     /// does not click.
     pub fade_ms: u32,
     /// `SCHED_FIFO` priority of the playback thread (0: normal scheduling).
-    /// Not a key of its own: `[audio] realtime_priority` sets it.
+    /// Not a key of its own: [`AudioConfig::playback_config`] fills it in
+    /// from `[audio] realtime_priority`.
     #[serde(skip)]
     pub realtime_priority: u8,
 }
@@ -455,20 +429,22 @@ mod tests {
             crate::realtime::DEFAULT_PRIORITY
         );
         assert_eq!(
-            defaults.capture.realtime_priority,
+            defaults.capture_config().realtime_priority,
             defaults.realtime_priority
         );
         assert_eq!(
-            defaults.playback.realtime_priority,
+            defaults.playback_config().realtime_priority,
             defaults.realtime_priority
         );
-        let section = AudioSection {
+        let c = AudioConfig {
             realtime_priority: 0,
-            ..AudioSection::default()
+            ..AudioConfig::default()
         };
-        let c = AudioConfig::from(section);
         assert_eq!(
-            (c.capture.realtime_priority, c.playback.realtime_priority),
+            (
+                c.capture_config().realtime_priority,
+                c.playback_config().realtime_priority
+            ),
             (0, 0)
         );
     }

@@ -81,20 +81,3 @@ pub(crate) fn enter(priority: u8) {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_refused_priority_is_logged_and_the_thread_goes_on() {
-        // Above 99: refused whatever the permissions, twice (the second
-        // failure is the one logged at debug).
-        std::thread::spawn(|| {
-            enter(MAX_PRIORITY + 1);
-            enter(MAX_PRIORITY + 1);
-        })
-        .join()
-        .expect("a refused priority does not panic");
-    }
-}
