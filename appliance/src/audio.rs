@@ -83,6 +83,98 @@ pub struct AudioEngine {
     capture: Option<Capture>,
     player: Option<Arc<Player>>,
     virtual_mic: Option<VirtualMic>,
+    bridge: Option<Bridge>,
+}
+
+/// The thread that turns the audio threads' wake-ups into events: the
+/// capture and playback threads only raise atomics and poke a bounded
+/// channel ([`hark_audio::changed`]); this thread reads the atomics and
+/// publishes what changed, so the audio path never touches the event
+/// stream's locks.
+struct Bridge {
+    wake: std::sync::mpsc::SyncSender<()>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Bridge {
+    fn start(
+        bus: crate::events::Bus,
+        capture: Arc<hark_audio::CaptureStats>,
+        player: Arc<hark_audio::playback::PlayerStats>,
+    ) -> std::io::Result<Self> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        use hark_audio::{CaptureState, playback::PlaybackState};
+
+        use crate::events::{Event, Part};
+        let (wake, woken) = hark_audio::changed::channel();
+        capture.changed.connect(wake.clone());
+        player.changed.connect(wake.clone());
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("hark-audio-events".into())
+            .spawn(move || {
+                let (mut speaker, mut mic_ok, mut speaker_ok) = (false, None, None);
+                loop {
+                    let playing = player.speaking.load(Ordering::Acquire);
+                    if playing != speaker {
+                        speaker = playing;
+                        bus.publish(Event::Speaker { playing });
+                    }
+                    let mic = match capture.state() {
+                        CaptureState::Starting => mic_ok,
+                        CaptureState::Capturing => Some(true),
+                        _ => Some(false),
+                    };
+                    if mic != mic_ok
+                        && let Some(ok) = mic
+                    {
+                        bus.publish(Event::Health {
+                            part: Part::Microphone,
+                            ok,
+                            state: capture.describe(),
+                        });
+                    }
+                    mic_ok = mic;
+                    let out = match player.state() {
+                        PlaybackState::Starting => speaker_ok,
+                        PlaybackState::Ready => Some(true),
+                        _ => Some(false),
+                    };
+                    if out != speaker_ok
+                        && let Some(ok) = out
+                    {
+                        bus.publish(Event::Health {
+                            part: Part::Speaker,
+                            ok,
+                            state: player.describe(),
+                        });
+                    }
+                    speaker_ok = out;
+                    if woken.recv().is_err() || stopping.load(Ordering::Acquire) {
+                        break;
+                    }
+                }
+            })?;
+        Ok(Self {
+            wake,
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        // A full channel already holds a wake-up: either way it wakes.
+        let _ = self.wake.try_send(());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 impl AudioEngine {
@@ -97,6 +189,7 @@ impl AudioEngine {
                 capture: None,
                 player: None,
                 virtual_mic: None,
+                bridge: None,
             });
         }
         let virtual_mic = if config.virtual_card.enabled {
@@ -157,16 +250,29 @@ impl AudioEngine {
                 Ok(())
             }),
         );
+        let bridge = match Bridge::start(
+            state.bus.clone(),
+            Arc::clone(capture.stats()),
+            Arc::clone(player.stats()),
+        ) {
+            Ok(bridge) => Some(bridge),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the audio events thread; the lights will not show the speaker or audio faults");
+                None
+            }
+        };
         Ok(Self {
             capture: Some(capture),
             player: Some(player),
             virtual_mic,
+            bridge,
         })
     }
 }
 
 impl Drop for AudioEngine {
     fn drop(&mut self) {
+        drop(self.bridge.take());
         // Capture first: it may be reading the virtual microphone's FIFO.
         drop(self.capture.take());
         drop(self.player.take());

@@ -4,10 +4,14 @@
 //! holding it while `transcribe_voice` waits records until it comes up
 //! (push-to-talk).
 //!
-//! The lights are computed here from the appliance's own state, never from
+//! A press while nobody listens and Hark is quiet starts the person's own
+//! recording for the voice inbox ([`crate::person`]).
+//!
+//! The lights follow the event stream's snapshot ([`crate::events`]), never
 //! a request: the listening light is on exactly while a recording has the
 //! microphone open, the mute light exactly while the mute is on
-//! (docs/hardware.md).
+//! (docs/hardware.md). The board's button and switch are published on the
+//! stream, where `confirm` and `converse` see them.
 
 use std::{
     path::Path,
@@ -21,16 +25,12 @@ use hark_board::{
     button::ButtonEvent,
     detect::Machine,
     profile::Profile,
-    status::{Activity, Status},
+    status::Status,
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::{config::Config, state::ApplianceState};
-
-/// How often the lights catch up with the appliance's state: a light
-/// changes at most this long after what it shows.
-const LIGHTS_EVERY: Duration = Duration::from_millis(50);
+use crate::{config::Config, events::Event, state::ApplianceState};
 
 /// The running board and the task serving it.
 pub struct BoardService {
@@ -184,21 +184,6 @@ pub fn apply_profile(
     ))
 }
 
-/// What the lights should show now, from the appliance's own state.
-fn activity(state: &ApplianceState) -> Activity {
-    let stt = state.stt.get();
-    Activity {
-        muted: state.muted.load(Ordering::Acquire),
-        listening: state.recording(),
-        speaking: state.speaking.load(Ordering::Acquire),
-        transcribing: stt
-            .and_then(|s| s.engine().ok())
-            .is_some_and(|engine| engine.busy()),
-        error: stt.is_some_and(|s| s.failed()),
-        pairing: false,
-    }
-}
-
 async fn serve(
     board: Arc<Board>,
     events: Option<tokio::sync::mpsc::Receiver<BoardEvent>>,
@@ -206,69 +191,120 @@ async fn serve(
     shown: Arc<Mutex<Status>>,
     token: CancellationToken,
 ) {
-    let Some(mut events) = events else { return };
-    let mut tick = tokio::time::interval(LIGHTS_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // The lights follow the event stream's snapshot: they change when the
+    // state does, never on a timer.
+    let mut now = state.bus.watch();
+    let mut events = events;
     let mut last = None;
     loop {
-        tokio::select! {
-            () = token.cancelled() => break,
-            event = events.recv() => match event {
-                Some(event) => handle(event, &state),
-                None => break,
-            },
-            _ = tick.tick() => {}
-        }
-        let status = Status::of(activity(&state));
+        let status = Status::of(now.borrow_and_update().lights());
         if last != Some(status) {
             board.show(status);
             *shown.lock().unwrap_or_else(PoisonError::into_inner) = status;
             tracing::debug!(%status, "lights");
             last = Some(status);
         }
+        tokio::select! {
+            () = token.cancelled() => break,
+            event = next_event(&mut events) => match event {
+                Some(event) => handle(event, &state),
+                // The board's contacts are gone; the lights still follow.
+                None => events = None,
+            },
+            changed = now.changed() => if changed.is_err() { break },
+        }
     }
 }
 
-fn handle(event: BoardEvent, state: &ApplianceState) {
+/// The next event from the board's contacts; pending forever when it has
+/// none.
+async fn next_event(
+    events: &mut Option<tokio::sync::mpsc::Receiver<BoardEvent>>,
+) -> Option<BoardEvent> {
+    match events {
+        Some(events) => events.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A press shorter than this is a tap: it starts (or keeps) listening
+/// until the person stops speaking. A longer one is push-to-talk: the
+/// recording ends when the button comes up.
+pub const TAP: Duration = Duration::from_millis(400);
+
+fn handle(event: BoardEvent, state: &Arc<ApplianceState>) {
     tracing::debug!(?event, "board event");
     match event {
         BoardEvent::Mute(on) => {
             state.muted.store(on, Ordering::Release);
+            state.bus.publish(Event::Mute { on });
             tracing::info!(muted = on, "mute switch");
         }
-        BoardEvent::Button(ButtonEvent::Press) => {
-            state.button_held.store(true, Ordering::Release);
-            if let Some(tts) = state.tts.get()
-                && (state.speaking.load(Ordering::Acquire) || tts.pending() > 0)
-            {
-                let dropped = tts.stop();
-                tracing::info!(requests = dropped, "button pressed: speech stopped");
-            }
-            // Push-to-talk: a waiting `transcribe_voice` records from now
-            // until the button comes up.
-            let recorders = state.recorders();
-            for recorder in &recorders {
-                recorder.hold();
-            }
-            if !recorders.is_empty() {
-                tracing::info!(recordings = recorders.len(), "push-to-talk: recording held");
+        BoardEvent::Button(button) => {
+            state.bus.publish(Event::Button {
+                action: button.into(),
+            });
+            match button {
+                ButtonEvent::Press => pressed(state),
+                ButtonEvent::Release => released(state),
+                // Long and double presses are for the calls that wait for
+                // them (`confirm`: a long press is "no"), on the stream.
+                ButtonEvent::LongPress | ButtonEvent::DoublePress => {}
             }
         }
-        BoardEvent::Button(ButtonEvent::Release) => {
-            state.button_held.store(false, Ordering::Release);
-            let mut ended = 0;
-            for recorder in state.recorders() {
-                if recorder.held() {
-                    recorder.release();
-                    ended += 1;
-                }
-            }
-            if ended > 0 {
-                tracing::info!(recordings = ended, "push-to-talk released: utterance ended");
+    }
+}
+
+fn pressed(state: &Arc<ApplianceState>) {
+    state.button_held.store(true, Ordering::Release);
+    state.button_moved(true);
+    // The stop key: a press while Hark speaks silences it (a `converse`
+    // then listens at once; `confirm` takes the press as its answer).
+    let mut was_speaking = false;
+    if let Some(tts) = state.tts.get()
+        && (state.speaking.load(Ordering::Acquire) || tts.pending() > 0)
+    {
+        was_speaking = true;
+        let dropped = tts.stop();
+        tracing::info!(requests = dropped, "button pressed: speech stopped");
+    }
+    // Push-to-talk: a waiting recording records from now until the button
+    // comes up.
+    let recorders = state.recorders();
+    for recorder in &recorders {
+        recorder.hold();
+    }
+    if !recorders.is_empty() {
+        tracing::info!(recordings = recorders.len(), "push-to-talk: recording held");
+    } else if state.agent_turns() == 0 && !was_speaking {
+        // Nobody is listening: the person starts a conversation.
+        crate::person::pressed(state);
+    }
+}
+
+fn released(state: &Arc<ApplianceState>) {
+    state.button_held.store(false, Ordering::Release);
+    let tap = state.button_moved(false).is_some_and(|held| held < TAP);
+    let (mut ended, mut tapped) = (0, 0);
+    for recorder in state.recorders() {
+        if recorder.held() {
+            if tap {
+                recorder.tap();
+                tapped += 1;
+            } else {
+                recorder.release();
+                ended += 1;
             }
         }
-        // Long and double presses have no action (yet): logged above.
-        BoardEvent::Button(ButtonEvent::LongPress | ButtonEvent::DoublePress) => {}
+    }
+    if ended > 0 {
+        tracing::info!(recordings = ended, "push-to-talk released: utterance ended");
+    }
+    if tapped > 0 {
+        tracing::info!(
+            recordings = tapped,
+            "button tapped: listening until the person stops"
+        );
     }
 }
 

@@ -69,6 +69,110 @@ pub struct Config {
     pub tts: TtsConfig,
     /// The button, lights and mute switch (docs/hardware.md).
     pub board: BoardConfig,
+    /// The voice inbox: what the person says to agents unprompted.
+    pub inbox: InboxConfig,
+    /// `[agents.NAME]`: per-agent settings, NAME being the agent's
+    /// `clientInfo.name`.
+    pub agents: std::collections::BTreeMap<String, AgentConfig>,
+    /// How `confirm` hears yes and no.
+    pub confirm: ConfirmConfig,
+}
+
+/// Accepted range for `inbox.keep_minutes` (a minute to 30 days).
+pub const KEEP_MINUTES_RANGE: (u64, u64) = (1, 30 * 24 * 60);
+/// Accepted range for `inbox.max_messages`.
+pub const MAX_MESSAGES_RANGE: (usize, usize) = (1, 10_000);
+/// Accepted range for `inbox.listen_seconds`.
+pub const LISTEN_SECONDS_RANGE: (f64, f64) = (1.0, 60.0);
+
+/// `[inbox]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct InboxConfig {
+    /// A press of the button while no agent listens records a message for
+    /// the agents. Off: such a press does nothing (but stop speech).
+    pub enabled: bool,
+    /// A message no agent has taken is kept this long, in minutes
+    /// (1–43200), then dropped.
+    pub keep_minutes: u64,
+    /// Messages kept waiting at most (1–10000); beyond, the oldest is
+    /// dropped (logged).
+    pub max_messages: usize,
+    /// The agent a message goes to when the person names none (its
+    /// `clientInfo.name`). Empty: whichever agent asks first.
+    pub default_agent: String,
+    /// After a tap of the button, how long to wait for the person to start
+    /// speaking, in seconds (1–60).
+    pub listen_seconds: f64,
+    /// Say so when no agent can take the message now ("No agent is
+    /// listening; I'll keep that.").
+    pub announce: bool,
+}
+
+impl Default for InboxConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            keep_minutes: 24 * 60,
+            max_messages: 200,
+            default_agent: String::new(),
+            listen_seconds: 8.0,
+            announce: true,
+        }
+    }
+}
+
+/// `[agents.NAME]`
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// Other names the person may call the agent by ("claude" for
+    /// `claude-code`; a name speech-to-text hears differently, "clod").
+    pub aliases: Vec<String>,
+}
+
+/// `[confirm]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConfirmConfig {
+    /// Answers that mean yes (words or short phrases, any case).
+    pub yes: Vec<String>,
+    /// Answers that mean no.
+    pub no: Vec<String>,
+}
+
+impl Default for ConfirmConfig {
+    fn default() -> Self {
+        let list = |l: &[&str]| l.iter().map(|w| (*w).to_owned()).collect();
+        Self {
+            yes: list(crate::words::YesNo::DEFAULT_YES),
+            no: list(crate::words::YesNo::DEFAULT_NO),
+        }
+    }
+}
+
+impl Config {
+    /// The voice inbox's settings.
+    pub fn inbox_settings(&self) -> crate::inbox::Settings {
+        crate::inbox::Settings {
+            keep: Duration::from_secs(self.inbox.keep_minutes * 60),
+            max_messages: self.inbox.max_messages,
+            default_agent: Some(self.inbox.default_agent.trim().to_owned())
+                .filter(|a| !a.is_empty()),
+            agents: self
+                .agents
+                .iter()
+                .map(|(name, agent)| (name.clone(), agent.aliases.clone()))
+                .collect(),
+            listen: Duration::from_secs_f64(self.inbox.listen_seconds),
+            announce: self.inbox.announce,
+        }
+    }
+
+    /// `confirm`'s word lists (checked by `validate`).
+    pub fn yes_no(&self) -> crate::words::YesNo {
+        crate::words::YesNo::new(&self.confirm.yes, &self.confirm.no).unwrap_or_default()
+    }
 }
 
 /// `[board]`
@@ -291,6 +395,7 @@ impl SttConfig {
             flash_attn: self.flash_attn,
             before_request: Some(crate::memory::make_room),
             after_request: Some(crate::memory::release_freed),
+            on_busy: None,
         }
     }
 }
@@ -309,6 +414,9 @@ pub struct ServiceConfig {
     /// milliseconds (100–10000). systemd's stop timeout is far longer; this
     /// keeps `systemctl stop` under two seconds.
     pub shutdown_timeout_ms: u64,
+    /// Where the appliance keeps what must last (the voice inbox). Created
+    /// if missing; if it cannot be written, the inbox lasts until restart.
+    pub state_dir: PathBuf,
 }
 
 impl Default for ServiceConfig {
@@ -320,6 +428,7 @@ impl Default for ServiceConfig {
             log_level: "info,rmcp=error,whisper_rs=warn,ort=warn".into(),
             hostname: String::new(),
             shutdown_timeout_ms: 1500,
+            state_dir: PathBuf::from("/var/lib/hark"),
         }
     }
 }
@@ -603,6 +712,56 @@ impl Config {
             (50, 2000),
         )?;
         check_range("board.simulated_leds", self.board.simulated_leds, (1, 64))?;
+        check_range(
+            "inbox.keep_minutes",
+            self.inbox.keep_minutes,
+            KEEP_MINUTES_RANGE,
+        )?;
+        check_range(
+            "inbox.max_messages",
+            self.inbox.max_messages,
+            MAX_MESSAGES_RANGE,
+        )?;
+        check_range(
+            "inbox.listen_seconds",
+            self.inbox.listen_seconds,
+            LISTEN_SECONDS_RANGE,
+        )?;
+        for (name, agent) in &self.agents {
+            if crate::words::words(name).is_empty() {
+                return Err(ConfigError::Invalid {
+                    key: "agents",
+                    reason: format!("`[agents.\"{name}\"]` has no letters or digits to call it by"),
+                });
+            }
+            if let Some(alias) = agent
+                .aliases
+                .iter()
+                .find(|a| crate::words::words(a).is_empty())
+            {
+                return Err(ConfigError::Invalid {
+                    key: "agents.aliases",
+                    reason: format!(
+                        "agent `{name}` has the alias {alias:?}, which has no letters or digits to say"
+                    ),
+                });
+            }
+        }
+        if let Err(e) = crate::words::YesNo::new(&self.confirm.yes, &self.confirm.no) {
+            return Err(ConfigError::Invalid {
+                key: "confirm",
+                reason: e.to_string(),
+            });
+        }
+        if self.service.state_dir.as_os_str().is_empty() || !self.service.state_dir.is_absolute() {
+            return Err(ConfigError::Invalid {
+                key: "service.state_dir",
+                reason: format!(
+                    "`{}` is not an absolute path",
+                    self.service.state_dir.display()
+                ),
+            });
+        }
         if self.service.log_level.trim().is_empty() {
             return Err(ConfigError::Invalid {
                 key: "service.log_level",

@@ -13,18 +13,32 @@
 //! - [`tts`]: text to speech (crate `hark-tts`) inside the daemon.
 //! - [`memory`]: the allocator's settings for a long-running daemon.
 //! - [`board`]: the button, lights and mute switch (crate `hark-board`).
+//! - [`events`]: the one event stream every change of state goes through,
+//!   and the snapshot the lights and `get_status` read.
+//! - [`listen`]: one listen (chime, recording, transcription), shared by
+//!   the tools that hear the person and by the person's own recording.
+//! - [`person`]: the person starts: a press of the button records a
+//!   message for the agents.
+//! - [`inbox`]: the voice inbox those messages wait in (SQLite).
+//! - [`words`]: what the person's words mean — yes or no, a choice, whom
+//!   they address.
 
 pub mod audio;
 pub mod board;
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod events;
+pub mod inbox;
+pub mod listen;
 pub mod logging;
 pub mod mcp;
 pub mod memory;
 pub mod models;
+pub mod person;
 pub mod service;
 pub mod state;
 pub mod stt;
 pub mod tts;
 pub mod voices;
+pub mod words;

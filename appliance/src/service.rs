@@ -120,6 +120,38 @@ pub async fn run(
     };
     let tts = Arc::new(tts);
     let _ = state.tts.set(Arc::clone(&tts));
+    let _ = state.yes_no.set(config.yes_no());
+    // The voice inbox: opening it reads its database, off the runtime.
+    if config.inbox.enabled {
+        let (dir, settings, bus) = (
+            config.service.state_dir.clone(),
+            config.inbox_settings(),
+            state.bus.clone(),
+        );
+        match tokio::task::spawn_blocking(move || crate::inbox::Inbox::open(&dir, settings, bus))
+            .await
+        {
+            Ok(Ok(inbox)) => {
+                let inbox = Arc::new(inbox);
+                let _ = state.inbox.set(Arc::clone(&inbox));
+                let status = Arc::clone(&inbox);
+                state.set_subsystem("inbox", Arc::new(move || status.status()));
+                tokio::spawn(inbox.expire(token.clone()));
+            }
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "the voice inbox is unavailable");
+                let text = format!("unavailable: {e}");
+                state.set_subsystem("inbox", Arc::new(move || text.clone()));
+            }
+            Err(e) => tracing::error!(error = %e, "the voice inbox failed to start"),
+        }
+    } else {
+        state.set_subsystem("inbox", crate::state::fixed("disabled"));
+    }
+    tokio::spawn(crate::mcp::resources::notify_subscribers(
+        Arc::clone(&state),
+        token.clone(),
+    ));
     // The lights show from here on (listening, muted …), before READY.
     let board = board
         .and_then(|resolved| crate::board::BoardService::start(&config, resolved, &state, &token));

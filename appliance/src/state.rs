@@ -128,10 +128,25 @@ pub struct ApplianceState {
     next_client: AtomicU64,
     clients: [AtomicUsize; 4],
     listeners: Mutex<Vec<Listener>>,
-    /// Recordings in progress; the microphone is open (VoxCtrl's
-    /// `recording`) while this is above zero. Several agents may listen to
-    /// the same utterance at once.
-    recordings: AtomicUsize,
+    /// The event stream. Recordings, speech, the button, the mute switch,
+    /// the inbox and the parts' health are published here; the lights and
+    /// `get_status` read its snapshot (docs/architecture.md).
+    pub bus: crate::events::Bus,
+    /// Agent calls that talk with the person right now (`transcribe_voice`,
+    /// `converse`, `confirm`, `choose`): while any runs, a press of the
+    /// button belongs to them, not to the voice inbox.
+    agent_turns: AtomicUsize,
+    /// When the button last went down, to tell a tap from a hold.
+    pressed_at: Mutex<Option<Instant>>,
+    /// Names of the agents that have connected since the start, for
+    /// addressing messages ("Claude, …").
+    agents_seen: Mutex<std::collections::BTreeSet<String>>,
+    /// The voice inbox, once started (not with `inbox.enabled = false`).
+    pub inbox: OnceLock<Arc<crate::inbox::Inbox>>,
+    /// Clients subscribed to `hark://inbox` with `resources/subscribe`.
+    pub subscribers: crate::mcp::resources::Subscribers,
+    /// How `confirm` hears yes and no (`[confirm]`).
+    pub yes_no: OnceLock<crate::words::YesNo>,
     /// True while the mute switch (or `hark mute on`) has the microphone
     /// closed; shared with capture, which then stores silence.
     pub muted: Arc<AtomicBool>,
@@ -157,18 +172,55 @@ pub struct ApplianceState {
     pub button_held: AtomicBool,
 }
 
-/// Keeps the microphone shown as open while a recording runs.
-pub struct RecordingGuard(Arc<ApplianceState>);
+/// Keeps the microphone shown as open while a recording runs, and tells
+/// the event stream when it opens, hears speech and closes.
+pub struct RecordingGuard {
+    state: Arc<ApplianceState>,
+    pub id: u64,
+    speech: bool,
+    reason: &'static str,
+}
+
+impl RecordingGuard {
+    /// The detector heard speech begin (once per recording).
+    pub fn speech_detected(&mut self) {
+        if !std::mem::replace(&mut self.speech, true) {
+            self.state
+                .bus
+                .publish(crate::events::Event::SpeechDetected { listen: self.id });
+        }
+    }
+
+    /// Why the recording ended, reported when the guard drops (default
+    /// `cancelled`).
+    pub fn ended(&mut self, reason: &'static str) {
+        self.reason = reason;
+    }
+}
 
 impl Drop for RecordingGuard {
     fn drop(&mut self) {
-        self.0.recordings.fetch_sub(1, Ordering::AcqRel);
+        self.state
+            .bus
+            .publish(crate::events::Event::ListeningEnded {
+                listen: self.id,
+                reason: self.reason.to_owned(),
+            });
+    }
+}
+
+/// Counts an agent's turn with the person while it lasts.
+pub struct TurnGuard(Arc<ApplianceState>);
+
+impl Drop for TurnGuard {
+    fn drop(&mut self) {
+        self.0.agent_turns.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
 impl Default for ApplianceState {
     fn default() -> Self {
-        let subsystems = ["audio", "stt", "tts", "board"]
+        let subsystems = ["audio", "stt", "tts", "board", "inbox"]
             .into_iter()
             .map(|name| (name, fixed("not configured")))
             .collect();
@@ -177,7 +229,13 @@ impl Default for ApplianceState {
             next_client: AtomicU64::new(1),
             clients: Default::default(),
             listeners: Mutex::new(Vec::new()),
-            recordings: AtomicUsize::new(0),
+            bus: crate::events::Bus::default(),
+            agent_turns: AtomicUsize::new(0),
+            pressed_at: Mutex::new(None),
+            agents_seen: Mutex::new(Default::default()),
+            inbox: OnceLock::new(),
+            subscribers: Default::default(),
+            yes_no: OnceLock::new(),
             muted: Arc::new(AtomicBool::new(false)),
             speaking: Arc::new(AtomicBool::new(false)),
             subsystems: Mutex::new(subsystems),
@@ -195,13 +253,73 @@ impl Default for ApplianceState {
 impl ApplianceState {
     /// True while any recording has the microphone open.
     pub fn recording(&self) -> bool {
-        self.recordings.load(Ordering::Acquire) > 0
+        self.bus.snapshot().recording()
     }
 
-    /// Marks the microphone open until the guard is dropped.
-    pub fn start_recording(self: &Arc<Self>) -> RecordingGuard {
-        self.recordings.fetch_add(1, Ordering::AcqRel);
-        RecordingGuard(Arc::clone(self))
+    /// Marks the microphone open until the guard is dropped. `agent`: who
+    /// listens (`None`: the person started it with the button).
+    pub fn start_recording(self: &Arc<Self>, agent: Option<String>) -> RecordingGuard {
+        let id = self.bus.next_id();
+        self.bus
+            .publish(crate::events::Event::ListeningStarted { listen: id, agent });
+        RecordingGuard {
+            state: Arc::clone(self),
+            id,
+            speech: false,
+            reason: "cancelled",
+        }
+    }
+
+    /// Counts an agent's turn with the person until the guard drops.
+    pub fn agent_turn(self: &Arc<Self>) -> TurnGuard {
+        self.agent_turns.fetch_add(1, Ordering::AcqRel);
+        TurnGuard(Arc::clone(self))
+    }
+
+    /// True while an agent's call talks with the person.
+    pub fn agent_turns(&self) -> usize {
+        self.agent_turns.load(Ordering::Acquire)
+    }
+
+    /// The button went down now (`Some`) or came up (`None`); returns how
+    /// long it was down when it comes up.
+    pub fn button_moved(&self, down: bool) -> Option<std::time::Duration> {
+        let mut pressed = self
+            .pressed_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if down {
+            *pressed = Some(Instant::now());
+            None
+        } else {
+            pressed.take().map(|at| at.elapsed())
+        }
+    }
+
+    /// `confirm`'s yes and no words.
+    pub fn yes_no(&self) -> crate::words::YesNo {
+        self.yes_no.get().cloned().unwrap_or_default()
+    }
+
+    /// Remembers an agent's name (for addressing messages to it).
+    pub fn agent_seen(&self, name: &str) {
+        let mut seen = self
+            .agents_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !seen.contains(name) {
+            seen.insert(name.to_owned());
+        }
+    }
+
+    /// Every agent name seen since the start.
+    pub fn agents_seen(&self) -> Vec<String> {
+        self.agents_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// Lets push-to-talk reach a recording for as long as it runs. A
@@ -337,7 +455,7 @@ mod tests {
     #[test]
     fn subsystems_start_not_configured() {
         let state = ApplianceState::default();
-        for name in ["audio", "stt", "tts", "board"] {
+        for name in ["audio", "stt", "tts", "board", "inbox"] {
             assert_eq!(state.subsystem(name).0, "not configured");
         }
         state.set_subsystem("audio", fixed("capture device missing"));

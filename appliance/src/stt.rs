@@ -7,10 +7,11 @@
 use std::{path::Path, sync::Arc, time::Duration};
 
 use hark_audio::{decode, files::AllowedDirs, ring::Ring};
-use hark_stt::engine::{Engine, SttError, Transcript};
+use hark_stt::engine::{BusyHook, Engine, SttError, Transcript};
 
 use crate::{
     config::Config,
+    events::{Event, Part},
     state::{ApplianceState, fixed},
 };
 
@@ -45,7 +46,16 @@ impl SpeechToText {
             state.set_subsystem("stt", fixed("disabled"));
             Err("speech-to-text is disabled on this appliance (stt.enabled = false)".to_owned())
         } else {
-            match Engine::start(config.stt.engine()) {
+            let mut engine_config = config.stt.engine();
+            let bus = state.bus.clone();
+            engine_config.on_busy = Some(BusyHook(Arc::new(move |busy| {
+                bus.publish(if busy {
+                    Event::TranscriptionStarted
+                } else {
+                    Event::TranscriptionEnded
+                })
+            })));
+            match Engine::start(engine_config) {
                 Ok(engine) => {
                     let engine = Arc::new(engine);
                     let live = Arc::clone(&engine);
@@ -75,6 +85,12 @@ impl SpeechToText {
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "speech-to-text is unavailable");
+                    // The person relies on it: the error light shows.
+                    state.bus.publish(Event::Health {
+                        part: Part::SpeechToText,
+                        ok: false,
+                        state: e.to_string(),
+                    });
                     let text = format!("unavailable: {e}");
                     state.set_subsystem("stt", Arc::new(move || text.clone()));
                     Err(e.to_string())

@@ -98,6 +98,10 @@ struct Job {
     generation: u64,
     cancel: Arc<AtomicBool>,
     events: Option<UnboundedSender<SpeechEvent>>,
+    /// For the event stream: which request, whose, what it says.
+    id: u64,
+    agent: Option<String>,
+    text: String,
 }
 
 /// Audio made by [`TextToSpeech::render`].
@@ -137,6 +141,7 @@ pub struct TextToSpeech {
     pub max_chars: usize,
     pub enabled: bool,
     worker: Mutex<Option<JoinHandle<()>>>,
+    bus: crate::events::Bus,
 }
 
 impl TextToSpeech {
@@ -157,6 +162,7 @@ impl TextToSpeech {
             (Some(player), true) => {
                 let (tx, rx) = sync_channel(config.tts.queue);
                 let worker = Worker {
+                    bus: state.bus.clone(),
                     synth: Arc::clone(&synth),
                     player: Arc::clone(player),
                     queued: Arc::clone(&queued),
@@ -231,6 +237,7 @@ impl TextToSpeech {
             max_chars: config.tts.max_chars,
             enabled,
             worker: Mutex::new(worker),
+            bus: state.bus.clone(),
         }
     }
 
@@ -240,12 +247,15 @@ impl TextToSpeech {
 
     /// Plans `text` and queues it (blocking for the plan: phonemes, and the
     /// voice's model if it is not loaded). Returns at once after that.
+    /// `agent`: whose speech it is (`None`: the appliance's own words), for
+    /// the event stream.
     pub fn speak(
         &self,
         text: &str,
         voice: Option<&str>,
         rate: f32,
         events: Option<UnboundedSender<SpeechEvent>>,
+        agent: Option<String>,
     ) -> Result<Accepted, SpeakError> {
         if !self.enabled {
             return Err(SpeakError::Disabled);
@@ -276,6 +286,9 @@ impl TextToSpeech {
             generation: self.stop_generation.load(Ordering::Acquire),
             cancel,
             events,
+            id: self.bus.next_id(),
+            agent,
+            text: text.to_owned(),
         };
         self.queued.fetch_add(1, Ordering::AcqRel);
         match jobs.try_send(job) {
@@ -413,6 +426,7 @@ fn release_idle_memory(synth: &Mutex<Synthesizer>) {
 }
 
 struct Worker {
+    bus: crate::events::Bus,
     synth: Arc<Mutex<Synthesizer>>,
     player: Arc<Player>,
     queued: Arc<AtomicUsize>,
@@ -438,7 +452,20 @@ impl Worker {
                 }
                 Err(RecvTimeoutError::Disconnected) => break,
             };
-            let finished = self.speak(&job);
+            let heard = std::cell::Cell::new(false);
+            let finished = self.speak(&job, &heard);
+            if heard.get() {
+                self.bus.publish(crate::events::Event::SpeakingEnded {
+                    speech: job.id,
+                    agent: job.agent.clone(),
+                    outcome: match &finished.outcome {
+                        SpeechOutcome::Spoken => "spoken",
+                        SpeechOutcome::Stopped => "stopped",
+                        SpeechOutcome::Failed(_) => "failed",
+                    }
+                    .to_owned(),
+                });
+            }
             tracing::info!(
                 voice = %job.utterance.voice,
                 engine = %finished.engine,
@@ -458,7 +485,9 @@ impl Worker {
             || self.stop_generation.load(Ordering::Acquire) != job.generation
     }
 
-    fn speak(&self, job: &Job) -> Finished {
+    /// Speaks one request; `heard` is set (and the event stream told) when
+    /// its first piece starts playing.
+    fn speak(&self, job: &Job, heard: &std::cell::Cell<bool>) -> Finished {
         let utterance = &job.utterance;
         let count = utterance.pieces.len();
         let mut finished = Finished {
@@ -467,7 +496,14 @@ impl Worker {
             fallback: utterance.fallback.clone(),
             seconds: 0.0,
         };
-        let send = |event| {
+        let send = |event: SpeechEvent| {
+            if matches!(event, SpeechEvent::Playing { .. }) && !heard.replace(true) {
+                self.bus.publish(crate::events::Event::SpeakingStarted {
+                    speech: job.id,
+                    agent: job.agent.clone(),
+                    text: job.text.clone(),
+                });
+            }
             if let Some(events) = &job.events {
                 let _ = events.send(event);
             }

@@ -402,9 +402,10 @@ impl Drop for Board {
 /// when the appliance is idle; see [`status::light`](crate::status::light).
 fn statuses(role: LedRole) -> Vec<Status> {
     match role {
-        LedRole::Ready => vec![Status::Idle],
-        LedRole::Listening => vec![Status::Listening],
-        LedRole::Thinking => vec![Status::Transcribing, Status::Pairing],
+        LedRole::Ready => vec![Status::Idle, Status::Message],
+        // Asking is listening too: the microphone is open for the answer.
+        LedRole::Listening => vec![Status::Listening, Status::Asking],
+        LedRole::Thinking => vec![Status::Transcribing, Status::Pairing, Status::Message],
         LedRole::Speaking => vec![Status::Speaking],
         LedRole::Muted => vec![Status::Muted],
         LedRole::Error => vec![Status::Error],

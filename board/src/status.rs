@@ -30,6 +30,12 @@ pub struct Activity {
     pub error: bool,
     /// Waiting to be paired with an agent (a later feature).
     pub pairing: bool,
+    /// An agent asked the person a question (`confirm`, `choose`) and the
+    /// microphone is open for the answer (with `listening`).
+    pub asking: bool,
+    /// The person left a message in the voice inbox that no agent has
+    /// taken yet.
+    pub message_waiting: bool,
 }
 
 /// What the lights show, highest precedence first.
@@ -37,28 +43,38 @@ pub struct Activity {
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Muted,
+    /// The microphone is open for the answer to an agent's question (a
+    /// short press answers yes, a long press no): the listening light in
+    /// its own colour.
+    Asking,
     Listening,
     Error,
     Speaking,
     Transcribing,
     Pairing,
+    /// A message from the person waits in the voice inbox.
+    Message,
     Idle,
 }
 
 impl Status {
-    pub const ALL: [Status; 7] = [
+    pub const ALL: [Status; 9] = [
         Status::Muted,
+        Status::Asking,
         Status::Listening,
         Status::Error,
         Status::Speaking,
         Status::Transcribing,
         Status::Pairing,
+        Status::Message,
         Status::Idle,
     ];
 
     pub fn of(activity: Activity) -> Status {
         if activity.muted {
             Status::Muted
+        } else if activity.listening && activity.asking {
+            Status::Asking
         } else if activity.listening {
             Status::Listening
         } else if activity.error {
@@ -69,6 +85,8 @@ impl Status {
             Status::Transcribing
         } else if activity.pairing {
             Status::Pairing
+        } else if activity.message_waiting {
+            Status::Message
         } else {
             Status::Idle
         }
@@ -77,11 +95,13 @@ impl Status {
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Muted => "muted",
+            Status::Asking => "asking",
             Status::Listening => "listening",
             Status::Error => "error",
             Status::Speaking => "speaking",
             Status::Transcribing => "transcribing",
             Status::Pairing => "pairing",
+            Status::Message => "message",
             Status::Idle => "idle",
         }
     }
@@ -94,10 +114,15 @@ impl Status {
         const GREEN: Rgb = Rgb(0, 200, 60);
         const WHITE: Rgb = Rgb(160, 160, 160);
         const PURPLE: Rgb = Rgb(160, 0, 255);
+        const CYAN: Rgb = Rgb(0, 220, 200);
+        const YELLOW: Rgb = Rgb(255, 200, 0);
         match self {
             // Steady, unmistakable, for as long as it is true.
             Status::Muted => Pattern::Solid { color: RED },
             Status::Listening => Pattern::Solid { color: BLUE },
+            // Steady like the listening light (the microphone is open),
+            // in a colour of its own: answer now.
+            Status::Asking => Pattern::Solid { color: CYAN },
             Status::Error => Pattern::Blink {
                 color: AMBER,
                 period_ms: 1000,
@@ -113,6 +138,11 @@ impl Status {
             Status::Pairing => Pattern::Spin {
                 color: PURPLE,
                 period_ms: 2000,
+            },
+            // Slow, so it reads as "something is waiting", not as activity.
+            Status::Message => Pattern::Pulse {
+                color: YELLOW,
+                period_ms: 3000,
             },
             Status::Idle => Pattern::Off,
         }

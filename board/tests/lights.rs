@@ -93,11 +93,46 @@ fn precedence_keeps_the_mute_and_listening_lights_first() {
         transcribing: true,
         error: true,
         pairing: true,
+        asking: true,
+        message_waiting: true,
     };
     assert_eq!(Status::of(all), Status::Muted);
     assert_eq!(
         Status::of(Activity {
             muted: false,
+            ..all
+        }),
+        Status::Asking,
+        "an open microphone for an answer shows over everything but the mute"
+    );
+    assert_eq!(
+        Status::of(Activity {
+            asking: true,
+            ..Activity::default()
+        }),
+        Status::Idle,
+        "asking shows only while the microphone is open for the answer"
+    );
+    assert_eq!(
+        Status::of(Activity {
+            message_waiting: true,
+            transcribing: true,
+            ..Activity::default()
+        }),
+        Status::Transcribing,
+        "a waiting message is the quietest light"
+    );
+    assert_eq!(
+        Status::of(Activity {
+            message_waiting: true,
+            ..Activity::default()
+        }),
+        Status::Message
+    );
+    assert_eq!(
+        Status::of(Activity {
+            muted: false,
+            asking: false,
             ..all
         }),
         Status::Listening,
@@ -156,6 +191,7 @@ fn every_transition_between_statuses_changes_the_light() {
     // could miss.
     assert!(!Status::Muted.pattern().animated());
     assert!(!Status::Listening.pattern().animated());
+    assert!(!Status::Asking.pattern().animated());
     assert_eq!(Status::Idle.pattern(), Pattern::Off);
 }
 

@@ -26,6 +26,9 @@ VOICES = REPO / "tests" / ".voices" / "voices"
 ONNXRUNTIME = REPO / "tests" / ".voices" / "lib" / "libonnxruntime.so"
 # The tools the daemon serves, in tools/list order.
 TOOLS = [
+    "choose",
+    "confirm",
+    "converse",
     "detect_language",
     "get_status",
     "install_voice",
@@ -39,6 +42,7 @@ TOOLS = [
     "transcribe_audio",
     "transcribe_batch",
     "transcribe_voice",
+    "wait_for_person",
 ]
 VENV_WS_PYTHON = REPO / "tests" / ".venv-ws" / "bin" / "python"
 NODE_BIN = REPO / "tests" / "node" / "node_modules" / ".bin"
@@ -83,7 +87,7 @@ class Daemon:
 
     def config(self) -> dict:
         sections = {
-            "service": {"log_level": "debug,rmcp=warn"},
+            "service": {"log_level": "debug,rmcp=warn", "state_dir": str(self.tmp / "state")},
             "mcp": {},
             "mcp.tcp": {"listen": "127.0.0.1:0"},
             "mcp.http": {"listen": "127.0.0.1:0"},

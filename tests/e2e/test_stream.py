@@ -47,6 +47,9 @@ def test_handshake_list_and_status(daemon, transport):
     counts = {t["transport"]: t["clients"] for t in structured["transports"]}
     assert counts[transport] >= 1
     board = structured["subsystems"].pop("board")
+    inbox = structured["subsystems"].pop("inbox")
+    assert inbox.startswith("0 waiting; 0 agent(s) waiting for the person; kept in ") and \
+        inbox.endswith("inbox.sqlite3"), inbox
     assert structured["subsystems"] == {
         "audio": "capturing; speaker ready",
         "stt": "ready; model tiny.en-q8_0 (tiny q8_0, English)",

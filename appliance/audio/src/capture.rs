@@ -95,6 +95,8 @@ pub struct CaptureStats {
     /// The last fault, for `get_status` and logs. Written only when a fault
     /// happens, never in the read loop.
     last_error: Mutex<Option<String>>,
+    /// Told when `state` changes.
+    pub changed: crate::changed::Changed,
 }
 
 impl CaptureStats {
@@ -103,7 +105,9 @@ impl CaptureStats {
     }
 
     fn set_state(&self, state: CaptureState) {
-        self.state.store(state as u8, Ordering::Release);
+        if self.state.swap(state as u8, Ordering::AcqRel) != state as u8 {
+            self.changed.notify();
+        }
     }
 
     pub fn last_error(&self) -> Option<String> {

@@ -8,6 +8,8 @@
 //!   barge-in within a period.
 //! - [`vad`]: end-of-speech detection with the `earshot` voice detector.
 //! - [`utterance`]: record until end of speech, timeout, stop or cancel.
+//! - [`changed`]: how the audio threads report a change of state without
+//!   waiting or allocating.
 //! - [`config`]: the `[audio]` configuration section.
 //! - [`realtime`]: `SCHED_FIFO` for the capture and playback threads
 //!   (`[audio] realtime_priority`).
@@ -24,6 +26,7 @@
 
 pub mod beam;
 pub mod capture;
+pub mod changed;
 pub mod clip;
 pub mod config;
 pub mod decode;

@@ -104,6 +104,8 @@ pub struct PlayerStats {
     /// When the thread last went silent after a stop (for latency tests).
     last_stop_latency_us: AtomicU64,
     last_error: Mutex<Option<String>>,
+    /// Told when `state` or `speaking` changes.
+    pub changed: crate::changed::Changed,
 }
 
 impl PlayerStats {
@@ -118,7 +120,17 @@ impl PlayerStats {
     }
 
     fn set_state(&self, state: PlaybackState) {
-        self.state.store(state as u8, Ordering::Release);
+        if self.state.swap(state as u8, Ordering::AcqRel) != state as u8 {
+            self.changed.notify();
+        }
+    }
+
+    /// Raises or lowers `speaking`, telling [`PlayerStats::changed`] when
+    /// it changes.
+    fn set_speaking(&self, on: bool) {
+        if self.speaking.swap(on, Ordering::AcqRel) != on {
+            self.changed.notify();
+        }
     }
 
     fn set_error(&self, error: Option<String>) {
@@ -201,6 +213,7 @@ impl Player {
                 clips_played: AtomicU64::new(0),
                 last_stop_latency_us: AtomicU64::new(0),
                 last_error: Mutex::new(None),
+                changed: Default::default(),
             }),
             stop_generation: AtomicU64::new(0),
             stop_requested: Mutex::new(None),
@@ -374,7 +387,7 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
     struct Ended<'a>(&'a PlayerStats);
     impl Drop for Ended<'_> {
         fn drop(&mut self) {
-            self.0.speaking.store(false, Ordering::Release);
+            self.0.set_speaking(false);
             self.0.set_state(PlaybackState::Stopped);
         }
     }
@@ -443,7 +456,7 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
                 finish(&mut clip, Outcome::Stopped);
                 continue;
             }
-            stats.speaking.store(true, Ordering::Release);
+            stats.set_speaking(true);
             if let Some(started) = clip.started.take() {
                 let _ = started.try_send(());
             }
@@ -489,7 +502,7 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
                         stats.set_error(Some(e.to_string()));
                         stats.set_state(PlaybackState::DeviceError);
                         finish(&mut clip, Outcome::Failed);
-                        stats.speaking.store(false, Ordering::Release);
+                        stats.set_speaking(false);
                         std::thread::sleep(Duration::from_millis(200));
                         continue 'device;
                     }
@@ -524,7 +537,7 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
             // Clips queued before a stop are skipped as they come up (their
             // generation is older); ones queued after it play.
             if next.is_none() || outcome == Outcome::Stopped {
-                stats.speaking.store(false, Ordering::Release);
+                stats.set_speaking(false);
             }
         }
     }

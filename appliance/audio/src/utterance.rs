@@ -36,9 +36,10 @@ pub enum EndReason {
 }
 
 /// Ask a running recording to end, hold it open (push-to-talk), and see
-/// whether it has heard speech, from any thread.
+/// whether it has heard speech, from any thread. The fields: the run state,
+/// speech heard, held by push-to-talk, and a tap waiting to be applied.
 #[derive(Debug, Default)]
-pub struct Control(AtomicU8, AtomicBool, AtomicBool);
+pub struct Control(AtomicU8, AtomicBool, AtomicBool, AtomicBool);
 
 impl Control {
     const RUN: u8 = 0;
@@ -71,6 +72,16 @@ impl Control {
     pub fn release(&self) {
         if self.2.swap(false, Ordering::AcqRel) {
             self.stop();
+        }
+    }
+
+    /// The press that held the recording was only a tap: forget the hold
+    /// and let the detector decide where speech starts and ends, as if the
+    /// button had not been pressed (the person tapped to talk rather than
+    /// holding the button down).
+    pub fn tap(&self) {
+        if self.2.swap(false, Ordering::AcqRel) {
+            self.3.store(true, Ordering::Release);
         }
     }
 
@@ -141,6 +152,9 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
     let mut chunk = vec![0.0f32; 4096];
     let mut speech: Option<(u64, u64)> = None;
     let mut speech_start: Option<u64> = None;
+    // Where the detector heard speech begin, apart from a start that
+    // push-to-talk set, so a tap can undo the hold.
+    let mut detected_start: Option<u64> = None;
     let mut last_audio = Instant::now();
 
     let reason = loop {
@@ -158,6 +172,10 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
             continue;
         }
         last_audio = Instant::now();
+        if control.3.swap(false, Ordering::AcqRel) {
+            speech_start = detected_start;
+            control.1.store(detected_start.is_some(), Ordering::Release);
+        }
         let held = control.held();
         if held && speech_start.is_none() {
             // Push-to-talk: speech starts where the button went down.
@@ -174,6 +192,7 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                 Some(Event::SpeechStart { at }) => {
                     // The first start counts: after a pause held open by
                     // push-to-talk the detector starts again.
+                    detected_start.get_or_insert(at);
                     speech_start.get_or_insert(at);
                     control.1.store(true, Ordering::Release);
                 }

@@ -434,6 +434,58 @@ fn push_to_talk_holds_through_pauses(env: &Env) {
     println!("push_to_talk_holds_through_pauses: ok ({recorded:.1} s held)");
 }
 
+fn a_tap_leaves_the_recording_to_the_detector(env: &Env) {
+    let speech = speech_clip(&env.dir, "Remind me to water the plants.");
+    let (mic, capture) = capturing(env, 1, 16_000);
+    let options = Options::new(
+        Duration::from_secs(4),
+        Duration::from_millis(300),
+        VadConfig::default(),
+    );
+    // A tap: held for a moment, then let go as a tap, before the person
+    // speaks. The recording goes on and ends where the speech ends.
+    let control = std::sync::Arc::new(Control::default());
+    control.hold();
+    let (ring, tapped) = (capture.ring().clone(), control.clone());
+    let recorder = std::thread::spawn(move || utterance::record(&ring, &options, &tapped));
+    std::thread::sleep(Duration::from_millis(150));
+    control.tap();
+    assert!(!control.held(), "a tap is not a hold");
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(!recorder.is_finished(), "a tap does not end the recording");
+    let mut clip = speech.clone();
+    clip.extend(vec![0.0f32; 24_000]);
+    mic.inject(&s16(&clip));
+    let utterance = recorder.join().expect("recorder");
+    assert_eq!(utterance.reason, EndReason::EndOfSpeech);
+    let (start, end) = utterance.speech.expect("speech timing");
+    let at = locate(&utterance.samples, &speech[..4000]) as f64 / 16_000.0;
+    // Speech starts where the detector heard it, not where the tap was.
+    assert!(
+        (start.as_secs_f64() - at).abs() < 0.3,
+        "speech at {start:?}, the clip at {at:.2} s"
+    );
+    assert!(
+        end > start + Duration::from_millis(800),
+        "{start:?}..{end:?}"
+    );
+
+    // A tap and then nothing: the timeout applies again.
+    let options = Options::new(
+        Duration::from_secs(1),
+        Duration::from_millis(300),
+        VadConfig::default(),
+    );
+    let control = Control::default();
+    control.hold();
+    control.tap();
+    let started = Instant::now();
+    let utterance = utterance::record(capture.ring(), &options, &control);
+    assert_eq!(utterance.reason, EndReason::NoSpeech);
+    assert!(started.elapsed() < Duration::from_secs(4));
+    println!("a_tap_leaves_the_recording_to_the_detector: ok");
+}
+
 fn device_missing_then_back(env: &Env) {
     // Nothing feeds the card's FIFO path yet: remove it so the plugin cannot
     // open its infile.
@@ -783,6 +835,10 @@ fn main() {
         ("end_of_speech", end_of_speech),
         ("silence_times_out", silence_times_out),
         ("pre_roll_keeps_the_onset", pre_roll_keeps_the_onset),
+        (
+            "a_tap_leaves_the_recording_to_the_detector",
+            a_tap_leaves_the_recording_to_the_detector,
+        ),
         (
             "push_to_talk_holds_through_pauses",
             push_to_talk_holds_through_pauses,

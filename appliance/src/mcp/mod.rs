@@ -3,6 +3,7 @@
 //! - [`server`]: the rmcp server handler every transport serves, and the
 //!   per-request tracing span around it.
 //! - [`tools`]: one file per tool, with its schema, handler and tests.
+//! - [`resources`]: `hark://inbox` and its subscriptions.
 //! - [`framing`]: turning raw frames (a line, a WebSocket message) into
 //!   JSON-RPC messages for rmcp, answering malformed ones with the right
 //!   JSON-RPC error.
@@ -10,6 +11,7 @@
 //!   WebSocket — and the Host/Origin guard.
 
 pub mod framing;
+pub mod resources;
 pub mod server;
 pub mod tools;
 pub mod transport;

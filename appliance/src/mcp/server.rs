@@ -17,12 +17,17 @@ use rmcp::{
 };
 use tracing::Instrument;
 
+use super::resources;
 use crate::state::{ApplianceState, ClientIdentity};
 
 /// What agents are told about the appliance in `initialize` / `server/discover`.
 const INSTRUCTIONS: &str = "Hark is a voice appliance in a room: a microphone array, a speaker, \
 a push-to-talk button and status lights. Call get_status to see whether the microphone is open \
-or the speaker is playing, and which subsystems are ready.";
+or the speaker is playing, and which subsystems are ready. Talk with the person: speak_text, \
+transcribe_voice, or converse (speak, then listen, in one call). Before anything risky or \
+irreversible ask with confirm and proceed only on yes; let them pick with choose. The person can \
+start a conversation too: they press the button and speak, and wait_for_person returns what they \
+said (call it in a loop, or subscribe to the hark://inbox resource to be told).";
 
 /// The requests Hark serves. (`initialize` and `ping` only to clients before
 /// 2026-07-28; rmcp answers them as removed methods to later ones.) Any other
@@ -33,6 +38,11 @@ pub const METHODS: &[&str] = &[
     "server/discover",
     "tools/list",
     "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
     "subscriptions/listen",
 ];
 
@@ -62,7 +72,11 @@ impl HarkServer {
                 + Self::transcribe_batch_router()
                 + Self::speak_text_router()
                 + Self::synthesize_speech_router()
-                + Self::voices_router(),
+                + Self::voices_router()
+                + Self::wait_for_person_router()
+                + Self::converse_router()
+                + Self::confirm_router()
+                + Self::choose_router(),
         )
     }
 
@@ -84,7 +98,26 @@ impl HarkServer {
             .clone()
             .or_else(|| identity_from_extensions(&context.extensions))
     }
+
+    /// The name of the agent making this request: its `clientInfo.name`
+    /// (from `initialize`, or from the request's `_meta` under 2026-07-28).
+    /// Remembered, so that the person can address messages to it.
+    pub fn agent_name(&self, context: &RequestContext<RoleServer>) -> String {
+        let name = context
+            .peer
+            .peer_info()
+            .map(|info| info.client_info.name.clone())
+            .or_else(|| context.meta.client_info().map(|info| info.name))
+            .or_else(|| self.identity(context).and_then(|i| i.client_name()))
+            .filter(|name| !name.trim().is_empty())
+            .unwrap_or_else(|| UNNAMED.to_owned());
+        self.state.agent_seen(&name);
+        name
+    }
 }
+
+/// The name of an agent that gave none.
+pub const UNNAMED: &str = "unnamed client";
 
 impl HarkServer {
     /// The span a tool call runs in: which agent asked for what, over which
@@ -120,12 +153,18 @@ fn identity_from_extensions(extensions: &rmcp::model::Extensions) -> Option<Arc<
 #[tool_handler(router = self.tools)]
 impl ServerHandler for HarkServer {
     fn get_info(&self) -> ServerConfig {
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("hark", env!("CARGO_PKG_VERSION"))
-                    .with_title("Hark voice appliance"),
-            )
-            .with_instructions(INSTRUCTIONS)
+        InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("hark", env!("CARGO_PKG_VERSION"))
+                .with_title("Hark voice appliance"),
+        )
+        .with_instructions(INSTRUCTIONS)
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
@@ -147,6 +186,143 @@ impl ServerHandler for HarkServer {
             "client initialized"
         );
         Ok(ServerHandler::get_info(self))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
+        Ok(resources::list())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
+        // None: the one resource has a fixed URI.
+        Ok(rmcp::model::ListResourceTemplatesResult::with_all_items(Vec::new()).with_ttl_ms(0))
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        resources::check(&request.uri)?;
+        let agent = self.agent_name(&context);
+        resources::read(self.state.inbox.get(), &agent).map(Into::into)
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        resources::check(&request.uri)?;
+        let identity = self.identity(&context);
+        let conn = resources::connection_of(identity.as_deref(), &context);
+        let agent = self.agent_name(&context);
+        // A stream connection's end ends the subscription; an HTTP
+        // session outlives its connections, and its peer says when it ends.
+        let gone = identity
+            .as_ref()
+            .filter(|i| i.transport != crate::state::TransportKind::Http)
+            .map(|i| i.gone.clone());
+        let present = self.state.inbox.get().map(|inbox| {
+            let peer = context.peer.clone();
+            let gone = gone.clone();
+            inbox.present(
+                &agent,
+                Box::new(move || {
+                    !peer.is_transport_closed() && !gone.as_ref().is_some_and(|g| g.is_cancelled())
+                }),
+            )
+        });
+        tracing::info!(%agent, %conn, "subscribed to the inbox");
+        self.state
+            .subscribers
+            .subscribe(conn, context.peer.clone(), gone, present);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        resources::check(&request.uri)?;
+        let identity = self.identity(&context);
+        self.state
+            .subscribers
+            .unsubscribe(&resources::connection_of(identity.as_deref(), &context));
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        let inbox = requested
+            .resource_subscriptions
+            .as_ref()
+            .is_some_and(|uris| uris.iter().any(|u| u == resources::INBOX_URI));
+        Some(if inbox {
+            rmcp::model::SubscriptionFilter::builder()
+                .resource_subscriptions(vec![resources::INBOX_URI.to_owned()])
+                .build()
+        } else {
+            rmcp::model::SubscriptionFilter::new()
+        })
+    }
+
+    async fn listen(
+        &self,
+        subscription: rmcp::service::SubscriptionContext,
+    ) -> Result<(), ErrorData> {
+        let sink = subscription.sink().clone();
+        let watching = sink
+            .accepted()
+            .resource_subscriptions
+            .as_ref()
+            .is_some_and(|uris| uris.iter().any(|u| u == resources::INBOX_URI));
+        if !watching {
+            subscription.cancelled().await;
+            return Ok(());
+        }
+        let context = subscription.request_context();
+        let agent = self.agent_name(context);
+        // The listen request's own cancellation covers HTTP; a stream
+        // connection that ends cancels it sooner.
+        let gone = self
+            .identity(context)
+            .filter(|i| i.transport != crate::state::TransportKind::Http)
+            .map(|i| i.gone.clone());
+        let mut events = self.state.bus.subscribe();
+        let _present = self.state.inbox.get().map(|inbox| {
+            let ct = context.ct.clone();
+            inbox.present(&agent, Box::new(move || !ct.is_cancelled()))
+        });
+        tracing::info!(%agent, "listening for inbox changes");
+        loop {
+            tokio::select! {
+                () = subscription.cancelled() => break,
+                () = async { match &gone { Some(g) => g.cancelled().await, None => std::future::pending().await } } => break,
+                event = crate::events::next(&mut events, "inbox listen") => {
+                    let Some(event) = event else { break };
+                    if resources::changes_inbox(&event.event)
+                        && let Err(e) = sink.notify_resource_updated(resources::INBOX_URI).await
+                    {
+                        tracing::debug!(error = %e, "inbox listener gone");
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn on_custom_request(

@@ -106,6 +106,20 @@ pub struct EngineConfig {
     /// Called on the worker thread after each request. The daemon gives
     /// the memory a transcription freed back to the system here.
     pub after_request: Option<fn()>,
+    /// Told on the worker thread when it starts (`true`) and finishes
+    /// (`false`) a request: the daemon's event stream (the lights show
+    /// "transcribing").
+    pub on_busy: Option<BusyHook>,
+}
+
+/// See [`EngineConfig::on_busy`].
+#[derive(Clone)]
+pub struct BusyHook(pub std::sync::Arc<dyn Fn(bool) + Send + Sync>);
+
+impl std::fmt::Debug for BusyHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BusyHook")
+    }
 }
 
 impl Default for EngineConfig {
@@ -124,6 +138,7 @@ impl Default for EngineConfig {
             flash_attn: true,
             before_request: None,
             after_request: None,
+            on_busy: None,
         }
     }
 }
@@ -392,30 +407,46 @@ impl Worker {
         while let Ok(job) = jobs.recv() {
             self.queued.fetch_sub(1, Ordering::Relaxed);
             self.busy.store(true, Ordering::Relaxed);
+            if let Some(hook) = &self.config.on_busy {
+                (hook.0)(true);
+            }
             if let Some(before) = self.config.before_request {
                 before();
             }
+            // The worker is idle from the moment the result exists: the
+            // caller sees "ready" as soon as it has its answer, and the
+            // clean-up after it is no transcription.
             match job {
                 Job::Transcribe(request, reply) => {
                     // A caller that gave up (dropped its receiver) needs no work.
-                    if reply.is_closed() || request.cancel.load(Ordering::Relaxed) {
-                        let _ = reply.send(Err(SttError::Cancelled));
+                    let result = if reply.is_closed() || request.cancel.load(Ordering::Relaxed) {
+                        Err(SttError::Cancelled)
                     } else {
-                        let _ = reply.send(self.transcribe(request));
-                    }
+                        self.transcribe(request)
+                    };
+                    self.idle();
+                    let _ = reply.send(result);
                 }
                 Job::Detect(audio, cancel, reply) => {
-                    if reply.is_closed() || cancel.load(Ordering::Relaxed) {
-                        let _ = reply.send(Err(SttError::Cancelled));
+                    let result = if reply.is_closed() || cancel.load(Ordering::Relaxed) {
+                        Err(SttError::Cancelled)
                     } else {
-                        let _ = reply.send(self.detect(&audio));
-                    }
+                        self.detect(&audio)
+                    };
+                    self.idle();
+                    let _ = reply.send(result);
                 }
             }
             if let Some(after) = self.config.after_request {
                 after();
             }
-            self.busy.store(false, Ordering::Relaxed);
+        }
+    }
+
+    fn idle(&self) {
+        self.busy.store(false, Ordering::Relaxed);
+        if let Some(hook) = &self.config.on_busy {
+            (hook.0)(false);
         }
     }
 

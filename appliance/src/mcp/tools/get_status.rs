@@ -1,9 +1,9 @@
 //! `get_status` — VoxCtrl's status tool. Its text content is a JSON object
 //! with VoxCtrl's `recording` and `speaking` booleans; Hark adds its version,
 //! uptime, transports with their client counts and each subsystem's state.
-//! The same object is the structured content.
-
-use std::sync::atomic::Ordering;
+//! The same object is the structured content. What the appliance is doing
+//! comes from the event stream's snapshot ([`crate::events`]), the same
+//! one the lights show.
 
 use rmcp::{Json, tool, tool_router};
 use schemars::JsonSchema;
@@ -20,6 +20,10 @@ pub struct Status {
     pub recording: bool,
     /// True while the speaker is playing speech.
     pub speaking: bool,
+    /// True while the mute switch has the microphone closed.
+    pub muted: bool,
+    /// Messages from the person waiting in the voice inbox for an agent.
+    pub messages_waiting: usize,
     /// Speaker volume, 0–100; null when there is no speaker.
     pub volume: Option<u8>,
     /// Hark's version.
@@ -48,6 +52,7 @@ pub struct Subsystems {
     pub stt: SubsystemState,
     pub tts: SubsystemState,
     pub board: SubsystemState,
+    pub inbox: SubsystemState,
 }
 
 impl Status {
@@ -69,9 +74,12 @@ impl Status {
                 });
             }
         }
+        let now = state.bus.snapshot();
         Status {
-            recording: state.recording(),
-            speaking: state.speaking.load(Ordering::Relaxed),
+            recording: now.recording(),
+            speaking: now.speaker,
+            muted: now.muted,
+            messages_waiting: now.inbox_waiting,
             volume: state.player().map(|p| p.volume()),
             version: env!("CARGO_PKG_VERSION").to_owned(),
             uptime_seconds: (state.uptime_seconds() * 1000.0).round() / 1000.0,
@@ -81,6 +89,7 @@ impl Status {
                 stt: state.subsystem("stt"),
                 tts: state.subsystem("tts"),
                 board: state.subsystem("board"),
+                inbox: state.subsystem("inbox"),
             },
         }
     }
@@ -116,7 +125,7 @@ mod tests {
         state.add_listener(TransportKind::Http, "127.0.0.1:7341".into());
         let _c = state.connect(TransportKind::Tcp, "peer".into());
         let _w = state.connect(TransportKind::Websocket, "peer".into());
-        let _recording = state.start_recording();
+        let _recording = state.start_recording(Some("test".into()));
 
         let status = serde_json::to_value(Status::of(&state)).expect("serialises");
         assert_eq!(status["recording"], true);

@@ -7,6 +7,9 @@
 //! structured content carries a machine-readable type (seed 004's error
 //! types) and the context.
 
+pub mod choose;
+pub mod confirm;
+pub mod converse;
 pub mod detect_language;
 pub mod get_status;
 pub mod set_volume;
@@ -16,6 +19,7 @@ pub mod transcribe_audio;
 pub mod transcribe_batch;
 pub mod transcribe_voice;
 pub mod voices;
+pub mod wait_for_person;
 
 use hark_audio::{decode::DecodeError, files::PathError};
 use hark_stt::engine::SttError;
@@ -33,7 +37,8 @@ pub struct ToolError {
     /// `FileNotFoundError`, `FileTooLargeError`, `PathNotAllowedError`,
     /// `InvalidArgumentError`, `LanguageError`, `MicrophoneError`,
     /// `BusyError`, `CancelledError`, `TranscriptionError`, `SpeechError`,
-    /// `VoiceNotFoundError`, `VoiceError`.
+    /// `VoiceNotFoundError`, `VoiceError`, `MicrophoneMutedError`,
+    /// `InboxError`.
     pub kind: &'static str,
     pub message: String,
     pub context: Value,

@@ -186,17 +186,41 @@ impl HarkServer {
         args: SpeakText,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ToolError> {
+        let wait = args.wait.unwrap_or(false);
+        let mut progress = SpeechProgress::new(context, Some(2.0));
+        let spoken = self
+            .say(text, args.voice, args.rate, wait, context, &mut progress)
+            .await?;
+        Ok(match spoken.status.as_str() {
+            "stopped" => success("stopped before the end", spoken),
+            _ => success("spoken", spoken),
+        })
+    }
+
+    /// Speaks `text` for the calling agent: queues it and, with `wait`,
+    /// waits until it has been played (or stopped), reporting each
+    /// sentence made and heard to `progress`. A caller that goes away stops
+    /// its speech.
+    pub(crate) async fn say(
+        &self,
+        text: String,
+        voice: Option<String>,
+        rate: Option<f64>,
+        wait: bool,
+        context: &RequestContext<RoleServer>,
+        progress: &mut SpeechProgress<'_>,
+    ) -> Result<Spoken, ToolError> {
         let tts = tts_of(self)?;
         let speakable = check_text(&text, tts.max_chars)?;
-        let rate = check_rate(args.rate)?;
-        let wait = args.wait.unwrap_or(false);
+        let rate = check_rate(rate)?;
         let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
         let accepted = {
             let tts = Arc::clone(&tts);
-            let voice = args.voice.clone();
+            let voice = voice.clone();
             let events_tx = wait.then_some(events_tx);
+            let agent = Some(self.agent_name(context));
             tokio::task::spawn_blocking(move || {
-                tts.speak(&speakable, voice.as_deref(), rate, events_tx)
+                tts.speak(&speakable, voice.as_deref(), rate, events_tx, agent)
             })
             .await
             .map_err(|e| ToolError::new("SpeechError", format!("speech planning failed: {e}")))??
@@ -211,20 +235,16 @@ impl HarkServer {
             seconds: None,
         };
         if !wait {
-            return Ok(success("spoken", result));
+            return Ok(result);
         }
-        // Two steps per sentence (made, heard). Events of neighbouring
-        // sentences interleave, so the progress value counts events: MCP
-        // requires it to grow with every notification.
-        let total = Some(2.0 * accepted.pieces as f64);
-        let mut step = 0.0;
+        progress.sentences(accepted.pieces);
         let finished = loop {
             let event = tokio::select! {
                 event = events.recv() => event,
                 _ = super::call_ended(self, context) => {
                     // The caller gave up: stop its speech, not everyone's.
                     accepted.cancel.store(true, Ordering::Release);
-                    return Err(ToolError::new("CancelledError", "speak_text was cancelled; the speech was stopped"));
+                    return Err(ToolError::new("CancelledError", "the call was cancelled; its speech was stopped"));
                 }
             };
             let (what, index, count) = match event {
@@ -233,9 +253,9 @@ impl HarkServer {
                 Some(SpeechEvent::Finished(finished)) => break finished,
                 None => return Err(SpeakError::Stopped.into()),
             };
-            step += 1.0;
-            let message = format!("{what} sentence {} of {count}", index + 1);
-            progress(context, step, total, &message).await;
+            progress
+                .report(&format!("{what} sentence {} of {count}", index + 1))
+                .await;
         };
         result.engine = finished.engine.to_string();
         if finished.fallback.is_some() {
@@ -245,13 +265,49 @@ impl HarkServer {
         match finished.outcome {
             SpeechOutcome::Spoken => {
                 result.status = "spoken".into();
-                Ok(success("spoken", result))
+                Ok(result)
             }
             SpeechOutcome::Stopped => {
                 result.status = "stopped".into();
-                Ok(success("stopped before the end", result))
+                Ok(result)
             }
             SpeechOutcome::Failed(reason) => Err(ToolError::new("SpeechError", reason)),
         }
+    }
+}
+
+/// Progress of a call that speaks (and maybe listens after): MCP requires
+/// the value to grow with every notification, so it counts them.
+pub struct SpeechProgress<'a> {
+    context: &'a RequestContext<RoleServer>,
+    step: f64,
+    /// Notifications per sentence (`speak_text`: made and heard), or `None`
+    /// when the call's total is not known in advance.
+    per_sentence: Option<f64>,
+    total: Option<f64>,
+}
+
+impl<'a> SpeechProgress<'a> {
+    pub fn new(context: &'a RequestContext<RoleServer>, per_sentence: Option<f64>) -> Self {
+        Self {
+            context,
+            step: 0.0,
+            per_sentence,
+            total: None,
+        }
+    }
+
+    fn sentences(&mut self, count: usize) {
+        self.total = self.per_sentence.map(|per| per * count as f64);
+    }
+
+    pub async fn report(&mut self, message: &str) {
+        self.step += 1.0;
+        progress(self.context, self.step, self.total, message).await;
+    }
+
+    /// Where a listen after the speech continues counting.
+    pub fn step(&self) -> f64 {
+        self.step + 1.0
     }
 }

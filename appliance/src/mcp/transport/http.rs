@@ -155,7 +155,11 @@ fn unserved_2026_method(
         return None;
     };
     let method = request.request.method();
-    if METHODS.contains(&method) {
+    // rmcp answers the removed `initialize` and `ping` as it should; the
+    // removed resource subscriptions it would check for `_meta` first.
+    if METHODS.contains(&method)
+        && !matches!(method, "resources/subscribe" | "resources/unsubscribe")
+    {
         return None;
     }
     Some(ServerJsonRpcMessage::error(

@@ -1,0 +1,393 @@
+//! Where the voice inbox keeps its messages: one SQLite database in the
+//! state directory (`inbox.sqlite3`), so a message the person spoke survives
+//! a restart, `kill -9` and a power cut until an agent takes it or it
+//! expires.
+//!
+//! Every change is one transaction in WAL mode with `synchronous = FULL`:
+//! a commit is on the card before the call returns. Taking a message is a
+//! single `UPDATE … WHERE taken_by IS NULL`, so two agents can never take
+//! the same one. A database that cannot be read is moved aside (its name
+//! gets `.corrupt-<unix time>`) and a new one started; a state directory
+//! that cannot be written at all leaves the inbox in memory, which the
+//! caller reports.
+
+use std::{
+    path::{Path, PathBuf},
+    time::{Duration, SystemTime},
+};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+/// The database file in the state directory.
+pub const FILE: &str = "inbox.sqlite3";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot create the state directory {dir}: {source}")]
+    Dir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the inbox database {path}: {source}")]
+    Sqlite {
+        path: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("cannot move the unreadable inbox database {path} aside: {source}")]
+    MoveAside {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A message to keep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewMessage {
+    pub text: String,
+    /// When the person began speaking.
+    pub spoken_at: SystemTime,
+    /// When the transcript was ready.
+    pub transcribed_at: SystemTime,
+    /// Seconds of speech.
+    pub duration: f64,
+    pub confidence: Option<f32>,
+    /// The agent the message is for, as the person named it (or the
+    /// default agent); `None`: whichever agent asks first.
+    pub addressed_to: Option<String>,
+    /// `addressed_to` in the form agents are compared by.
+    pub addressed_key: Option<String>,
+    /// How it was addressed: `name`, `default` or `anyone`.
+    pub addressed_by: String,
+    pub expires_at: SystemTime,
+}
+
+/// A kept message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub id: i64,
+    pub new: NewMessage,
+    pub taken_by: Option<String>,
+}
+
+pub struct Store {
+    conn: Connection,
+    /// Where it is kept; `None`: in memory.
+    pub path: Option<PathBuf>,
+}
+
+fn ms(t: SystemTime) -> i64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn us(t: SystemTime) -> i64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
+fn from_ms(v: i64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_millis(v.max(0) as u64)
+}
+
+fn from_us(v: i64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_micros(v.max(0) as u64)
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    text TEXT NOT NULL,
+    spoken_at_ms INTEGER NOT NULL,
+    transcribed_at_us INTEGER NOT NULL,
+    duration REAL NOT NULL,
+    confidence REAL,
+    addressed_to TEXT,
+    addressed_key TEXT,
+    addressed_by TEXT NOT NULL,
+    expires_at_ms INTEGER NOT NULL,
+    taken_by TEXT,
+    taken_at_ms INTEGER
+);
+CREATE INDEX IF NOT EXISTS waiting ON messages (taken_by, id);
+";
+
+const COLUMNS: &str = "id, text, spoken_at_ms, transcribed_at_us, duration, confidence, \
+                       addressed_to, addressed_key, addressed_by, expires_at_ms, taken_by";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
+    Ok(Message {
+        id: r.get(0)?,
+        new: NewMessage {
+            text: r.get(1)?,
+            spoken_at: from_ms(r.get(2)?),
+            transcribed_at: from_us(r.get(3)?),
+            duration: r.get(4)?,
+            confidence: r.get::<_, Option<f64>>(5)?.map(|c| c as f32),
+            addressed_to: r.get(6)?,
+            addressed_key: r.get(7)?,
+            addressed_by: r.get(8)?,
+            expires_at: from_ms(r.get(9)?),
+        },
+        taken_by: r.get(10)?,
+    })
+}
+
+impl Store {
+    /// Opens (or creates) the inbox in `dir`. Returns a warning when an
+    /// unreadable database had to be moved aside.
+    pub fn open(dir: &Path) -> Result<(Store, Option<String>), StoreError> {
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::Dir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+        let path = dir.join(FILE);
+        match Self::open_file(&path) {
+            Ok(store) => Ok((store, None)),
+            Err(StoreError::Sqlite { source, .. }) if is_corrupt(&source) => {
+                let stamp = SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                let aside = path.with_file_name(format!("{FILE}.corrupt-{stamp}"));
+                std::fs::rename(&path, &aside).map_err(|source| StoreError::MoveAside {
+                    path: path.clone(),
+                    source,
+                })?;
+                // Its journal belongs to the old file.
+                for suffix in ["-wal", "-shm"] {
+                    let side = path.with_file_name(format!("{FILE}{suffix}"));
+                    if side.exists() {
+                        let _ = std::fs::rename(
+                            &side,
+                            aside.with_file_name(format!("{FILE}.corrupt-{stamp}{suffix}")),
+                        );
+                    }
+                }
+                let store = Self::open_file(&path)?;
+                Ok((
+                    store,
+                    Some(format!(
+                        "the inbox database could not be read ({source}); it was moved to {} and a new one started",
+                        aside.display()
+                    )),
+                ))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn open_file(path: &Path) -> Result<Store, StoreError> {
+        let err = |source| StoreError::Sqlite {
+            path: path.display().to_string(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(err)?;
+        // A wait for a lock, not a failure, if another handle writes.
+        conn.busy_timeout(Duration::from_secs(2)).map_err(err)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(err)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(err)?;
+        conn.execute_batch(SCHEMA).map_err(err)?;
+        // Reading a row proves the file is a database, not just a header.
+        conn.query_row("SELECT count(*) FROM messages", [], |r| r.get::<_, i64>(0))
+            .map_err(err)?;
+        Ok(Store {
+            conn,
+            path: Some(path.to_path_buf()),
+        })
+    }
+
+    /// An inbox that lasts as long as the process (when the state
+    /// directory cannot be used).
+    pub fn in_memory() -> Result<Store, StoreError> {
+        let conn = Connection::open_in_memory()
+            .and_then(|conn| conn.execute_batch(SCHEMA).map(|()| conn))
+            .map_err(errors(&None))?;
+        Ok(Store { conn, path: None })
+    }
+
+    fn err(&self, source: rusqlite::Error) -> StoreError {
+        errors(&self.path)(source)
+    }
+
+    /// Keeps `message`, already taken by `taken_by` when that agent was
+    /// waiting for it.
+    pub fn insert(
+        &mut self,
+        message: &NewMessage,
+        taken_by: Option<&str>,
+        now: SystemTime,
+    ) -> Result<Message, StoreError> {
+        let n = message;
+        let id = self
+            .conn
+            .query_row(
+                "INSERT INTO messages (text, spoken_at_ms, transcribed_at_us, duration, confidence, \
+                 addressed_to, addressed_key, addressed_by, expires_at_ms, taken_by, taken_at_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING id",
+                params![
+                    n.text,
+                    ms(n.spoken_at),
+                    us(n.transcribed_at),
+                    n.duration,
+                    n.confidence.map(f64::from),
+                    n.addressed_to,
+                    n.addressed_key,
+                    n.addressed_by,
+                    ms(n.expires_at),
+                    taken_by,
+                    taken_by.map(|_| ms(now)),
+                ],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(Message {
+            id,
+            new: message.clone(),
+            taken_by: taken_by.map(str::to_owned),
+        })
+    }
+
+    /// Takes the oldest message `agent` (its key) may have: addressed to
+    /// it or to anyone, untaken, unexpired. Atomic: a message is taken
+    /// once.
+    pub fn take_oldest(
+        &mut self,
+        agent: &str,
+        key: &str,
+        now: SystemTime,
+    ) -> Result<Option<Message>, StoreError> {
+        let sql = format!(
+            "UPDATE messages SET taken_by = ?1, taken_at_ms = ?2 WHERE id = ( \
+               SELECT id FROM messages WHERE taken_by IS NULL AND expires_at_ms > ?2 \
+               AND (addressed_key IS NULL OR addressed_key = ?3) ORDER BY id LIMIT 1) \
+             AND taken_by IS NULL RETURNING {COLUMNS}"
+        );
+        self.conn
+            .query_row(&sql, params![agent, ms(now), key], row)
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Hands a taken message to another agent.
+    pub fn reassign(
+        &mut self,
+        id: i64,
+        agent: &str,
+        now: SystemTime,
+    ) -> Result<Message, StoreError> {
+        let sql = format!(
+            "UPDATE messages SET taken_by = ?1, taken_at_ms = ?2 WHERE id = ?3 RETURNING {COLUMNS}"
+        );
+        self.conn
+            .query_row(&sql, params![agent, ms(now), id], row)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Puts a taken message back (its agent left before receiving it).
+    pub fn give_back(&mut self, id: i64) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "UPDATE messages SET taken_by = NULL, taken_at_ms = NULL WHERE id = ?1",
+                params![id],
+            )
+            .map(|_| ())
+            .map_err(|e| self.err(e))
+    }
+
+    /// Untaken, unexpired messages, oldest first; with `key`, those that
+    /// agent may take.
+    pub fn waiting(&self, key: Option<&str>, now: SystemTime) -> Result<Vec<Message>, StoreError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM messages WHERE taken_by IS NULL AND expires_at_ms > ?1 \
+             AND (?2 IS NULL OR addressed_key IS NULL OR addressed_key = ?2) ORDER BY id"
+        );
+        let mut statement = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
+        let rows = statement
+            .query_map(params![ms(now), key], row)
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
+    }
+
+    /// How many messages wait untaken.
+    pub fn count_waiting(&self, now: SystemTime) -> Result<usize, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT count(*) FROM messages WHERE taken_by IS NULL AND expires_at_ms > ?1",
+                params![ms(now)],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as usize)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Deletes what has expired (taken or not) and, beyond `max` waiting,
+    /// the oldest untaken. Returns the untaken ids dropped: those that
+    /// expired, and those dropped for room.
+    pub fn purge(
+        &mut self,
+        max: usize,
+        now: SystemTime,
+    ) -> Result<(Vec<i64>, Vec<i64>), StoreError> {
+        let err = errors(&self.path);
+        let tx = self.conn.transaction().map_err(&err)?;
+        let untaken = |sql: &str, value: i64| -> rusqlite::Result<Vec<i64>> {
+            let mut statement = tx.prepare(sql)?;
+            let rows = statement.query_map(params![value], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, bool>(1)?))
+            })?;
+            let mut ids = Vec::new();
+            for row in rows {
+                let (id, untaken) = row?;
+                if untaken {
+                    ids.push(id);
+                }
+            }
+            Ok(ids)
+        };
+        let expired = untaken(
+            "DELETE FROM messages WHERE expires_at_ms <= ?1 RETURNING id, taken_by IS NULL",
+            ms(now),
+        )
+        .map_err(&err)?;
+        let overflow = untaken(
+            "DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE taken_by IS NULL \
+             ORDER BY id DESC LIMIT -1 OFFSET ?1) RETURNING id, 1",
+            max as i64,
+        )
+        .map_err(&err)?;
+        tx.commit().map_err(&err)?;
+        Ok((expired, overflow))
+    }
+
+    /// When the next message expires.
+    pub fn next_expiry(&self) -> Result<Option<SystemTime>, StoreError> {
+        self.conn
+            .query_row("SELECT min(expires_at_ms) FROM messages", [], |r| {
+                r.get::<_, Option<i64>>(0)
+            })
+            .map(|v| v.map(from_ms))
+            .map_err(|e| self.err(e))
+    }
+}
+
+/// Turns SQLite's errors into ones that name the database.
+fn errors(path: &Option<PathBuf>) -> impl Fn(rusqlite::Error) -> StoreError + use<> {
+    let path = path
+        .as_ref()
+        .map_or_else(|| "(in memory)".to_owned(), |p| p.display().to_string());
+    move |source| StoreError::Sqlite {
+        path: path.clone(),
+        source,
+    }
+}
+
+fn is_corrupt(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
+    )
+}

@@ -1,0 +1,345 @@
+//! One listen: open the microphone, wait for the person to speak, record
+//! until they stop (or the button comes up, or the timeout), transcribe.
+//! `transcribe_voice`, `converse`, `confirm`, `choose` and the voice inbox's
+//! person-initiated recording all listen through [`listen`], so they share
+//! the chimes, the listening light, push-to-talk, the mute rules and the
+//! handling of silence.
+//!
+//! The recording runs on a blocking thread reading the capture ring; this
+//! future only waits for it. Dropping the future cancels the listen: the
+//! recording stops within one poll (10 ms), the microphone shows closed
+//! again and a transcription in progress is abandoned, so callers may race
+//! it against a cancellation, the client leaving or a button answer with
+//! `select!`. Only the detector's speech span (with a little audio around
+//! it) goes to whisper: silence before and after is where whisper invents
+//! text.
+
+use std::{
+    future::Future,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use hark_audio::{
+    earcon::Earcon,
+    utterance::{self, Control, EndReason, Options},
+};
+use hark_stt::engine::{Request, SttError};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::{events::Event, state::ApplianceState};
+
+/// seed 000's answer when nothing was said.
+pub const NO_SPEECH: &str = "(no speech detected)";
+/// Audio kept before the detected start of speech: the detector decides a
+/// little after the first sound.
+const LEAD: Duration = Duration::from_millis(250);
+/// Audio kept after the detected end: word endings trail off below the
+/// detector's threshold.
+const TAIL: Duration = Duration::from_millis(400);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    #[error("{0}")]
+    NoEngine(String),
+    #[error("there is no microphone: the audio engine is not running (audio.enabled = false)")]
+    NoMicrophone,
+    #[error(
+        "the microphone is muted: the mute switch on the appliance is on, and only the person in the room can turn it off"
+    )]
+    Muted,
+    #[error(
+        "the microphone stopped delivering audio (device unplugged or failing); see get_status"
+    )]
+    Stalled,
+    #[error("the recording failed: {0}")]
+    Recorder(String),
+    #[error("the speech-to-text engine stopped")]
+    EngineStopped,
+    #[error(transparent)]
+    Stt(#[from] SttError),
+}
+
+/// What to listen for.
+#[derive(Debug, Clone)]
+pub struct Listen {
+    /// Who listens: an agent's name, or `None` for the person's own
+    /// recording (the button).
+    pub agent: Option<String>,
+    /// How long to wait for speech to begin.
+    pub timeout: Duration,
+    /// Language spoken (ISO 639-1 or `auto`); `None`: `stt.language`.
+    pub language: Option<String>,
+    pub chime: Chime,
+    /// Whether the button's push-to-talk holds this recording. Not for
+    /// `confirm`, where a press is an answer.
+    pub push_to_talk: bool,
+}
+
+/// The rising chime that says "speak now".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chime {
+    /// Play it to its end, then open the microphone: with half duplex the
+    /// speaker mutes capture, so speech begun during it would be lost.
+    First,
+    /// Open the microphone (and show the light) at once and play it
+    /// alongside: the person pressed the button and waits for the light.
+    Alongside,
+    /// No chime: the person interrupted Hark and is already speaking.
+    None,
+}
+
+/// What a listen heard: `transcribe_voice`'s structured result.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Heard {
+    /// What was said, or `(no speech detected)`.
+    pub text: String,
+    /// Whether speech was heard and transcribed.
+    pub speech: bool,
+    /// Why listening ended: `end_of_speech`, `timeout`, `max_length`,
+    /// `stopped`.
+    pub end_reason: String,
+    /// Seconds of audio recorded, pre-roll included.
+    pub duration: f64,
+    /// Language of the text (ISO 639-1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
+    /// When speech began and ended, seconds from the start of the recording.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speech_start: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speech_end: Option<f64>,
+    /// Segments with `start`, `end` (seconds from the start of the
+    /// recording), `text` and `confidence`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub segments: Vec<serde_json::Value>,
+    /// Mean token probability, 0–1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f32>,
+    /// The model that transcribed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Transcription time, milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcribe_ms: Option<u64>,
+}
+
+/// Where a listen reports its steps (`listening`, `speech detected`,
+/// `transcribing`): a tool turns them into progress notifications.
+pub trait Progress: Send {
+    fn report(&mut self, step: &'static str) -> impl Future<Output = ()> + Send;
+}
+
+/// Reports nothing.
+pub struct Quiet;
+
+impl Progress for Quiet {
+    async fn report(&mut self, _step: &'static str) {}
+}
+
+/// Cancels the recording when the listen is dropped before it ends.
+struct CancelOnDrop(Arc<Control>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// Abandons the transcription when the listen is dropped before it ends.
+struct AbandonOnDrop(Arc<AtomicBool>);
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+pub fn play(state: &ApplianceState, earcon: Earcon) {
+    if let Some(player) = state.player()
+        && let Err(e) = player.play(&earcon.clip())
+    {
+        tracing::debug!(error = %e, "earcon not played");
+    }
+}
+
+fn seconds(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0).round() / 1000.0
+}
+
+/// Listens once (see the module docs). Fails at once while the mute is on,
+/// and with [`ListenError::Muted`] if it goes on mid-recording (nothing
+/// heard is kept).
+pub async fn listen(
+    state: &Arc<ApplianceState>,
+    request: Listen,
+    progress: &mut impl Progress,
+) -> Result<Heard, ListenError> {
+    let stt = state
+        .stt
+        .get()
+        .ok_or_else(|| ListenError::NoEngine("speech-to-text is starting".into()))?;
+    let engine = Arc::clone(
+        stt.engine()
+            .map_err(|why| ListenError::NoEngine(why.to_owned()))?,
+    );
+    let mic = state.microphone.get().ok_or(ListenError::NoMicrophone)?;
+    // Watched from before the check, so a mute between the two is seen.
+    let mut mute = state.bus.watch();
+    if state.muted.load(Ordering::Acquire) || mute.borrow_and_update().muted {
+        return Err(ListenError::Muted);
+    }
+    if request.chime == Chime::First
+        && let Some(player) = state.player()
+    {
+        match player.play(&Earcon::ListenStart.clip()) {
+            Ok(done) => {
+                let _ =
+                    tokio::task::spawn_blocking(move || done.recv_timeout(Duration::from_secs(2)))
+                        .await;
+            }
+            Err(e) => tracing::debug!(error = %e, "earcon not played"),
+        }
+    }
+    // The microphone shows open from here until the guard drops, whatever
+    // ends the recording.
+    let mut recording = state.start_recording(request.agent.clone());
+    if request.chime == Chime::Alongside {
+        play(state, Earcon::ListenStart);
+    }
+    progress.report("listening").await;
+    let control = Arc::new(Control::default());
+    let _cancel = CancelOnDrop(Arc::clone(&control));
+    if request.push_to_talk {
+        // The board's button holds this recording open while it is down and
+        // ends it when it comes up.
+        state.add_recorder(&control);
+    }
+    let options = Options::new(request.timeout, mic.preroll, mic.vad.clone());
+    let (ring, ctl) = (Arc::clone(&mic.ring), Arc::clone(&control));
+    let mut recorder =
+        tokio::task::spawn_blocking(move || utterance::record(&ring, &options, &ctl));
+    // The recorder raises a flag when speech begins; look at it every 50 ms
+    // until it has.
+    let mut tick = tokio::time::interval(Duration::from_millis(50));
+    let mut announced = false;
+    let utterance = loop {
+        tokio::select! {
+            done = &mut recorder => {
+                break done.map_err(|e| ListenError::Recorder(e.to_string()))?;
+            }
+            changed = mute.changed() => {
+                if changed.is_ok() && mute.borrow_and_update().muted {
+                    // The mute switch went on mid-recording: nothing heard
+                    // is kept (capture stores silence from now on; what
+                    // came before is dropped with the recording).
+                    control.cancel();
+                    let _ = recorder.await;
+                    recording.ended("muted");
+                    tracing::info!("listening ended: the microphone was muted");
+                    return Err(ListenError::Muted);
+                }
+            }
+            _ = tick.tick(), if !announced => {
+                if control.speech_started() {
+                    announced = true;
+                    recording.speech_detected();
+                    progress.report("speech detected").await;
+                }
+            }
+        }
+    };
+    let reason = match utterance.reason {
+        EndReason::EndOfSpeech => "end_of_speech",
+        EndReason::NoSpeech => "timeout",
+        EndReason::MaxLength => "max_length",
+        EndReason::Stopped => "stopped",
+        EndReason::Cancelled => "cancelled",
+        EndReason::CaptureStalled => "stalled",
+    };
+    recording.ended(reason);
+    let listen_id = recording.id;
+    drop(recording);
+    play(state, Earcon::ListenStop);
+    tracing::info!(reason, speech = ?utterance.speech,
+        seconds = utterance.samples.len() as f64 / 16_000.0, "utterance recorded");
+    if utterance.reason == EndReason::CaptureStalled {
+        return Err(ListenError::Stalled);
+    }
+    let recorded = seconds(Duration::from_secs_f64(
+        utterance.samples.len() as f64 / 16_000.0,
+    ));
+    let Some((start, end)) = utterance.speech else {
+        return Ok(Heard {
+            text: NO_SPEECH.into(),
+            speech: false,
+            end_reason: reason.into(),
+            duration: recorded,
+            language: None,
+            speech_start: None,
+            speech_end: None,
+            segments: Vec::new(),
+            confidence: None,
+            model: None,
+            transcribe_ms: None,
+        });
+    };
+
+    progress.report("transcribing").await;
+    let rate = 16_000.0;
+    let from = ((start.saturating_sub(LEAD)).as_secs_f64() * rate) as usize;
+    let to = (((end + TAIL).as_secs_f64() * rate) as usize).min(utterance.samples.len());
+    let clip = utterance.samples[from.min(to)..to].to_vec();
+    let offset = from as f64 / rate;
+    let mut stt_request = Request::new(clip);
+    stt_request.language = request.language;
+    let _abandon = AbandonOnDrop(Arc::clone(&stt_request.cancel));
+    let transcript = engine
+        .submit(stt_request)?
+        .await
+        .map_err(|_| ListenError::EngineStopped)??;
+    let text = if transcript.text.is_empty() {
+        NO_SPEECH.to_owned()
+    } else {
+        transcript.text.clone()
+    };
+    let segments: Vec<_> = transcript
+        .segments
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "start": seconds(Duration::from_secs_f64(s.start + offset)),
+                "end": seconds(Duration::from_secs_f64(s.end + offset)),
+                "text": s.text,
+                "confidence": s.confidence,
+            })
+        })
+        .collect();
+    let heard = Heard {
+        text,
+        speech: !transcript.text.is_empty(),
+        end_reason: reason.into(),
+        duration: recorded,
+        language: Some(transcript.language.clone()),
+        speech_start: Some(seconds(start)),
+        speech_end: Some(seconds(end)),
+        segments,
+        confidence: Some(transcript.confidence),
+        model: Some(engine.info().name.clone()),
+        transcribe_ms: Some(transcript.elapsed_ms),
+    };
+    if heard.speech {
+        state.bus.publish(Event::UtteranceTranscribed {
+            listen: listen_id,
+            agent: request.agent,
+            text: heard.text.clone(),
+            confidence: heard.confidence,
+            duration: seconds(end.saturating_sub(start)),
+        });
+    }
+    Ok(heard)
+}

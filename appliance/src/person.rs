@@ -1,0 +1,140 @@
+//! The person starts the conversation: a press of the button while no
+//! agent is listening and Hark is quiet opens the microphone for a message
+//! to the agents — the listening light and the chime at once, then record
+//! until the person stops speaking (a tap) or lets the button go (held:
+//! push-to-talk), transcribe, and put the words in the voice inbox
+//! ([`crate::inbox`]), where a waiting agent gets them at once.
+//!
+//! When no agent can take the message now (none waits for the person, none
+//! is subscribed to the inbox), Hark says so briefly and keeps it; the
+//! message light shows until an agent takes it.
+
+use std::{
+    sync::{Arc, atomic::Ordering},
+    time::{Duration, SystemTime},
+};
+
+use hark_audio::earcon::Earcon;
+
+use crate::{
+    inbox::{Delivered, Inbox, NewMessage},
+    listen::{self, Chime, Listen, ListenError},
+    state::ApplianceState,
+};
+
+/// What Hark says when it keeps a message nobody can take now.
+pub const KEPT: &str = "No agent is listening; I'll keep that.";
+
+/// The press: starts the person's recording unless something rules it out
+/// (said in the log, and with the error chime where the person needs to
+/// know the press did nothing).
+pub fn pressed(state: &Arc<ApplianceState>) {
+    let Some(inbox) = state.inbox.get() else {
+        tracing::info!(
+            "button pressed with nobody listening; the voice inbox is off (inbox.enabled = false), so nothing is recorded"
+        );
+        return;
+    };
+    if state.muted.load(Ordering::Acquire) {
+        tracing::info!("button pressed while muted: nothing is recorded");
+        listen::play(state, Earcon::Error);
+        return;
+    }
+    if let Some(why) = state
+        .stt
+        .get()
+        .map_or(Some("speech-to-text is starting"), |stt| stt.engine().err())
+    {
+        tracing::warn!(why, "button pressed, but nothing can hear the person");
+        listen::play(state, Earcon::Error);
+        return;
+    }
+    if !state.bus.snapshot().person_listening.is_empty() {
+        return;
+    }
+    tracing::info!("button pressed with nobody listening: recording a message for the agents");
+    tokio::spawn(record(Arc::clone(state), Arc::clone(inbox)));
+}
+
+async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>) {
+    let (timeout, announce) = (inbox.settings().listen, inbox.settings().announce);
+    let opened = SystemTime::now();
+    let preroll = state
+        .microphone
+        .get()
+        .map_or(Duration::ZERO, |mic| mic.preroll);
+    let request = Listen {
+        agent: None,
+        timeout,
+        language: None,
+        chime: Chime::Alongside,
+        push_to_talk: true,
+    };
+    let heard = match listen::listen(&state, request, &mut listen::Quiet).await {
+        Ok(heard) => heard,
+        Err(ListenError::Muted) => {
+            tracing::info!("the person's message was cut off by the mute switch; nothing kept");
+            return;
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the person's message could not be heard");
+            listen::play(&state, Earcon::Error);
+            return;
+        }
+    };
+    if !heard.speech {
+        tracing::info!(end_reason = %heard.end_reason, "no speech after the press; nothing kept");
+        return;
+    }
+    let transcribed_at = SystemTime::now();
+    // The recording's samples start a pre-roll before it opened.
+    let start = Duration::from_secs_f64(heard.speech_start.unwrap_or(0.0));
+    let spoken_at = (opened + start).checked_sub(preroll).unwrap_or(opened);
+    let duration = heard.speech_end.unwrap_or(0.0) - heard.speech_start.unwrap_or(0.0);
+    let (addressed_to, addressed_key, by) = inbox.address(&heard.text, &state.agents_seen());
+    let message = NewMessage {
+        text: heard.text.clone(),
+        spoken_at,
+        transcribed_at,
+        duration: (duration.max(0.0) * 1000.0).round() / 1000.0,
+        confidence: heard.confidence,
+        addressed_to: addressed_to.clone(),
+        addressed_key,
+        addressed_by: by.to_owned(),
+        expires_at: inbox.expires(transcribed_at),
+    };
+    let kept = {
+        let inbox = Arc::clone(&inbox);
+        tokio::task::spawn_blocking(move || inbox.deliver(message)).await
+    };
+    match kept {
+        Ok(Ok(Delivered::To(_))) | Ok(Ok(Delivered::Kept { reachable: true })) => {}
+        Ok(Ok(Delivered::Kept { reachable: false })) => {
+            if announce {
+                let words = match &addressed_to {
+                    Some(agent) => format!("{agent} isn't listening; I'll keep that."),
+                    None => KEPT.to_owned(),
+                };
+                say(&state, words).await;
+            }
+        }
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, text = %heard.text, "the person's message could not be kept");
+            listen::play(&state, Earcon::Error);
+            say(&state, "Sorry, I couldn't keep that message.".to_owned()).await;
+        }
+        Err(e) => tracing::error!(error = %e, "keeping the person's message failed"),
+    }
+}
+
+/// Hark's own words to the person (not an agent's).
+async fn say(state: &ApplianceState, words: String) {
+    let Some(tts) = state.tts.get().cloned().filter(|tts| tts.enabled) else {
+        return;
+    };
+    let spoken =
+        tokio::task::spawn_blocking(move || tts.speak(&words, None, 1.0, None, None)).await;
+    if let Ok(Err(e)) = spoken {
+        tracing::warn!(error = %e, "cannot say that the message was kept");
+    }
+}

@@ -1,0 +1,283 @@
+"""The person starts and agents ask, end to end: the real binary, the
+simulated board's button (`hark button`), speech injected into the virtual
+sound card, whisper tiny.en, and real MCP clients (the official Python SDK
+over Streamable HTTP in both protocol eras, raw JSON-RPC over TCP as VoxCtrl's
+clients speak it)."""
+
+import json
+import subprocess
+import threading
+import time
+import wave
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.types import Implementation
+
+from harness import HARK, Daemon, LineClient, response, status_of, wait_for
+
+ALIASES = {"agents.cursor": {"aliases": ["curser", "cursor"]},
+           "agents.claude-code": {"aliases": ["claude", "clod", "cloud"]}}
+
+
+def words(text):
+    return set("".join(c.lower() if c.isalnum() else " " for c in text).split())
+
+
+def speak(tmp_path, name, text):
+    path = tmp_path / f"{name}.wav"
+    subprocess.run(["espeak-ng", "-w", str(path), text], check=True)
+    return path
+
+
+def hark(daemon, *args, timeout=60):
+    r = subprocess.run([str(HARK), "--config", str(daemon.config_path), *args],
+                       capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, (args, r.stdout, r.stderr)
+    return r
+
+
+def status(daemon):
+    c = LineClient.tcp(daemon, timeout=10)
+    c.initialize("watcher")
+    try:
+        return status_of(c)
+    finally:
+        c.close()
+
+
+def lights(daemon):
+    board = status(daemon)["subsystems"]["board"]
+    return board.split("lights: ")[1].split(";")[0]
+
+
+def wait_lights(daemon, wanted, timeout=20):
+    assert wait_for(lambda: lights(daemon) == wanted, timeout), (wanted, status(daemon)["subsystems"])
+
+
+def client(daemon, name, timeout=60.0):
+    c = LineClient.tcp(daemon, timeout=timeout)
+    c.initialize(name)
+    return c
+
+
+def call(c, tool, arguments, id):
+    c.send({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}})
+    reply, _ = response(c, id)
+    return reply["result"]
+
+
+def in_thread(fn, *args):
+    out = {}
+
+    def run():
+        try:
+            out["value"] = fn(*args)
+        except Exception as e:  # reported by the test through `out`
+            out["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, out
+
+
+def drain(daemon, name):
+    """Takes every message waiting for `name`, so a test starts clean."""
+    c = client(daemon, name)
+    try:
+        for i in range(50):
+            r = call(c, "wait_for_person", {"timeout_seconds": 0}, 100 + i)
+            if not r["structuredContent"]["received"]:
+                return
+    finally:
+        c.close()
+
+
+def seconds(wav):
+    with wave.open(str(wav)) as w:
+        return w.getnframes() / w.getframerate()
+
+
+def person_says(daemon, wav, hold=False):
+    """The person presses the button (a tap, or held as push-to-talk) and
+    speaks the clip."""
+    if hold:
+        hark(daemon, "button", "hold")
+    else:
+        hark(daemon, "button", "press")
+    wait_lights(daemon, "listening")
+    # A person speaks after the chime (it mutes the microphone while it
+    # plays: half duplex).
+    assert wait_for(lambda: not status(daemon)["speaking"], 5)
+    # `hark inject` hands the clip over and returns; it plays in real time.
+    hark(daemon, "inject", str(wav))
+    if hold:
+        # Held past the end of the speech and the detector's hang-over:
+        # only the release ends it.
+        time.sleep(seconds(wav) + 1.5)
+        assert lights(daemon) == "listening", "held open past the end of speech"
+        hark(daemon, "button", "release")
+
+
+@pytest.fixture(scope="module")
+def room(tmp_path_factory):
+    d = Daemon(tmp_path_factory.mktemp("hark-room"), dict(ALIASES)).start()
+    yield d
+    code = d.stop(timeout=15)
+    assert code == 0, d.log()
+
+
+# ---- the voice inbox ---------------------------------------------------------
+
+
+def test_a_waiting_agent_gets_what_the_person_says_after_a_press(room, tmp_path):
+    drain(room, "sdk-agent")
+    wav = speak(tmp_path, "calendar", "What is on my calendar for tomorrow morning?")
+
+    async def main():
+        async with Client(room.url, mode="legacy", cache=None,
+                          client_info=Implementation(name="sdk-agent", version="1")) as agent:
+            async with anyio.create_task_group() as tg:
+                async def person():
+                    await anyio.to_thread.run_sync(lambda: wait_for(
+                        lambda: "1 agent(s) waiting" in status(room)["subsystems"]["inbox"]))
+                    assert lights(room) == "idle", "waiting for the person opens no microphone"
+                    assert not status(room)["recording"]
+                    await anyio.to_thread.run_sync(person_says, room, wav)
+                tg.start_soon(person)
+                result = await agent.call_tool("wait_for_person", {"timeout_seconds": 60})
+            assert result.is_error is not True, result
+            s = result.structured_content
+            assert s["received"] is True and {"calendar", "tomorrow", "morning"} <= words(s["text"]), s
+            m = s["message"]
+            assert m["text"] == s["text"] and m["addressed_to"] is None and m["addressed_by"] == "anyone"
+            assert 1.0 < m["duration"] < 6.0 and 0 < m["confidence"] <= 1 and isinstance(m["id"], int)
+            assert m["at"].endswith("Z") and m["at"] < m["transcribed_at"], m
+            assert s["waiting"] == 0
+            # Taken once: nothing is left for anyone.
+            again = await agent.call_tool("wait_for_person", {"timeout_seconds": 0})
+            assert again.structured_content["received"] is False
+            assert again.content[0].text == "(no message)"
+
+    anyio.run(main)
+    assert "button pressed with nobody listening: recording a message for the agents" in room.log()
+    assert "message delivered to a waiting agent" in room.log()
+    wait_lights(room, "idle")
+
+
+def test_push_to_talk_to_a_raw_tcp_client(room, tmp_path):
+    """VoxCtrl-style: no handshake, one line in, one line out."""
+    drain(room, "unnamed client")
+    wav = speak(tmp_path, "ptt", "The meeting has been moved to Thursday afternoon.")
+    c = LineClient.tcp(room, timeout=90)
+    c.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "wait_for_person", "arguments": {"timeout_seconds": 60}}})
+    assert wait_for(lambda: "1 agent(s) waiting" in status(room)["subsystems"]["inbox"])
+    person_says(room, wav, hold=True)
+    result = c.recv()["result"]
+    c.close()
+    s = result["structuredContent"]
+    assert s["received"] and {"meeting", "thursday", "afternoon"} <= words(s["text"]), s
+    assert "push-to-talk released: utterance ended" in room.log()
+
+
+def test_an_addressed_message_reaches_only_the_named_agent_once(room, tmp_path):
+    drain(room, "cursor")
+    drain(room, "claude-code")
+    cursor, claude = client(room, "cursor", 90), client(room, "claude-code", 90)
+    try:
+        t_cursor, got_cursor = in_thread(call, cursor, "wait_for_person", {"timeout_seconds": 60}, 1)
+        t_claude, got_claude = in_thread(call, claude, "wait_for_person", {"timeout_seconds": 25}, 1)
+        assert wait_for(lambda: "2 agent(s) waiting" in status(room)["subsystems"]["inbox"])
+        person_says(room, speak(tmp_path, "cursor", "Cursor, open the garage door."))
+        t_cursor.join(60)
+        s = got_cursor["value"]["structuredContent"]
+        assert s["received"] and {"open", "door"} <= words(s["text"]), s
+        assert s["message"]["addressed_to"] == "cursor" and s["message"]["addressed_by"] == "name"
+        t_claude.join(60)
+        assert got_claude["value"]["structuredContent"]["received"] is False, "not Claude's"
+        # Never twice: Cursor has nothing more.
+        r = call(cursor, "wait_for_person", {"timeout_seconds": 0}, 2)
+        assert r["structuredContent"]["received"] is False
+    finally:
+        cursor.close()
+        claude.close()
+
+
+def test_kept_with_no_agent_connected_then_delivered_after_a_restart(start_daemon, tmp_path):
+    d = start_daemon(dict(ALIASES))
+    wav = speak(tmp_path, "later", "Remind me to call the plumber.")
+    person_says(d, wav)
+    # Nobody can take it: Hark says so, keeps it, and the message light shows.
+    assert wait_for(lambda: "No agent is listening; I'll keep that." in d.log(), 30), d.log()[-3000:]
+    assert wait_for(lambda: status(d)["messages_waiting"] == 1)
+    wait_lights(d, "message", 30)
+    inbox = status(d)["subsystems"]["inbox"]
+    assert inbox.startswith("1 waiting;"), inbox
+    # Restarted on the same state directory: still there, still lit.
+    assert d.stop() == 0
+    again = Daemon(d.tmp, dict(ALIASES)).start()
+    try:
+        assert status(again)["messages_waiting"] == 1
+        wait_lights(again, "message")
+        c = client(again, "first-to-ask")
+        r = call(c, "wait_for_person", {"timeout_seconds": 5}, 1)["structuredContent"]
+        assert r["received"] and {"plumber"} <= words(r["text"]), r
+        r = call(c, "wait_for_person", {"timeout_seconds": 0}, 2)["structuredContent"]
+        assert r["received"] is False, "delivered once"
+        c.close()
+        wait_lights(again, "idle")
+        assert status(again)["messages_waiting"] == 0
+    finally:
+        again.stop()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_a_subscribed_agent_is_woken(room, tmp_path, mode):
+    """resources/subscribe for clients that initialize; subscriptions/listen
+    for 2026-07-28 clients: either way a real SDK client is told when the
+    person leaves a message, reads it from hark://inbox, and takes it."""
+    name = f"subscriber-{mode}"
+    drain(room, name)
+    wav = speak(tmp_path, "sub", "The parcel has arrived at the front door.")
+
+    async def main():
+        woken = anyio.Event()
+        updated = []
+
+        async def on_message(message):
+            if getattr(message, "method", None) == "notifications/resources/updated":
+                updated.append(message.params.uri)
+                woken.set()
+
+        async with Client(room.url, mode=mode, cache=None, message_handler=on_message,
+                          client_info=Implementation(name=name, version="1")) as agent:
+            resources = await agent.list_resources()
+            assert [r.uri for r in resources.resources] == ["hark://inbox"]
+            before = json.loads((await agent.read_resource("hark://inbox")).contents[0].text)
+            assert before["waiting"] == 0 and before["messages"] == []
+            if mode == "legacy":
+                await agent.subscribe_resource("hark://inbox")
+                await anyio.to_thread.run_sync(person_says, room, wav)
+                with anyio.fail_after(30):
+                    await woken.wait()
+                assert updated[0] == "hark://inbox"
+            else:
+                async with agent.listen(resource_subscriptions=["hark://inbox"]) as sub:
+                    assert sub.honored.resource_subscriptions == ["hark://inbox"]
+                    await anyio.to_thread.run_sync(person_says, room, wav)
+                    with anyio.fail_after(30):
+                        event = await sub.__anext__()
+                    assert getattr(event, "uri", "hark://inbox") == "hark://inbox", event
+            after = json.loads((await agent.read_resource("hark://inbox")).contents[0].text)
+            assert after["waiting"] == 1, after
+            assert {"parcel", "front", "door"} <= words(after["messages"][0]["text"]), after
+            taken = await agent.call_tool("wait_for_person", {"timeout_seconds": 0})
+            assert taken.structured_content["received"] is True
+
+    anyio.run(main)
+    # Subscribed, so reachable: Hark did not tell the person nobody listens.
+    kept = [line for line in room.log().splitlines() if "message kept in the inbox" in line]
+    assert kept and "reachable=true" in kept[-1], kept
