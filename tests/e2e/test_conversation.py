@@ -234,6 +234,7 @@ def test_kept_with_no_agent_connected_then_delivered_after_a_restart(start_daemo
         again.stop()
 
 
+@pytest.mark.filterwarnings("ignore:resources/subscribe is removed")
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 def test_a_subscribed_agent_is_woken(room, tmp_path, mode):
     """resources/subscribe for clients that initialize; subscriptions/listen
@@ -281,3 +282,244 @@ def test_a_subscribed_agent_is_woken(room, tmp_path, mode):
     # Subscribed, so reachable: Hark did not tell the person nobody listens.
     kept = [line for line in room.log().splitlines() if "message kept in the inbox" in line]
     assert kept and "reachable=true" in kept[-1], kept
+
+
+# ---- agents ask ----------------------------------------------------------------
+
+QUESTION = "Shall I delete the three old backups?"
+
+
+def ask(daemon, name, tool, arguments, timeout=90):
+    c = client(daemon, name, timeout)
+    t, out = in_thread(call, c, tool, arguments, 1)
+    return c, t, out
+
+
+def answered(c, t, out, timeout=90):
+    t.join(timeout)
+    c.close()
+    assert not t.is_alive(), "the call returned"
+    assert "error" not in out, out
+    return out["value"]
+
+
+def answer_by_voice(daemon, wav):
+    """Once the question has been asked and the microphone is open for the
+    answer (the lights show "asking"), the person speaks."""
+    wait_lights(daemon, "asking", 30)
+    assert wait_for(lambda: not status(daemon)["speaking"], 5)
+    hark(daemon, "inject", str(wav))
+
+
+def test_confirm_by_the_button(room):
+    # A short press: yes.
+    c, t, out = ask(room, "confirmer", "confirm", {"question": QUESTION, "timeout_seconds": 20})
+    wait_lights(room, "asking", 30)
+    assert status(room)["recording"], "the microphone is open for the answer"
+    hark(room, "button", "press")
+    r = answered(c, t, out)
+    assert r["structuredContent"] == {"answer": "yes", "by": "button", "transcript": None, "confidence": 1.0}, r
+    assert r["content"][0]["text"] == "yes"
+    wait_lights(room, "idle")
+    # A long press: no, as soon as the press is long.
+    c, t, out = ask(room, "confirmer", "confirm", {"question": QUESTION, "timeout_seconds": 20})
+    wait_lights(room, "asking", 30)
+    hark(room, "button", "hold")
+    t.join(10)
+    assert not t.is_alive(), "a long press answers while the button is still down"
+    hark(room, "button", "release")
+    r = answered(c, t, out)
+    assert r["structuredContent"]["answer"] == "no" and r["structuredContent"]["by"] == "button", r
+
+
+def test_a_press_during_the_question_answers_it(room):
+    c, t, out = ask(room, "confirmer", "confirm", {"question": QUESTION * 3, "timeout_seconds": 20})
+    assert wait_for(lambda: status(room)["speaking"], 30)
+    hark(room, "button", "press")
+    r = answered(c, t, out)
+    assert r["structuredContent"]["answer"] == "yes" and r["structuredContent"]["by"] == "button", r
+    assert wait_for(lambda: not status(room)["speaking"], 5), "the question stopped"
+
+
+@pytest.mark.parametrize("said, answer", [
+    ("Yes.", "yes"),
+    ("No, not now.", "no"),
+    ("Maybe later, I am not sure.", "unclear"),
+])
+def test_confirm_by_voice(room, tmp_path, said, answer):
+    c, t, out = ask(room, "confirmer", "confirm", {"question": QUESTION, "timeout_seconds": 20})
+    answer_by_voice(room, speak(tmp_path, "answer", said))
+    s = answered(c, t, out)["structuredContent"]
+    assert s["answer"] == answer and s["by"] == "voice", s
+    assert s["transcript"] and 0 < s["confidence"] <= 1, s
+    if answer == "unclear":
+        assert {"maybe", "later"} <= words(s["transcript"]), s
+
+
+def test_confirm_unanswered(room):
+    c, t, out = ask(room, "confirmer", "confirm", {"question": QUESTION, "timeout_seconds": 2})
+    s = answered(c, t, out)["structuredContent"]
+    assert s == {"answer": "no_answer", "by": None, "transcript": None, "confidence": None}, s
+    assert 'AnswerEnded' in room.log() and 'answer: "no_answer"' in room.log()
+
+
+@pytest.mark.parametrize("said, index, matched_by", [
+    ("Sushi, please.", 1, "words"),
+    ("The third one.", 2, "ordinal"),
+])
+def test_choose(room, tmp_path, said, index, matched_by):
+    options = ["pizza", "sushi", "tacos"]
+    c, t, out = ask(room, "chooser", "choose", {"question": "What shall we have for dinner?",
+                                                 "options": options, "timeout_seconds": 20})
+    wait_lights(room, "asking", 40)
+    assert wait_for(lambda: not status(room)["speaking"], 5)
+    hark(room, "inject", str(speak(tmp_path, "choice", said)))
+    r = answered(c, t, out)
+    s = r["structuredContent"]
+    assert (s["index"], s["choice"], s["outcome"], s["by"], s["matched_by"]) == \
+        (index, options[index], "chosen", "voice", matched_by), s
+    assert r["content"][0]["text"] == options[index]
+    # The options were read out numbered, after the question.
+    spoken = [line for line in room.log().splitlines() if "SpeakingStarted" in line][-1]
+    assert "What shall we have for dinner? One: pizza. Two: sushi. Three: tacos." in spoken, spoken
+
+
+def test_converse_speaks_then_listens(room, tmp_path):
+    wav = speak(tmp_path, "reply", "What is the weather going to be like tomorrow morning?")
+    c, t, out = ask(room, "conversant", "converse", {"text": "Good morning. What can I do for you?",
+                                                       "timeout_seconds": 20})
+    assert wait_for(lambda: status(room)["speaking"], 30), "it speaks first"
+    assert not status(room)["recording"], "and listens only after"
+    wait_lights(room, "listening", 30)
+    assert wait_for(lambda: not status(room)["speaking"], 5)
+    hark(room, "inject", str(wav))
+    s = answered(c, t, out)["structuredContent"]
+    assert s["spoken"] == "Good morning. What can I do for you?" and s["speech_status"] == "spoken", s
+    assert s["speech_seconds"] > 1 and s["end_reason"] == "end_of_speech", s
+    assert {"weather", "tomorrow", "morning"} <= words(s["text"]), s
+
+
+def test_a_press_while_converse_speaks_barges_in(room, tmp_path):
+    long = " ".join(["Here is the whole forecast for the week, day by day, with every detail."] * 4)
+    wav = speak(tmp_path, "barge", "Stop, just tell me about tomorrow morning.")
+    c, t, out = ask(room, "conversant", "converse", {"text": long, "timeout_seconds": 20})
+    assert wait_for(lambda: status(room)["speaking"], 30)
+    time.sleep(1)
+    hark(room, "button", "hold")
+    # The speech stops and the microphone opens at once, without a chime.
+    wait_lights(room, "listening", 5)
+    assert not status(room)["speaking"]
+    hark(room, "inject", str(wav))
+    time.sleep(seconds(wav) + 0.5)
+    hark(room, "button", "release")
+    s = answered(c, t, out)["structuredContent"]
+    assert s["speech_status"] == "interrupted", s
+    assert s["speech_seconds"] < 20 and s["end_reason"] == "stopped", s
+    assert {"tomorrow", "morning"} <= words(s["text"]), s
+
+
+def test_converse_without_listening_only_speaks(room):
+    c, t, out = ask(room, "conversant", "converse", {"text": "The oven is hot now.", "listen": False})
+    s = answered(c, t, out)["structuredContent"]
+    assert s["speech_status"] == "spoken" and "text" not in s and "end_reason" not in s, s
+    assert not status(room)["recording"]
+
+
+# ---- bad input and faults ---------------------------------------------------------
+
+
+def tool_error(c, tool, arguments, id):
+    r = call(c, tool, arguments, id)
+    assert r["isError"] is True, (tool, arguments, r)
+    return r["structuredContent"]["error"]["type"], r["content"][0]["text"]
+
+
+def test_bad_arguments_are_clear_errors_and_disturb_nothing(room):
+    c = client(room, "careless")
+    try:
+        cases = [
+            ("wait_for_person", {"timeout_seconds": 5000}, "InvalidArgumentError", "0–3600"),
+            ("wait_for_person", {"timeout_seconds": -1}, "InvalidArgumentError", "timeout_seconds"),
+            ("confirm", {"question": "Go?", "timeout_seconds": 0.1}, "InvalidArgumentError", "0.5–300"),
+            ("converse", {"text": "Hi", "timeout_seconds": 301}, "InvalidArgumentError", "0.5–300"),
+            ("confirm", {"question": "   "}, "InvalidArgumentError", "question is empty"),
+            ("confirm", {"question": "x" * 20000}, "InvalidArgumentError", "at most 1000"),
+            ("choose", {"question": "Which?", "options": ["only"]}, "InvalidArgumentError", "2 to 8 options, got 1"),
+            ("choose", {"question": "Which?", "options": [f"option {i}" for i in range(50)]},
+             "InvalidArgumentError", "got 50"),
+            ("choose", {"question": "Which?", "options": ["Pizza", "sushi", "pizza!"]},
+             "InvalidArgumentError", "the same"),
+            ("converse", {"text": ""}, "InvalidArgumentError", "text is empty"),
+        ]
+        for i, (tool, arguments, kind, says) in enumerate(cases):
+            got_kind, text = tool_error(c, tool, arguments, 10 + i)
+            assert got_kind == kind and says in text, (tool, arguments, got_kind, text)
+        # Nothing was spoken or opened by any of them, and the appliance serves on.
+        assert not status(room)["recording"] and lights(room) == "idle"
+        assert status_of(c, id=99)["version"]
+    finally:
+        c.close()
+
+
+def test_every_listening_tool_refuses_while_muted(room):
+    drain(room, "muted-agent")
+    hark(room, "mute", "on")
+    c = client(room, "muted-agent")
+    try:
+        for i, (tool, arguments) in enumerate([
+            ("transcribe_voice", {"timeout_seconds": 2}),
+            ("converse", {"text": "Are you there?"}),
+            ("confirm", {"question": QUESTION}),
+            ("choose", {"question": "Which?", "options": ["red", "blue"]}),
+            ("wait_for_person", {"timeout_seconds": 5}),
+        ]):
+            kind, text = tool_error(c, tool, arguments, 20 + i)
+            assert kind == "MicrophoneMutedError" and "muted" in text, (tool, kind, text)
+        assert not status(room)["speaking"], "nothing was said into a muted room"
+        # A press while muted records nothing.
+        before = room.log()
+        hark(room, "button", "press")
+        assert wait_for(lambda: "button pressed while muted: nothing is recorded" in room.log()[len(before):], 5)
+        assert not status(room)["recording"]
+    finally:
+        hark(room, "mute", "off")
+        c.close()
+    wait_lights(room, "idle")
+
+
+def test_an_agent_that_leaves_while_waiting_loses_nothing(room, tmp_path):
+    drain(room, "leaver")
+    drain(room, "stayer")
+    c = client(room, "leaver")
+    c.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "wait_for_person", "arguments": {"timeout_seconds": 60}}})
+    assert wait_for(lambda: "1 agent(s) waiting" in status(room)["subsystems"]["inbox"])
+    c.close()
+    assert wait_for(lambda: "0 agent(s) waiting" in status(room)["subsystems"]["inbox"], 5), \
+        "the queue lets go of an agent that left"
+    person_says(room, speak(tmp_path, "left", "Please water the plants this evening."))
+    assert wait_for(lambda: status(room)["messages_waiting"] == 1, 30)
+    s = call(client(room, "stayer"), "wait_for_person", {"timeout_seconds": 5}, 2)["structuredContent"]
+    assert s["received"] and {"water", "plants"} <= words(s["text"]), s
+
+
+def test_an_agent_that_leaves_mid_confirm_releases_the_microphone(room):
+    c = client(room, "quitter")
+    c.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "confirm", "arguments": {"question": QUESTION, "timeout_seconds": 30}}})
+    wait_lights(room, "asking", 30)
+    c.close()
+    assert wait_for(lambda: not status(room)["recording"], 2), "the microphone closed at once"
+    wait_lights(room, "idle", 5)
+
+
+def test_a_press_with_the_inbox_off_records_nothing(start_daemon):
+    d = start_daemon({"inbox": {"enabled": False}})
+    assert status(d)["subsystems"]["inbox"] == "disabled"
+    hark(d, "button", "press")
+    assert wait_for(lambda: "the voice inbox is off (inbox.enabled = false)" in d.log(), 5)
+    assert not status(d)["recording"] and lights(d) == "idle"
+    c = client(d, "agent")
+    kind, text = tool_error(c, "wait_for_person", {"timeout_seconds": 1}, 1)
+    c.close()
+    assert kind == "InboxError" and "inbox.enabled = false" in text, text

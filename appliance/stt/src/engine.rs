@@ -520,8 +520,15 @@ impl Worker {
         let threshold = self.config.no_speech_threshold;
         let kept: Vec<Segment> = segments
             .into_iter()
-            .filter(|s| !(s.no_speech_probability > threshold && s.confidence < 0.5))
-            .filter(|s| !s.text.trim().is_empty() && !is_annotation(&s.text))
+            .filter(|s| {
+                let silent = s.no_speech_probability > threshold && s.confidence < 0.5;
+                let keep = !(silent || s.text.trim().is_empty() || is_annotation(&s.text));
+                if !keep {
+                    tracing::debug!(text = %s.text, no_speech = s.no_speech_probability,
+                        confidence = s.confidence, "segment dropped as not speech");
+                }
+                keep
+            })
             // Padding is silence; nothing said can end after the audio does.
             .map(|mut s| {
                 s.end = s.end.min(duration);

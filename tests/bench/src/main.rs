@@ -20,7 +20,9 @@
 
 mod audio;
 mod client;
+mod daemon;
 mod load;
+mod person;
 mod procfs;
 mod report;
 mod server;
@@ -120,6 +122,9 @@ enum Mode {
     Audio(audio::AudioArgs),
     Stt(stt::SttArgs),
     Tts(tts::TtsArgs),
+    /// The person starts: button press to the listening light and chime,
+    /// and a message's delivery to a waiting agent (see [`person`]).
+    Person(person::PersonArgs),
 }
 
 fn main() -> ExitCode {
@@ -133,6 +138,7 @@ fn main() -> ExitCode {
         Some(Mode::Audio(audio)) => audio::main(audio),
         Some(Mode::Stt(stt)) => stt::main(stt),
         Some(Mode::Tts(tts)) => tts::main(tts),
+        Some(Mode::Person(person)) => person::main(person),
         None => bench(args),
     };
     match result {

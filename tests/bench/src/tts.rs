@@ -31,8 +31,6 @@
 use std::{
     fmt::Write as _,
     io::{BufRead, BufReader, Write as _},
-    net::{SocketAddr, TcpStream},
-    os::unix::net::UnixDatagram,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::atomic::AtomicBool,
@@ -50,7 +48,11 @@ use hark_tts::{
 };
 use serde_json::{Value, json};
 
-use crate::{Scratch, procfs, tidy};
+use crate::{
+    Scratch,
+    daemon::{self, Daemon, Rpc},
+    procfs, tidy,
+};
 
 /// Benchmarks text to speech: Hark's piper engine against piper-tts (PyPI)
 /// with the same voice, runtime and threads; real-time factor, time to
@@ -869,39 +871,6 @@ fn compare_ids(hark: &TextResult, peer: &TextResult, pad: (usize, usize)) -> Str
     format!("{differ} of {} sentences differ", hark.ids.len())
 }
 
-/// The daemon's config: every transport on loopback, the speech-to-text
-/// model from the test store, the virtual sound card (as
-/// tests/e2e/harness.py has it), then `extra` verbatim.
-fn daemon_config(dir: &Path, models_dir: &Path, extra: &[String]) -> String {
-    let run = dir.join("run");
-    let mut config = format!(
-        "[service]\nlog_level = \"info\"\n\
-         [mcp.tcp]\nlisten = \"127.0.0.1:0\"\n\
-         [mcp.http]\nlisten = \"127.0.0.1:0\"\n\
-         [mcp.unix]\npath = {}\n\
-         [stt]\nmodels_dir = {}\naudio_dirs = [{}]\n\
-         [audio.capture]\ndevice = \"hark_virtual_mic\"\n\
-         [audio.playback]\ndevice = \"hark_virtual_speaker\"\nrate = 22050\nchannels = 1\n\
-         [audio.virtual_card]\nenabled = true\nmic_fifo = {}\ninject_fifo = {}\nspeaker_wav = {}\n",
-        toml_str(&run.join("mcp.sock")),
-        toml_str(models_dir),
-        toml_str(dir),
-        toml_str(&run.join("virtual-mic.fifo")),
-        toml_str(&run.join("inject.fifo")),
-        toml_str(&dir.join("speaker.wav")),
-    );
-    for line in extra {
-        config.push_str(line);
-        config.push('\n');
-    }
-    config
-}
-
-/// A path as a TOML basic string (JSON's escapes are TOML's).
-fn toml_str(path: &Path) -> String {
-    Value::String(path.display().to_string()).to_string()
-}
-
 /// The config lines that give the daemon its voice: `--voice`'s directory
 /// as the voice store, ONNX Runtime from `--lib`, `--threads`.
 fn daemon_voice_config(args: &TtsArgs) -> Vec<String> {
@@ -915,8 +884,8 @@ fn daemon_voice_config(args: &TtsArgs) -> Vec<String> {
     let dir = voice.parent().map(Path::to_path_buf).unwrap_or_default();
     vec![
         "[tts]".into(),
-        format!("voices_dir = {}", toml_str(&dir)),
-        format!("onnxruntime = {}", toml_str(&tidy(&args.lib))),
+        format!("voices_dir = {}", daemon::toml_str(&dir)),
+        format!("onnxruntime = {}", daemon::toml_str(&tidy(&args.lib))),
         format!("voice = {}", Value::String(id)),
         format!("threads = {}", args.threads),
     ]
@@ -966,60 +935,6 @@ fn daemon(args: &TtsArgs, scratch: &Path) -> DaemonRun {
     run
 }
 
-/// How long the daemon may take to start, to load its model, to answer.
-const DAEMON_START: Duration = Duration::from_secs(30);
-const DAEMON_MODEL: Duration = Duration::from_secs(120);
-const DAEMON_CALL: Duration = Duration::from_secs(120);
-
-/// The daemon process; killed if still running when dropped.
-struct Daemon {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Daemon {
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn memory(&self) -> anyhow::Result<procfs::Memory> {
-        procfs::memory(self.pid())
-    }
-
-    /// SIGTERM, then SIGKILL after 10 s.
-    fn stop(mut self) -> anyhow::Result<()> {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.pid().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if self.child.try_wait()?.is_some() {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        self.child.kill()?;
-        self.child.wait()?;
-        bail!("the daemon ignored SIGTERM for 10 s and was killed")
-    }
-
-    fn tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(15)..].join("\n")
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 fn daemon_steps(
     args: &TtsArgs,
     binary: &Path,
@@ -1027,11 +942,6 @@ fn daemon_steps(
     extra: &[String],
     run: &mut DaemonRun,
 ) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        binary.is_file(),
-        "no hark binary at {} (run `cargo build --release -p hark`, or pass --hark)",
-        binary.display()
-    );
     let models_dir = tidy(&args.models_dir);
     anyhow::ensure!(
         models_dir.join("ggml-tiny.en-q8_0.bin").is_file(),
@@ -1039,10 +949,7 @@ fn daemon_steps(
         models_dir.display()
     );
     let dir = scratch.join("daemon");
-    std::fs::create_dir_all(dir.join("run"))?;
-    let config = dir.join("hark.toml");
-    std::fs::write(&config, daemon_config(&dir, &models_dir, extra))
-        .with_context(|| format!("cannot write {}", config.display()))?;
+    std::fs::create_dir_all(&dir)?;
     // The utterance to transcribe: the paragraph, spoken by espeak-ng.
     let wav = dir.join("paragraph.wav");
     let spoken = Command::new("espeak-ng")
@@ -1053,45 +960,10 @@ fn daemon_steps(
         .context("cannot run espeak-ng")?;
     anyhow::ensure!(spoken.success(), "espeak-ng failed: {spoken}");
 
-    let notify = dir.join("notify.sock");
-    let listener =
-        UnixDatagram::bind(&notify).with_context(|| format!("cannot bind {}", notify.display()))?;
-    listener.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let log = dir.join("hark.log");
-    let child = Command::new(binary)
-        .arg("--config")
-        .arg(&config)
-        .arg("run")
-        .env("NOTIFY_SOCKET", &notify)
-        .env_remove("RUST_LOG")
-        .env_remove("JOURNAL_STREAM")
-        .env_remove("ALSA_CONFIG_PATH")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log)?)
-        .spawn()
-        .with_context(|| format!("cannot start {}", binary.display()))?;
-    let mut daemon = Daemon { child, log };
-
-    let tcp = wait_ready(&mut daemon, &listener)?;
+    let daemon = Daemon::start(binary, &dir, &daemon::config(&dir, &models_dir, extra))?;
     run.steps.push(("ready (READY=1)".into(), daemon.memory()?));
-    let mut rpc = Rpc::connect(tcp)?;
-    let started = Instant::now();
-    loop {
-        let status = rpc.call("get_status", json!({}))?;
-        let stt = status["structuredContent"]["subsystems"]["stt"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        if stt.starts_with("ready") {
-            run.stt = stt;
-            break;
-        }
-        if stt.starts_with("unavailable") || started.elapsed() > DAEMON_MODEL {
-            bail!("speech to text is not ready: {stt:?}\n{}", daemon.tail());
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let mut rpc = Rpc::tcp(daemon.tcp, "hark-bench tts")?;
+    run.stt = daemon.wait_stt(&mut rpc)?;
     run.steps
         .push(("speech-to-text model loaded".into(), daemon.memory()?));
     run.transcript = daemon_transcribe(&mut rpc, &wav)?;
@@ -1134,109 +1006,6 @@ fn daemon_transcribe(rpc: &mut Rpc, wav: &Path) -> anyhow::Result<String> {
         .unwrap_or("")
         .trim()
         .to_owned())
-}
-
-/// Waits for `READY=1` with `STATUS=serving … tcp=ADDR …`.
-fn wait_ready(daemon: &mut Daemon, listener: &UnixDatagram) -> anyhow::Result<SocketAddr> {
-    let started = Instant::now();
-    let mut buf = vec![0u8; 4096];
-    while started.elapsed() < DAEMON_START {
-        if let Some(status) = daemon.child.try_wait()? {
-            bail!(
-                "hark exited before it was ready ({status}):\n{}",
-                daemon.tail()
-            );
-        }
-        let n = match listener.recv(&mut buf) {
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue;
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let message = String::from_utf8_lossy(&buf[..n]);
-        if !message.lines().any(|l| l == "READY=1") {
-            continue;
-        }
-        let tcp = message
-            .lines()
-            .filter_map(|l| l.strip_prefix("STATUS=serving"))
-            .flat_map(str::split_whitespace)
-            .find_map(|item| item.strip_prefix("tcp="))
-            .and_then(|addr| addr.parse().ok());
-        return tcp.with_context(|| format!("no tcp= in {message:?}"));
-    }
-    bail!(
-        "hark sent no READY=1 within {DAEMON_START:?}:\n{}",
-        daemon.tail()
-    )
-}
-
-/// Newline-delimited JSON-RPC over TCP, enough for `tools/call`.
-struct Rpc {
-    stream: BufReader<TcpStream>,
-    next: u64,
-}
-
-impl Rpc {
-    fn connect(addr: SocketAddr) -> anyhow::Result<Self> {
-        let stream = TcpStream::connect(addr).with_context(|| format!("cannot connect {addr}"))?;
-        stream.set_read_timeout(Some(DAEMON_CALL))?;
-        let mut rpc = Self {
-            stream: BufReader::new(stream),
-            next: 1,
-        };
-        rpc.request(
-            "initialize",
-            json!({
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "hark-bench tts", "version": "1"},
-            }),
-        )?;
-        rpc.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
-        Ok(rpc)
-    }
-
-    fn send(&mut self, message: &Value) -> anyhow::Result<()> {
-        let mut line = message.to_string();
-        line.push('\n');
-        self.stream.get_mut().write_all(line.as_bytes())?;
-        Ok(())
-    }
-
-    /// Sends a request and returns its result, skipping notifications.
-    fn request(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
-        let id = self.next;
-        self.next += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
-        loop {
-            let mut line = String::new();
-            let n = self
-                .stream
-                .read_line(&mut line)
-                .with_context(|| format!("no answer to {method}"))?;
-            anyhow::ensure!(n > 0, "the daemon closed the connection during {method}");
-            let message: Value = serde_json::from_str(&line)
-                .with_context(|| format!("invalid JSON from the daemon: {line}"))?;
-            if message["id"].as_u64() != Some(id) || message.get("method").is_some() {
-                continue;
-            }
-            if let Some(error) = message.get("error") {
-                bail!("{method} failed: {error}");
-            }
-            return Ok(message["result"].clone());
-        }
-    }
-
-    fn call(&mut self, tool: &str, arguments: Value) -> anyhow::Result<Value> {
-        self.request("tools/call", json!({"name": tool, "arguments": arguments}))
-    }
 }
 
 /// espeak-ng's version line (Debian's; Hark links the same library).
@@ -1674,18 +1443,6 @@ mod tests {
             compare_ids(&hark, &fewer, (1, 1)),
             "other sentences: 1 here, 2 in Hark"
         );
-    }
-
-    #[test]
-    fn daemon_config_quotes_paths_and_appends_lines() {
-        let config = daemon_config(
-            Path::new("/tmp/a \"b\""),
-            Path::new("/m"),
-            &["[tts]".into(), "voice = \"x\"".into()],
-        );
-        assert!(config.contains("models_dir = \"/m\"\n"));
-        assert!(config.contains("audio_dirs = [\"/tmp/a \\\"b\\\"\"]\n"));
-        assert!(config.ends_with("[tts]\nvoice = \"x\"\n"));
     }
 
     #[test]
