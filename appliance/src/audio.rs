@@ -117,6 +117,16 @@ impl Bridge {
             .name("hark-audio-events".into())
             .spawn(move || {
                 let (mut speaker, mut mic_ok, mut speaker_ok) = (false, None, None);
+                // Publishes a part's health when it changes; `None`: still
+                // starting, nothing to say yet.
+                let health = |part, now: Option<bool>, last: &mut Option<bool>, state: String| {
+                    if now != *last
+                        && let Some(ok) = now
+                    {
+                        bus.publish(Event::Health { part, ok, state });
+                    }
+                    *last = now.or(*last);
+                };
                 loop {
                     let playing = player.speaking.load(Ordering::Acquire);
                     if playing != speaker {
@@ -124,35 +134,17 @@ impl Bridge {
                         bus.publish(Event::Speaker { playing });
                     }
                     let mic = match capture.state() {
-                        CaptureState::Starting => mic_ok,
+                        CaptureState::Starting => None,
                         CaptureState::Capturing => Some(true),
                         _ => Some(false),
                     };
-                    if mic != mic_ok
-                        && let Some(ok) = mic
-                    {
-                        bus.publish(Event::Health {
-                            part: Part::Microphone,
-                            ok,
-                            state: capture.describe(),
-                        });
-                    }
-                    mic_ok = mic;
+                    health(Part::Microphone, mic, &mut mic_ok, capture.describe());
                     let out = match player.state() {
-                        PlaybackState::Starting => speaker_ok,
+                        PlaybackState::Starting => None,
                         PlaybackState::Ready => Some(true),
                         _ => Some(false),
                     };
-                    if out != speaker_ok
-                        && let Some(ok) = out
-                    {
-                        bus.publish(Event::Health {
-                            part: Part::Speaker,
-                            ok,
-                            state: player.describe(),
-                        });
-                    }
-                    speaker_ok = out;
+                    health(Part::Speaker, out, &mut speaker_ok, player.describe());
                     if woken.recv().is_err() || stopping.load(Ordering::Acquire) {
                         break;
                     }

@@ -260,13 +260,16 @@ fn pressed(state: &Arc<ApplianceState>) {
     state.button_moved(true);
     // The stop key: a press while Hark speaks silences it (a `converse`
     // then listens at once; `confirm` takes the press as its answer).
-    let mut was_speaking = false;
+    // Speech, not a chime: a press just after a chime still starts the
+    // person's recording.
+    let speech = state.tts.get().is_some_and(|tts| tts.pending() > 0);
     if let Some(tts) = state.tts.get()
-        && (state.speaking.load(Ordering::Acquire) || tts.pending() > 0)
+        && (speech || state.speaking.load(Ordering::Acquire))
     {
-        was_speaking = true;
         let dropped = tts.stop();
-        tracing::info!(requests = dropped, "button pressed: speech stopped");
+        if speech {
+            tracing::info!(requests = dropped, "button pressed: speech stopped");
+        }
     }
     // Push-to-talk: a waiting recording records from now until the button
     // comes up.
@@ -276,7 +279,7 @@ fn pressed(state: &Arc<ApplianceState>) {
     }
     if !recorders.is_empty() {
         tracing::info!(recordings = recorders.len(), "push-to-talk: recording held");
-    } else if state.agent_turns() == 0 && !was_speaking {
+    } else if state.agent_turns() == 0 && !speech {
         // Nobody is listening: the person starts a conversation.
         crate::person::pressed(state);
     }

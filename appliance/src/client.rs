@@ -14,6 +14,15 @@ use tokio::{
 };
 
 /// Port of the raw TCP transport.
+/// How the `hark` CLI introduces itself: a name no person calls an agent,
+/// so the voice inbox never takes it for one.
+fn cli_info() -> rmcp::model::ClientConfig {
+    rmcp::model::ClientConfig::new(
+        Default::default(),
+        rmcp::model::Implementation::new("hark-cli", env!("CARGO_PKG_VERSION")),
+    )
+}
+
 pub const DEFAULT_PORT: u16 = 7340;
 
 #[derive(Debug, thiserror::Error)]
@@ -68,7 +77,10 @@ async fn call_one(
         target: target.to_owned(),
         reason,
     };
-    let client = ().serve(stream).await.map_err(|e| mcp_err(e.to_string()))?;
+    let client = cli_info()
+        .serve(stream)
+        .await
+        .map_err(|e| mcp_err(e.to_string()))?;
     let result = client
         .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
         .await
@@ -395,7 +407,10 @@ pub async fn board(
                 target: target.clone(),
                 source,
             })?;
-        let client = ().serve(stream).await.map_err(|e| mcp_err(e.to_string()))?;
+        let client = cli_info()
+            .serve(stream)
+            .await
+            .map_err(|e| mcp_err(e.to_string()))?;
         let params = serde_json::to_value(control).map_err(|e| mcp_err(e.to_string()))?;
         let reply = client
             .send_request(ClientRequest::CustomRequest(CustomRequest::new(

@@ -10,7 +10,6 @@
 //! again, while acting on a misheard yes cannot be undone.
 
 use std::cmp::Ordering;
-use std::fmt;
 
 /// A word of a transcript together with where it sits in the original text, so that callers who
 /// need the person's own wording back (see [`Addressed::rest`]) can slice it out.
@@ -764,64 +763,32 @@ impl Addressing {
 ///
 /// Indices are 0-based in the values and 1-based ("counting from 1") in the messages, because
 /// the messages are read by people and agents who count options from one.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WordsError {
     /// A `confirm.yes` / `confirm.no` phrase (`list` is `"yes"` or `"no"`) has no words.
+    #[error("`confirm.{list}` phrase {} (counting from 1) has no words; remove it or give it a word", index + 1)]
     EmptyPhrase { list: &'static str, index: usize },
     /// `confirm.yes` or `confirm.no` has no phrases.
+    #[error("`confirm.{list}` is empty; give it at least one phrase")]
     EmptyList { list: &'static str },
     /// A phrase is in both `confirm.yes` and `confirm.no`.
+    #[error(
+        "\"{phrase}\" is in both `confirm.yes` and `confirm.no`; a phrase can only mean one answer"
+    )]
     InBoth { phrase: String },
     /// `choose` needs 2 to 8 options.
+    #[error("choose takes {MIN_OPTIONS} to {MAX_OPTIONS} options, got {got}")]
     OptionCount { got: usize },
     /// An option has no words.
+    #[error("option {} (counting from 1) has no words; give every option at least one word", index + 1)]
     EmptyOption { index: usize },
     /// An option is longer than 200 characters.
+    #[error("option {} (counting from 1) is {chars} characters long; options can be at most {MAX_OPTION_CHARS} characters", index + 1)]
     OptionTooLong { index: usize, chars: usize },
     /// Two options have the same words.
+    #[error("options {} and {} (counting from 1) are the same once case and punctuation are ignored; give each option different words", first + 1, second + 1)]
     DuplicateOptions { first: usize, second: usize },
 }
-
-impl fmt::Display for WordsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::EmptyPhrase { list, index } => write!(
-                f,
-                "`confirm.{list}` phrase {} (counting from 1) has no words; remove it or give it a word",
-                index + 1
-            ),
-            Self::EmptyList { list } => {
-                write!(f, "`confirm.{list}` is empty; give it at least one phrase")
-            }
-            Self::InBoth { phrase } => write!(
-                f,
-                "\"{phrase}\" is in both `confirm.yes` and `confirm.no`; a phrase can only mean one answer"
-            ),
-            Self::OptionCount { got } => write!(
-                f,
-                "choose takes {MIN_OPTIONS} to {MAX_OPTIONS} options, got {got}"
-            ),
-            Self::EmptyOption { index } => write!(
-                f,
-                "option {} (counting from 1) has no words; give every option at least one word",
-                index + 1
-            ),
-            Self::OptionTooLong { index, chars } => write!(
-                f,
-                "option {} (counting from 1) is {chars} characters long; options can be at most {MAX_OPTION_CHARS} characters",
-                index + 1
-            ),
-            Self::DuplicateOptions { first, second } => write!(
-                f,
-                "options {} and {} (counting from 1) are the same once case and punctuation are ignored; give each option different words",
-                first + 1,
-                second + 1
-            ),
-        }
-    }
-}
-
-impl std::error::Error for WordsError {}
 
 #[cfg(test)]
 mod tests {

@@ -1,5 +1,5 @@
-"""docs/mcp.md must describe exactly the tools the daemon serves: the same
-names, the same arguments, the same result fields."""
+"""docs/mcp.md must describe exactly the tools and resources the daemon
+serves: the same names, the same arguments, the same result fields."""
 
 import re
 from pathlib import Path
@@ -40,6 +40,24 @@ def test_reference_matches_tools_list(daemon):
         doc = documented[tool["name"]]
         assert doc["argument"] == set(tool["inputSchema"].get("properties", {})), tool["name"]
         assert doc["field"] == set(tool["outputSchema"]["properties"]), tool["name"]
+
+
+def documented_resources(text: str) -> set[str]:
+    section = text.split("\n## Resources\n", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^### `([^`]+)`", section, re.M))
+
+
+def test_resources_match_resources_list(daemon):
+    c = LineClient.tcp(daemon)
+    c.initialize()
+    served = c.request("resources/list", id=1)["result"]["resources"]
+    assert documented_resources(DOC.read_text()) == {r["uri"] for r in served}
+    # An unknown one is a clear error naming what is served.
+    reply = c.request("resources/read", {"uri": "hark://nothing"}, id=2)
+    assert reply["error"]["code"] == -32002 and "hark://inbox" in reply["error"]["message"], reply
+    reply = c.request("resources/subscribe", {"uri": "file:///etc/passwd"}, id=3)
+    assert reply["error"]["code"] == -32002, reply
+    c.close()
 
 
 def test_documented_limits_match_the_defaults():

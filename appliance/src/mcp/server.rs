@@ -111,7 +111,9 @@ impl HarkServer {
             .or_else(|| self.identity(context).and_then(|i| i.client_name()))
             .filter(|name| !name.trim().is_empty())
             .unwrap_or_else(|| UNNAMED.to_owned());
-        self.state.agent_seen(&name);
+        if name != UNNAMED {
+            self.state.agent_seen(&name);
+        }
         name
     }
 }

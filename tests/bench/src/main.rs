@@ -7,7 +7,9 @@
 //! `hark-bench audio` benchmarks the audio engine instead, on the virtual
 //! sound card (see [`audio`]); `hark-bench stt` speech to text against
 //! whisper.cpp and faster-whisper (see [`stt`]); `hark-bench tts` text to
-//! speech against piper-tts (see [`tts`]).
+//! speech against piper-tts (see [`tts`]); `hark-bench person` the button
+//! press to the listening light and chime, and a message's delivery to a
+//! waiting agent (see [`person`]).
 //!
 //! ```sh
 //! cargo build --release -p hark

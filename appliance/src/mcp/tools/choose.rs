@@ -119,7 +119,7 @@ impl HarkServer {
     ) -> Result<Chosen, ToolError> {
         let question = check_question(&args.question)?;
         words::check_options(&args.options).map_err(|e| ToolError::invalid(e.to_string()))?;
-        let timeout = self.answer_timeout(args.timeout_seconds)?;
+        let timeout = self.listen_timeout(args.timeout_seconds)?;
         if self.state.muted.load(std::sync::atomic::Ordering::Acquire) {
             return Err(ListenError::Muted.into());
         }

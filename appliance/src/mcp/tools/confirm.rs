@@ -6,8 +6,6 @@
 //! the moment the question starts. Anything that is neither yes nor no is
 //! `unclear`, with the transcript — never a guess.
 
-use std::time::Duration;
-
 use rmcp::{
     ErrorData, RoleServer, handler::server::wrapper::Parameters, model::CallToolResult,
     service::RequestContext, tool, tool_router,
@@ -16,14 +14,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    ToolError,
-    converse::Events,
-    speak_text::SpeechProgress,
-    success,
-    transcribe_voice::{ListenProgress, check_timeout},
+    ToolError, converse::Events, speak_text::SpeechProgress, success,
+    transcribe_voice::ListenProgress,
 };
 use crate::{
-    config::RECORD_TIMEOUT_RANGE,
     events::{Button, Event},
     listen::{self, Chime, Heard, Listen, ListenError},
     mcp::HarkServer,
@@ -215,23 +209,13 @@ impl HarkServer {
 }
 
 impl HarkServer {
-    /// The default wait for an answer.
-    pub(crate) fn answer_timeout(&self, asked: Option<f64>) -> Result<Duration, ToolError> {
-        let default = self
-            .state
-            .stt
-            .get()
-            .map_or(Duration::from_secs(15), |stt| stt.record_timeout);
-        check_timeout(asked, default, RECORD_TIMEOUT_RANGE)
-    }
-
     async fn ask_yes_no(
         &self,
         args: Confirm,
         context: &RequestContext<RoleServer>,
     ) -> Result<Confirmed, ToolError> {
         let question = check_question(&args.question)?;
-        let timeout = self.answer_timeout(args.timeout_seconds)?;
+        let timeout = self.listen_timeout(args.timeout_seconds)?;
         if self.state.muted.load(std::sync::atomic::Ordering::Acquire) {
             return Err(ListenError::Muted.into());
         }

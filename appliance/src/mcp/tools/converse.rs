@@ -5,8 +5,6 @@
 //! stops the speech and listens at once (no chime; push-to-talk if the
 //! button stays down).
 
-use std::time::Duration;
-
 use rmcp::{
     ErrorData, RoleServer, handler::server::wrapper::Parameters, model::CallToolResult,
     service::RequestContext, tool, tool_router,
@@ -18,10 +16,9 @@ use super::{
     ToolError,
     speak_text::{SpeechProgress, Spoken},
     success,
-    transcribe_voice::{ListenProgress, check_timeout},
+    transcribe_voice::ListenProgress,
 };
 use crate::{
-    config::RECORD_TIMEOUT_RANGE,
     events::{self, Button, Event},
     listen::{self, Chime, Heard, Listen, ListenError},
     mcp::HarkServer,
@@ -131,12 +128,7 @@ impl HarkServer {
         context: &RequestContext<RoleServer>,
     ) -> Result<Conversed, ToolError> {
         let listen = args.listen.unwrap_or(true);
-        let default = self
-            .state
-            .stt
-            .get()
-            .map_or(Duration::from_secs(15), |stt| stt.record_timeout);
-        let timeout = check_timeout(args.timeout_seconds, default, RECORD_TIMEOUT_RANGE)?;
+        let timeout = self.listen_timeout(args.timeout_seconds)?;
         if listen && self.state.muted.load(std::sync::atomic::Ordering::Acquire) {
             // Nothing could be heard: say so before speaking, not after.
             return Err(ListenError::Muted.into());

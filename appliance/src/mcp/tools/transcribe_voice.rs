@@ -116,17 +116,23 @@ impl HarkServer {
 }
 
 impl HarkServer {
-    async fn listen_once(
-        &self,
-        args: TranscribeVoice,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<Heard, ToolError> {
+    /// A listen's `timeout_seconds`, checked (0.5–300); the default is
+    /// `mcp.record_timeout`.
+    pub(crate) fn listen_timeout(&self, asked: Option<f64>) -> Result<Duration, ToolError> {
         let default = self
             .state
             .stt
             .get()
             .map_or(Duration::from_secs(15), |stt| stt.record_timeout);
-        let timeout = check_timeout(args.timeout_seconds, default, RECORD_TIMEOUT_RANGE)?;
+        check_timeout(asked, default, RECORD_TIMEOUT_RANGE)
+    }
+
+    async fn listen_once(
+        &self,
+        args: TranscribeVoice,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Heard, ToolError> {
+        let timeout = self.listen_timeout(args.timeout_seconds)?;
         let request = Listen {
             agent: Some(self.agent_name(context)),
             timeout,

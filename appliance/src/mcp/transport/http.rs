@@ -123,12 +123,20 @@ async fn handle(
         }
     };
     match framing::decode(&bytes) {
-        Decoded::Reply(reply) => return Ok(json_response(StatusCode::BAD_REQUEST, &reply)),
+        Decoded::Reply(reply) => {
+            // A well-formed request whose params do not fit is still first
+            // of all a method this version does not serve.
+            let params = matches!(&*reply, ServerJsonRpcMessage::Error(e) if e.error.code == ErrorCode::INVALID_PARAMS);
+            if params && let Some(reply) = unserved_2026_method(&parts.headers, &bytes) {
+                return Ok(json_response(StatusCode::NOT_FOUND, &reply));
+            }
+            return Ok(json_response(StatusCode::BAD_REQUEST, &reply));
+        }
         Decoded::Message(message) => {
             if let ClientJsonRpcMessage::Request(request) = &*message {
                 tracing::debug!(method = request.request.method(), id = %request.id, "request");
             }
-            if let Some(reply) = unserved_2026_method(&parts.headers, &message) {
+            if let Some(reply) = unserved_2026_method(&parts.headers, &bytes) {
                 return Ok(json_response(StatusCode::NOT_FOUND, &reply));
             }
         }
@@ -143,18 +151,19 @@ async fn handle(
 /// and that takes precedence over the per-request metadata checks. rmcp
 /// checks the metadata first for the methods 2026-07-28 removed
 /// (`logging/setLevel`, `resources/subscribe`, …), so answer those here.
-fn unserved_2026_method(
-    headers: &http::HeaderMap,
-    message: &ClientJsonRpcMessage,
-) -> Option<ServerJsonRpcMessage> {
+fn unserved_2026_method(headers: &http::HeaderMap, body: &[u8]) -> Option<ServerJsonRpcMessage> {
     let version = headers.get("mcp-protocol-version")?.to_str().ok()?;
     if version < ProtocolVersion::V_2026_07_28.as_str() {
         return None;
     }
-    let ClientJsonRpcMessage::Request(request) = message else {
-        return None;
-    };
-    let method = request.request.method();
+    /// Just what a request is called and its id (a notification has none).
+    #[derive(serde::Deserialize)]
+    struct Head {
+        method: String,
+        id: rmcp::model::RequestId,
+    }
+    let head: Head = serde_json::from_slice(body).ok()?;
+    let method = head.method.as_str();
     // rmcp answers the removed `initialize` and `ping` as it should; the
     // removed resource subscriptions it would check for `_meta` first.
     if METHODS.contains(&method)
@@ -168,7 +177,7 @@ fn unserved_2026_method(
             format!("Method not found: `{method}` is not served under MCP {version}"),
             None,
         ),
-        Some(request.id.clone()),
+        Some(head.id),
     ))
 }
 
