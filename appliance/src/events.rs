@@ -291,7 +291,7 @@ impl Bus {
     }
 
     /// Every event from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Stamped>> {
+    pub fn subscribe(&self) -> Events {
         self.0.tx.subscribe()
     }
 
@@ -306,12 +306,27 @@ impl Bus {
     }
 }
 
+/// A subscription to the event stream.
+pub type Events = broadcast::Receiver<Arc<Stamped>>;
+
+/// The events a subscription has received and not yet read, without
+/// waiting (those skipped had it lagged are passed over).
+pub fn received(events: &mut Events) -> impl Iterator<Item = Arc<Stamped>> + '_ {
+    use broadcast::error::TryRecvError;
+    std::iter::from_fn(move || {
+        loop {
+            match events.try_recv() {
+                Ok(event) => return Some(event),
+                Err(TryRecvError::Lagged(_)) => continue,
+                Err(_) => return None,
+            }
+        }
+    })
+}
+
 /// Receives the next event, counting (and logging) what a slow consumer
 /// skipped. `None` when the bus is gone.
-pub async fn next(
-    events: &mut broadcast::Receiver<Arc<Stamped>>,
-    consumer: &str,
-) -> Option<Arc<Stamped>> {
+pub async fn next(events: &mut Events, consumer: &str) -> Option<Arc<Stamped>> {
     loop {
         match events.recv().await {
             Ok(event) => return Some(event),

@@ -154,10 +154,6 @@ impl Subscribers {
         });
         legacy.iter().map(|l| l.peer.clone()).collect()
     }
-
-    pub fn count(&self) -> usize {
-        self.peers().len()
-    }
 }
 
 /// Whether an event changes what `hark://inbox` shows.

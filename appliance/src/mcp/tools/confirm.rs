@@ -13,12 +13,9 @@ use rmcp::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{
-    ToolError, converse::Events, speak_text::SpeechProgress, success,
-    transcribe_voice::ListenProgress,
-};
+use super::{ToolError, speak_text::SpeechProgress, success, transcribe_voice::ListenProgress};
 use crate::{
-    events::{Button, Event},
+    events::{Button, Event, Events},
     listen::{self, Chime, Heard, Listen, ListenError},
     mcp::HarkServer,
     state::ApplianceState,
@@ -141,20 +138,9 @@ impl ButtonAnswer {
         }
     }
 
-    /// Answers already given by what `events` has received.
+    /// An answer already given by what `events` has received.
     fn drain(&mut self, events: &mut Events) -> Option<Answer> {
-        use tokio::sync::broadcast::error::TryRecvError;
-        loop {
-            match events.try_recv() {
-                Ok(event) => {
-                    if let Some(answer) = self.feed(&event.event) {
-                        return Some(answer);
-                    }
-                }
-                Err(TryRecvError::Lagged(_)) => continue,
-                Err(_) => return None,
-            }
-        }
+        crate::events::received(events).find_map(|event| self.feed(&event.event))
     }
 
     /// The next answer the button gives.

@@ -19,7 +19,7 @@ use super::{
     transcribe_voice::ListenProgress,
 };
 use crate::{
-    events::{self, Button, Event},
+    events::{self, Button, Event, Events},
     listen::{self, Chime, Heard, Listen, ListenError},
     mcp::HarkServer,
 };
@@ -63,30 +63,17 @@ pub struct Conversed {
     pub heard: Option<Heard>,
 }
 
-/// Whether the person pressed the button since `events` subscribed (the
-/// events received so far; skipped ones, had the receiver lagged, are
-/// passed over).
-pub fn pressed(events: &mut Events) -> bool {
-    use tokio::sync::broadcast::error::TryRecvError;
-    let mut pressed = false;
-    loop {
-        match events.try_recv() {
-            Ok(event) => {
-                pressed |= matches!(
-                    event.event,
-                    Event::Button {
-                        action: Button::Press
-                    }
-                )
+/// Whether the person pressed the button since `events` subscribed.
+fn pressed(events: &mut Events) -> bool {
+    events::received(events).any(|event| {
+        matches!(
+            event.event,
+            Event::Button {
+                action: Button::Press
             }
-            Err(TryRecvError::Lagged(_)) => continue,
-            Err(_) => return pressed,
-        }
-    }
+        )
+    })
 }
-
-/// A subscription to the event stream.
-pub type Events = tokio::sync::broadcast::Receiver<std::sync::Arc<events::Stamped>>;
 
 #[tool_router(router = converse_router, vis = "pub(crate)")]
 impl HarkServer {
