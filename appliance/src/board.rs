@@ -279,7 +279,7 @@ fn pressed(state: &Arc<ApplianceState>) {
     }
     if !recorders.is_empty() {
         tracing::info!(recordings = recorders.len(), "push-to-talk: recording held");
-    } else if state.agent_turns() == 0 && !speech {
+    } else if !state.floor().held_by_agent() && !speech {
         // Nobody is listening: the person starts a conversation.
         crate::person::pressed(state);
     }

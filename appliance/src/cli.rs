@@ -46,6 +46,11 @@ pub enum Command {
         /// Appliance to reach, HOST or HOST:PORT of its raw TCP transport.
         #[arg(default_value = "127.0.0.1:7340")]
         target: String,
+        /// The agent's name on the appliance (what the person calls it and
+        /// `get_status` shows), in place of the client's own
+        /// `clientInfo.name`.
+        #[arg(long)]
+        name: Option<String>,
     },
     /// Play a WAV file into the running daemon's virtual microphone, as if
     /// someone spoke it in the room (machines without a sound card).

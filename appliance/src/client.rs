@@ -14,6 +14,62 @@ use tokio::{
 };
 
 /// Port of the raw TCP transport.
+/// Gives the agent `name` in an `initialize` (`clientInfo.name`) or a
+/// 2026-07-28 request's `_meta` client info. Returns whether it changed
+/// anything.
+fn rename(message: &mut Value, name: &str) -> bool {
+    let initialize = message.get("method").and_then(Value::as_str) == Some("initialize");
+    let Some(params) = message.get_mut("params") else {
+        return false;
+    };
+    let info = if initialize {
+        params.get_mut("clientInfo")
+    } else {
+        params
+            .get_mut("_meta")
+            .and_then(|meta| meta.get_mut("io.modelcontextprotocol/clientInfo"))
+    };
+    match info.and_then(Value::as_object_mut) {
+        Some(info) => {
+            info.insert("name".into(), Value::String(name.to_owned()));
+            true
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod rename_tests {
+    use serde_json::json;
+
+    use super::rename;
+
+    #[test]
+    fn the_name_replaces_client_info_in_either_era() {
+        let mut init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"clientInfo": {"name": "Claude Desktop", "version": "1"}}});
+        assert!(rename(&mut init, "claude"));
+        assert_eq!(init["params"]["clientInfo"]["name"], "claude");
+        assert_eq!(init["params"]["clientInfo"]["version"], "1");
+        let mut call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "get_status", "_meta": {"io.modelcontextprotocol/clientInfo": {"name": "x"}}}});
+        assert!(rename(&mut call, "claude"));
+        assert_eq!(
+            call["params"]["_meta"]["io.modelcontextprotocol/clientInfo"]["name"],
+            "claude"
+        );
+        for mut other in [
+            json!([1, 2]),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"id": 2, "method": "tools/list", "params": {}}),
+        ] {
+            let before = other.clone();
+            assert!(!rename(&mut other, "claude"));
+            assert_eq!(other, before, "left alone");
+        }
+    }
+}
+
 /// How the `hark` CLI introduces itself: a name no person calls an agent,
 /// so the voice inbox never takes it for one.
 fn cli_info() -> rmcp::model::ClientConfig {
@@ -226,7 +282,7 @@ struct Upstream {
 /// requests that were waiting get a JSON-RPC error at once, and the next
 /// message reconnects and replays the handshake so the client's session
 /// carries on.
-pub async fn connect(target: &str) -> Result<(), ClientError> {
+pub async fn connect(target: &str, name: Option<&str>) -> Result<(), ClientError> {
     let target = with_default_port(target);
     let mut stdin = BufReader::new(tokio::io::stdin()).lines();
     let mut stdout = tokio::io::stdout();
@@ -241,7 +297,13 @@ pub async fn connect(target: &str) -> Result<(), ClientError> {
                 if line.trim().is_empty() {
                     continue;
                 }
-                let message: Option<Value> = serde_json::from_str(&line).ok();
+                let mut message: Option<Value> = serde_json::from_str(&line).ok();
+                let line = match (name, message.as_mut()) {
+                    (Some(name), Some(message)) => {
+                        if rename(message, name) { message.to_string() } else { line }
+                    }
+                    _ => line,
+                };
                 let method = message.as_ref().and_then(|m| m["method"].as_str().map(str::to_owned));
                 let id = message.as_ref().and_then(|m| m.get("id").cloned());
                 let is_handshake = matches!(method.as_deref(), Some("initialize" | "notifications/initialized"));

@@ -76,6 +76,8 @@ pub struct Config {
     pub agents: std::collections::BTreeMap<String, AgentConfig>,
     /// How `confirm` hears yes and no.
     pub confirm: ConfirmConfig,
+    /// Whose turn it is with the person: the microphone's queue.
+    pub floor: FloorConfig,
 }
 
 /// Accepted range for `inbox.keep_minutes` (a minute to 30 days).
@@ -123,12 +125,62 @@ impl Default for InboxConfig {
 }
 
 /// `[agents.NAME]`
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct AgentConfig {
     /// Other names the person may call the agent by ("claude" for
     /// `claude-code`; a name speech-to-text hears differently, "clod").
+    /// The first is also the name Hark says when it announces the agent.
     pub aliases: Vec<String>,
+    /// The voice the agent speaks in when a call names none (a voice id
+    /// from `hark voices list`). Unset: `tts.voice`.
+    pub voice: Option<String>,
+    /// The agent's speaking rate when a call gives none (0.5–2.0).
+    pub rate: Option<f64>,
+    /// The agent's listening chime: `default`, `high`, `low` or `triple`,
+    /// so the person hears which agent listens.
+    pub earcon: hark_audio::earcon::Tone,
+    /// Say the agent's name before its speech when the previous speech was
+    /// another agent's ("Claude says: …").
+    pub announce: bool,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            aliases: Vec::new(),
+            voice: None,
+            rate: None,
+            earcon: hark_audio::earcon::Tone::Default,
+            announce: true,
+        }
+    }
+}
+
+/// Accepted range for `floor.max_queue`.
+pub const MAX_QUEUE_RANGE: (usize, usize) = (1, 64);
+/// Accepted range for `floor.max_hold_seconds`.
+pub const MAX_HOLD_RANGE: (u64, u64) = (10, 3600);
+
+/// `[floor]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FloorConfig {
+    /// Calls that may wait for the microphone at once (1–64); more get
+    /// `BusyError`.
+    pub max_queue: usize,
+    /// Longest one call may hold the floor (its speech and its listening),
+    /// in seconds (10–3600); past it the call ends with `BusyError`.
+    pub max_hold_seconds: u64,
+}
+
+impl Default for FloorConfig {
+    fn default() -> Self {
+        Self {
+            max_queue: 8,
+            max_hold_seconds: 600,
+        }
+    }
 }
 
 /// `[confirm]`
@@ -159,11 +211,7 @@ impl Config {
             max_messages: self.inbox.max_messages,
             default_agent: Some(self.inbox.default_agent.trim().to_owned())
                 .filter(|a| !a.is_empty()),
-            agents: self
-                .agents
-                .iter()
-                .map(|(name, agent)| (name.clone(), agent.aliases.clone()))
-                .collect(),
+            agents: crate::agents::Agents::new(self.agents.clone()),
             listen: Duration::from_secs_f64(self.inbox.listen_seconds),
             announce: self.inbox.announce,
         }
@@ -744,6 +792,20 @@ impl Config {
                     reason: format!(
                         "agent `{name}` has the alias {alias:?}, which has no letters or digits to say"
                     ),
+                });
+            }
+            if let Some(rate) = agent.rate
+                && !(0.5..=2.0).contains(&rate)
+            {
+                return Err(ConfigError::Invalid {
+                    key: "agents.rate",
+                    reason: format!("agent `{name}` has rate {rate}; use 0.5–2.0"),
+                });
+            }
+            if agent.voice.as_deref().is_some_and(|v| v.trim().is_empty()) {
+                return Err(ConfigError::Invalid {
+                    key: "agents.voice",
+                    reason: format!("agent `{name}` has an empty voice; name one or leave it out"),
                 });
             }
         }

@@ -87,7 +87,10 @@ pub enum Event {
         agent: Option<String>,
         text: String,
         confidence: Option<f32>,
+        /// Seconds of speech.
         duration: f64,
+        /// Why the recording ended (`end_of_speech`, `stopped`, …).
+        end_reason: String,
     },
     /// An agent's speech started playing.
     SpeakingStarted {
@@ -99,7 +102,10 @@ pub enum Event {
     SpeakingEnded {
         speech: u64,
         agent: Option<String>,
+        text: String,
         outcome: String,
+        /// Seconds of speech played.
+        seconds: f64,
     },
     /// Sound started or stopped coming out of the speaker (speech and
     /// earcons alike).
@@ -114,9 +120,10 @@ pub enum Event {
     /// The question was answered, or given up.
     AnswerEnded { ask: u64, answer: String },
     /// The person spoke a message into the voice inbox; `waiting` is how
-    /// many are waiting now.
+    /// many are waiting now. `listen`: the recording it came from.
     InboxArrived {
         id: i64,
+        listen: Option<u64>,
         addressed_to: Option<String>,
         waiting: usize,
     },
@@ -137,6 +144,21 @@ pub enum Event {
     },
     /// A part's health changed; `state` says how it is.
     Health { part: Part, ok: bool, state: String },
+    /// The floor (the microphone, the turn with the person) went to an
+    /// agent (`agent: None`: the person's own recording) for `tool`.
+    FloorGranted {
+        turn: u64,
+        agent: Option<String>,
+        tool: String,
+    },
+    /// A call waits for the floor, `position` in the queue (0: next).
+    FloorQueued {
+        turn: u64,
+        agent: Option<String>,
+        position: usize,
+    },
+    /// The floor was let go.
+    FloorReleased { turn: u64, agent: Option<String> },
 }
 
 /// An event with its place in the stream and its time.
@@ -204,6 +226,9 @@ impl Snapshot {
                 }
             }
             Event::SpeechDetected { .. }
+            | Event::FloorGranted { .. }
+            | Event::FloorQueued { .. }
+            | Event::FloorReleased { .. }
             | Event::UtteranceTranscribed { .. }
             | Event::SpeakingStarted { .. }
             | Event::SpeakingEnded { .. }
@@ -388,6 +413,7 @@ mod tests {
         });
         bus.publish(Event::InboxArrived {
             id: 7,
+            listen: None,
             addressed_to: None,
             waiting: 1,
         });

@@ -23,12 +23,14 @@
 //! - [`words`]: what the person's words mean — yes or no, a choice, whom
 //!   they address.
 
+pub mod agents;
 pub mod audio;
 pub mod board;
 pub mod cli;
 pub mod client;
 pub mod config;
 pub mod events;
+pub mod floor;
 pub mod inbox;
 pub mod listen;
 pub mod logging;

@@ -60,12 +60,16 @@ pub enum ListenError {
     Recorder(String),
     #[error("the speech-to-text engine stopped")]
     EngineStopped,
+    #[error(
+        "this call held the microphone longer than floor.max_hold_seconds ({0} s) and was cut off; what was said is dropped"
+    )]
+    HeldTooLong(u64),
     #[error(transparent)]
     Stt(#[from] SttError),
 }
 
 /// What to listen for.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Listen {
     /// Who listens: an agent's name, or `None` for the person's own
     /// recording (the button).
@@ -78,6 +82,10 @@ pub struct Listen {
     /// Whether the button's push-to-talk holds this recording. Not for
     /// `confirm`, where a press is an answer.
     pub push_to_talk: bool,
+    /// The floor this listen holds: let go the moment the recording ends
+    /// (the next caller's microphone opens while this one transcribes), and
+    /// its `floor.max_hold_seconds` ends the recording.
+    pub turn: Option<crate::floor::Turn>,
 }
 
 /// The rising chime that says "speak now".
@@ -126,6 +134,10 @@ pub struct Heard {
     /// Transcription time, milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transcribe_ms: Option<u64>,
+    /// The recording's number on the event stream (not part of results).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub listen: u64,
 }
 
 /// Where a listen reports its steps (`listening`, `speech detected`,
@@ -188,15 +200,23 @@ pub async fn listen(
             .map_err(|why| ListenError::NoEngine(why.to_owned()))?,
     );
     let mic = state.microphone.get().ok_or(ListenError::NoMicrophone)?;
+    let turn = request.turn;
+    let deadline = turn.as_ref().map(|t| t.deadline);
+    let max_hold = state.floor().max_hold.as_secs();
     // Watched from before the check, so a mute between the two is seen.
     let mut mute = state.bus.watch();
     if state.muted.load(Ordering::Acquire) || mute.borrow_and_update().muted {
         return Err(ListenError::Muted);
     }
+    // Each agent's own chime, so the person hears who listens.
+    let chime = match &request.agent {
+        Some(agent) => Earcon::ListenStartIn(state.agents().earcon(agent)),
+        None => Earcon::ListenStart,
+    };
     if request.chime == Chime::First
         && let Some(player) = state.player()
     {
-        match player.play(&Earcon::ListenStart.clip()) {
+        match player.play(&chime.clip()) {
             Ok(done) => {
                 let _ =
                     tokio::task::spawn_blocking(move || done.recv_timeout(Duration::from_secs(2)))
@@ -209,7 +229,7 @@ pub async fn listen(
     // ends the recording.
     let mut recording = state.start_recording(request.agent.clone());
     if request.chime == Chime::Alongside {
-        play(state, Earcon::ListenStart);
+        play(state, chime);
     }
     progress.report("listening").await;
     let control = Arc::new(Control::default());
@@ -231,6 +251,18 @@ pub async fn listen(
         tokio::select! {
             done = &mut recorder => {
                 break done.map_err(|e| ListenError::Recorder(e.to_string()))?;
+            }
+            () = async {
+                match deadline {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                control.cancel();
+                let _ = recorder.await;
+                recording.ended("held_too_long");
+                tracing::warn!(max_hold, "listening cut off: the floor was held too long");
+                return Err(ListenError::HeldTooLong(max_hold));
             }
             changed = mute.changed() => {
                 if changed.is_ok() && mute.borrow_and_update().muted {
@@ -264,6 +296,8 @@ pub async fn listen(
     recording.ended(reason);
     let listen_id = recording.id;
     drop(recording);
+    // The next caller may listen while this one transcribes.
+    drop(turn);
     play(state, Earcon::ListenStop);
     tracing::info!(reason, speech = ?utterance.speech,
         seconds = utterance.samples.len() as f64 / 16_000.0, "utterance recorded");
@@ -286,6 +320,7 @@ pub async fn listen(
             confidence: None,
             model: None,
             transcribe_ms: None,
+            listen: listen_id,
         });
     };
 
@@ -331,6 +366,7 @@ pub async fn listen(
         confidence: Some(transcript.confidence),
         model: Some(engine.info().name.clone()),
         transcribe_ms: Some(transcript.elapsed_ms),
+        listen: listen_id,
     };
     if heard.speech {
         state.bus.publish(Event::UtteranceTranscribed {
@@ -339,6 +375,7 @@ pub async fn listen(
             text: heard.text.clone(),
             confidence: heard.confidence,
             duration: seconds(end.saturating_sub(start)),
+            end_reason: reason.to_owned(),
         });
     }
     Ok(heard)

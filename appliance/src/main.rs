@@ -79,9 +79,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Connect { target } => {
+        Command::Connect { target, name } => {
             logging::init("warn")?;
-            runtime.block_on(client::connect(&target))?;
+            runtime.block_on(client::connect(&target, name.as_deref()))?;
             Ok(())
         }
         Command::Inject { file } => {

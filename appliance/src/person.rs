@@ -17,6 +17,7 @@ use std::{
 use hark_audio::earcon::Earcon;
 
 use crate::{
+    floor::Who,
     inbox::{Delivered, Inbox, NewMessage},
     listen::{self, Chime, Listen, ListenError},
     state::ApplianceState,
@@ -63,12 +64,26 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>) {
         .microphone
         .get()
         .map_or(Duration::ZERO, |mic| mic.preroll);
+    // The person goes first: before every agent waiting for the floor.
+    let turn = match state
+        .floor()
+        .take(Who::Person, "button", true, timeout)
+        .await
+    {
+        Ok(turn) => turn,
+        Err(e) => {
+            tracing::warn!(error = %e, "the person's press found the floor busy");
+            listen::play(&state, Earcon::Error);
+            return;
+        }
+    };
     let request = Listen {
         agent: None,
         timeout,
         language: None,
         chime: Chime::Alongside,
         push_to_talk: true,
+        turn: Some(turn),
     };
     let heard = match listen::listen(&state, request, &mut listen::Quiet).await {
         Ok(heard) => heard,
@@ -102,6 +117,7 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>) {
         addressed_key,
         addressed_by: by.to_owned(),
         expires_at: inbox.expires(transcribed_at),
+        listen: Some(heard.listen),
     };
     let kept = {
         let inbox = Arc::clone(&inbox);
@@ -132,8 +148,10 @@ async fn say(state: &ApplianceState, words: String) {
     let Some(tts) = state.tts.get().cloned().filter(|tts| tts.enabled) else {
         return;
     };
-    let spoken =
-        tokio::task::spawn_blocking(move || tts.speak(&words, None, 1.0, None, None)).await;
+    let spoken = tokio::task::spawn_blocking(move || {
+        tts.speak(&words, None, None, crate::tts::Priority::Normal, None, None)
+    })
+    .await;
     if let Ok(Err(e)) = spoken {
         tracing::warn!(error = %e, "cannot say that the message was kept");
     }

@@ -121,6 +121,28 @@ pub async fn run(
     let tts = Arc::new(tts);
     let _ = state.tts.set(Arc::clone(&tts));
     let _ = state.yes_no.set(config.yes_no());
+    let _ = state
+        .agents
+        .set(crate::agents::Agents::new(config.agents.clone()));
+    let floor = Arc::new(crate::floor::Floor::new(
+        state.bus.clone(),
+        config.floor.max_queue,
+        Duration::from_secs(config.floor.max_hold_seconds),
+    ));
+    let _ = state.floor.set(Arc::clone(&floor));
+    // Whose speech may play follows the floor.
+    {
+        let (mut holder, tts, token) = (floor.speaker(), Arc::clone(&tts), token.clone());
+        tokio::spawn(async move {
+            loop {
+                tts.floor_changed(holder.borrow_and_update().clone());
+                tokio::select! {
+                    () = token.cancelled() => return,
+                    changed = holder.changed() => if changed.is_err() { return },
+                }
+            }
+        });
+    }
     // The voice inbox: opening it reads its database, off the runtime.
     if config.inbox.enabled {
         let (dir, settings, bus) = (

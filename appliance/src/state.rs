@@ -61,7 +61,16 @@ pub struct ClientIdentity {
     pub transport: TransportKind,
     /// Remote address, or the Unix peer's credentials.
     pub peer: String,
+    /// When the connection was accepted.
+    pub since: std::time::SystemTime,
+    /// The name the connection declared before any request (the
+    /// WebSocket upgrade's `X-Hark-Client`): it wins over `clientInfo`.
+    pub declared: OnceLock<String>,
     client_name: Mutex<Option<String>>,
+    /// What the client's calls are doing now ("listening", "waiting for
+    /// the microphone", …), for `get_status`; empty when idle.
+    doing: Mutex<Vec<(u64, &'static str)>>,
+    next_doing: AtomicU64,
     /// Cancelled when the client's side of the connection ends (stream
     /// transports); long-running tools stop on it.
     pub gone: tokio_util::sync::CancellationToken,
@@ -76,10 +85,67 @@ impl ClientIdentity {
     }
 
     pub fn set_client_name(&self, name: &str) {
-        *self
+        let mut current = self
             .client_name
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(name.to_owned());
+            .unwrap_or_else(PoisonError::into_inner);
+        if current.as_deref() != Some(name) {
+            *current = Some(name.to_owned());
+        }
+    }
+
+    /// Marks one of the client's calls as doing `what` until the guard
+    /// drops (several calls may run at once on one connection).
+    pub fn doing(self: &Arc<Self>, what: &'static str) -> DoingGuard {
+        let id = self.next_doing.fetch_add(1, Ordering::Relaxed);
+        self.doing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((id, what));
+        DoingGuard {
+            identity: Arc::clone(self),
+            id,
+        }
+    }
+
+    /// What the client's calls are doing now, oldest first; empty: idle.
+    pub fn activities(&self) -> Vec<&'static str> {
+        self.doing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(_, what)| *what)
+            .collect()
+    }
+}
+
+/// See [`ClientIdentity::doing`].
+pub struct DoingGuard {
+    identity: Arc<ClientIdentity>,
+    id: u64,
+}
+
+impl DoingGuard {
+    /// The call moved on to `what`.
+    pub fn now(&self, what: &'static str) {
+        let mut doing = self
+            .identity
+            .doing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = doing.iter_mut().find(|(id, _)| *id == self.id) {
+            entry.1 = what;
+        }
+    }
+}
+
+impl Drop for DoingGuard {
+    fn drop(&mut self) {
+        self.identity
+            .doing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(id, _)| *id != self.id);
     }
 }
 
@@ -98,6 +164,11 @@ impl ConnectionGuard {
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
         self.state.clients[self.identity.transport as usize].fetch_sub(1, Ordering::Relaxed);
+        self.state
+            .connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.identity.id);
     }
 }
 
@@ -127,15 +198,17 @@ pub struct ApplianceState {
     started: Instant,
     next_client: AtomicU64,
     clients: [AtomicUsize; 4],
+    /// Every open connection, for `get_status`'s `clients`.
+    connections: Mutex<BTreeMap<u64, Weak<ClientIdentity>>>,
     listeners: Mutex<Vec<Listener>>,
     /// The event stream. Recordings, speech, the button, the mute switch,
     /// the inbox and the parts' health are published here; the lights and
     /// `get_status` read its snapshot (docs/architecture.md).
     pub bus: crate::events::Bus,
-    /// Agent calls that talk with the person right now (`transcribe_voice`,
-    /// `converse`, `confirm`, `choose`): while any runs, a press of the
-    /// button belongs to them, not to the voice inbox.
-    agent_turns: AtomicUsize,
+    /// Whose turn it is with the person (the microphone and the speaker);
+    /// while an agent has it, a press of the button belongs to its call,
+    /// not to the voice inbox.
+    pub floor: OnceLock<Arc<crate::floor::Floor>>,
     /// When the button last went down, to tell a tap from a hold.
     pressed_at: Mutex<Option<Instant>>,
     /// Names of the agents that have connected since the start, for
@@ -147,6 +220,8 @@ pub struct ApplianceState {
     pub subscribers: crate::mcp::resources::Subscribers,
     /// How `confirm` hears yes and no (`[confirm]`).
     pub yes_no: OnceLock<crate::words::YesNo>,
+    /// `[agents.NAME]`: names, voices, chimes.
+    pub agents: OnceLock<crate::agents::Agents>,
     /// True while the mute switch (or `hark mute on`) has the microphone
     /// closed; shared with capture, which then stores silence.
     pub muted: Arc<AtomicBool>,
@@ -209,15 +284,6 @@ impl Drop for RecordingGuard {
     }
 }
 
-/// Counts an agent's turn with the person while it lasts.
-pub struct TurnGuard(Arc<ApplianceState>);
-
-impl Drop for TurnGuard {
-    fn drop(&mut self) {
-        self.0.agent_turns.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 impl Default for ApplianceState {
     fn default() -> Self {
         let subsystems = ["audio", "stt", "tts", "board", "inbox"]
@@ -228,14 +294,16 @@ impl Default for ApplianceState {
             started: Instant::now(),
             next_client: AtomicU64::new(1),
             clients: Default::default(),
+            connections: Mutex::new(BTreeMap::new()),
             listeners: Mutex::new(Vec::new()),
             bus: crate::events::Bus::default(),
-            agent_turns: AtomicUsize::new(0),
+            floor: OnceLock::new(),
             pressed_at: Mutex::new(None),
             agents_seen: Mutex::new(Default::default()),
             inbox: OnceLock::new(),
             subscribers: Default::default(),
             yes_no: OnceLock::new(),
+            agents: OnceLock::new(),
             muted: Arc::new(AtomicBool::new(false)),
             speaking: Arc::new(AtomicBool::new(false)),
             subsystems: Mutex::new(subsystems),
@@ -270,15 +338,17 @@ impl ApplianceState {
         }
     }
 
-    /// Counts an agent's turn with the person until the guard drops.
-    pub fn agent_turn(self: &Arc<Self>) -> TurnGuard {
-        self.agent_turns.fetch_add(1, Ordering::AcqRel);
-        TurnGuard(Arc::clone(self))
-    }
-
-    /// True while an agent's call talks with the person.
-    pub fn agent_turns(&self) -> usize {
-        self.agent_turns.load(Ordering::Acquire)
+    /// The floor (made with the default limits if the daemon has not set
+    /// it up from the config: unit tests).
+    pub fn floor(&self) -> Arc<crate::floor::Floor> {
+        Arc::clone(self.floor.get_or_init(|| {
+            let defaults = crate::config::FloorConfig::default();
+            Arc::new(crate::floor::Floor::new(
+                self.bus.clone(),
+                defaults.max_queue,
+                std::time::Duration::from_secs(defaults.max_hold_seconds),
+            ))
+        }))
     }
 
     /// The button went down now (`Some`) or came up (`None`); returns how
@@ -294,6 +364,11 @@ impl ApplianceState {
         } else {
             pressed.take().map(|at| at.elapsed())
         }
+    }
+
+    /// The configured agents (none before the daemon set them up).
+    pub fn agents(&self) -> crate::agents::Agents {
+        self.agents.get().cloned().unwrap_or_default()
     }
 
     /// `confirm`'s yes and no words.
@@ -374,13 +449,31 @@ impl ApplianceState {
             id: self.next_client.fetch_add(1, Ordering::Relaxed),
             transport,
             peer,
+            since: std::time::SystemTime::now(),
+            declared: OnceLock::new(),
             client_name: Mutex::new(None),
+            doing: Mutex::new(Vec::new()),
+            next_doing: AtomicU64::new(1),
             gone: tokio_util::sync::CancellationToken::new(),
         });
+        self.connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(identity.id, Arc::downgrade(&identity));
         ConnectionGuard {
             identity,
             state: Arc::clone(self),
         }
+    }
+
+    /// Every open connection, oldest first.
+    pub fn connections(&self) -> Vec<Arc<ClientIdentity>> {
+        self.connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect()
     }
 
     pub fn client_count(&self, transport: TransportKind) -> usize {

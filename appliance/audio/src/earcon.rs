@@ -7,10 +7,28 @@ use std::f32::consts::PI;
 
 use crate::clip::Clip;
 
+/// The pitch of an agent's listening chime, so the person can tell by ear
+/// which agent is listening (`[agents.NAME] earcon`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tone {
+    /// 660 Hz then 990 Hz.
+    #[default]
+    Default,
+    /// A fifth higher: 990 Hz then 1485 Hz.
+    High,
+    /// A fifth lower: 440 Hz then 660 Hz.
+    Low,
+    /// Three rising notes: 660, 880, 1100 Hz.
+    Triple,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Earcon {
     /// Listening started: a rising two-note chime.
     ListenStart,
+    /// Listening started for an agent with a chime of its own.
+    ListenStartIn(Tone),
     /// Listening ended: the same two notes, falling.
     ListenStop,
     /// Something failed: a low double buzz.
@@ -43,10 +61,27 @@ impl Earcon {
     pub fn clip(self) -> Clip {
         let mut samples = Vec::with_capacity(RATE as usize / 5);
         match self {
-            Earcon::ListenStart => {
+            Earcon::ListenStart | Earcon::ListenStartIn(Tone::Default) => {
                 note(660.0, 70, 0.35, &mut samples);
                 gap(15, &mut samples);
                 note(990.0, 90, 0.35, &mut samples);
+            }
+            Earcon::ListenStartIn(Tone::High) => {
+                note(990.0, 70, 0.35, &mut samples);
+                gap(15, &mut samples);
+                note(1485.0, 90, 0.35, &mut samples);
+            }
+            Earcon::ListenStartIn(Tone::Low) => {
+                note(440.0, 70, 0.35, &mut samples);
+                gap(15, &mut samples);
+                note(660.0, 90, 0.35, &mut samples);
+            }
+            Earcon::ListenStartIn(Tone::Triple) => {
+                note(660.0, 45, 0.35, &mut samples);
+                gap(10, &mut samples);
+                note(880.0, 45, 0.35, &mut samples);
+                gap(10, &mut samples);
+                note(1100.0, 70, 0.35, &mut samples);
             }
             Earcon::ListenStop => {
                 note(990.0, 70, 0.3, &mut samples);
@@ -72,10 +107,17 @@ mod tests {
 
     #[test]
     fn earcons_are_short_audible_clickless_and_distinct() {
-        let clips: Vec<Clip> = [Earcon::ListenStart, Earcon::ListenStop, Earcon::Error]
-            .into_iter()
-            .map(Earcon::clip)
-            .collect();
+        let clips: Vec<Clip> = [
+            Earcon::ListenStart,
+            Earcon::ListenStop,
+            Earcon::Error,
+            Earcon::ListenStartIn(Tone::High),
+            Earcon::ListenStartIn(Tone::Low),
+            Earcon::ListenStartIn(Tone::Triple),
+        ]
+        .into_iter()
+        .map(Earcon::clip)
+        .collect();
         for clip in &clips {
             assert!(clip.duration_secs() < 0.2, "{}", clip.duration_secs());
             let peak = clip.samples.iter().fold(0.0f32, |m, s| m.max(s.abs()));
@@ -84,7 +126,14 @@ mod tests {
             assert!(clip.samples[0].abs() < 1e-3);
             assert!(clip.samples.last().map_or(0.0, |s| s.abs()) < 0.01);
         }
-        assert_ne!(clips[0], clips[1]);
-        assert_ne!(clips[0], clips[2]);
+        for (i, a) in clips.iter().enumerate() {
+            for b in &clips[i + 1..] {
+                assert_ne!(a, b, "each earcon sounds different");
+            }
+        }
+        assert_eq!(
+            Earcon::ListenStartIn(Tone::Default).clip(),
+            Earcon::ListenStart.clip()
+        );
     }
 }

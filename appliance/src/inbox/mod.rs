@@ -22,7 +22,7 @@
 pub mod store;
 
 use std::{
-    collections::{BTreeMap, VecDeque},
+    collections::VecDeque,
     sync::{
         Arc, Mutex, PoisonError,
         atomic::{AtomicU64, Ordering},
@@ -53,8 +53,8 @@ pub struct Settings {
     pub max_messages: usize,
     /// The agent unaddressed messages are for (`inbox.default_agent`).
     pub default_agent: Option<String>,
-    /// `[agents.NAME] aliases`.
-    pub agents: BTreeMap<String, Vec<String>>,
+    /// `[agents.NAME]`: names, aliases.
+    pub agents: crate::agents::Agents,
     /// How long the person's recording waits for speech after a tap.
     pub listen: Duration,
     /// Say so when a message is kept that no agent can take now.
@@ -161,12 +161,6 @@ impl Drop for PresenceGuard {
     }
 }
 
-/// The form agent names are compared in: "Claude-Code" and "claude code"
-/// are the same agent.
-fn plain(name: &str) -> String {
-    words::words(name).join(" ")
-}
-
 impl Inbox {
     /// Opens the inbox kept in `state_dir` (blocking: it opens a database).
     /// A directory that cannot be used leaves it in memory, logged.
@@ -246,13 +240,7 @@ impl Inbox {
     /// The key an agent's name is compared by: the configured agent it is
     /// (by name or alias), else the name itself.
     pub fn key(&self, name: &str) -> String {
-        let plain_name = plain(name);
-        for (configured, aliases) in &self.settings.agents {
-            if plain(configured) == plain_name || aliases.iter().any(|a| plain(a) == plain_name) {
-                return plain(configured);
-            }
-        }
-        plain_name
+        self.settings.agents.key(name)
     }
 
     /// Who an utterance is for: (`addressed_to`, its key, how). `known`:
@@ -263,7 +251,7 @@ impl Inbox {
         known: &[String],
     ) -> (Option<String>, Option<String>, &'static str) {
         let mut addressing = words::Addressing::new();
-        for (name, aliases) in &self.settings.agents {
+        for (name, aliases) in self.settings.agents.names() {
             addressing.add(name, aliases);
         }
         for name in known {
@@ -313,6 +301,7 @@ impl Inbox {
                     drop((store, waiters));
                     self.bus.publish(Event::InboxArrived {
                         id,
+                        listen: message.listen,
                         addressed_to: message.addressed_to.clone(),
                         waiting,
                     });
@@ -351,6 +340,7 @@ impl Inbox {
         }
         self.bus.publish(Event::InboxArrived {
             id: message_id,
+            listen: message.listen,
             addressed_to: message.addressed_to.clone(),
             waiting,
         });
@@ -404,6 +394,7 @@ impl Inbox {
         match result {
             Ok(waiting) => self.bus.publish(Event::InboxArrived {
                 id: message.id,
+                listen: None,
                 addressed_to: message.new.addressed_to.clone(),
                 waiting,
             }),
@@ -522,6 +513,8 @@ pub fn rfc3339(t: SystemTime) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     fn settings() -> Settings {
@@ -529,10 +522,13 @@ mod tests {
             keep: Duration::from_secs(3600),
             max_messages: 3,
             default_agent: None,
-            agents: BTreeMap::from([(
+            agents: crate::agents::Agents::new(BTreeMap::from([(
                 "claude-code".to_owned(),
-                vec!["claude".to_owned(), "clod".to_owned()],
-            )]),
+                crate::config::AgentConfig {
+                    aliases: vec!["claude".to_owned(), "clod".to_owned()],
+                    ..Default::default()
+                },
+            )])),
             listen: Duration::from_secs(8),
             announce: true,
         }
@@ -551,6 +547,7 @@ mod tests {
             addressed_key,
             addressed_by: by.into(),
             expires_at: inbox.expires(now),
+            listen: None,
         }
     }
 

@@ -62,6 +62,9 @@ pub struct NewMessage {
     /// How it was addressed: `name`, `default` or `anyone`.
     pub addressed_by: String,
     pub expires_at: SystemTime,
+    /// The recording it came from, on the event stream (not kept: a number
+    /// of this run of the daemon).
+    pub listen: Option<u64>,
 }
 
 /// A kept message.
@@ -130,6 +133,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
             addressed_key: r.get(7)?,
             addressed_by: r.get(8)?,
             expires_at: from_ms(r.get(9)?),
+            listen: None,
         },
         taken_by: r.get(10)?,
     })

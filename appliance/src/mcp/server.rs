@@ -99,20 +99,38 @@ impl HarkServer {
             .or_else(|| identity_from_extensions(&context.extensions))
     }
 
-    /// The name of the agent making this request: its `clientInfo.name`
-    /// (from `initialize`, or from the request's `_meta` under 2026-07-28).
-    /// Remembered, so that the person can address messages to it.
+    /// The name of the agent making this request: the `X-Hark-Client`
+    /// header (HTTP requests, the WebSocket upgrade) if it sent one, else
+    /// its `clientInfo.name` (from `initialize`, or from the request's
+    /// `_meta` under 2026-07-28). Remembered, so that the person can
+    /// address messages to it, and shown in `get_status`.
     pub fn agent_name(&self, context: &RequestContext<RoleServer>) -> String {
-        let name = context
-            .peer
-            .peer_info()
-            .map(|info| info.client_info.name.clone())
+        let identity = self.identity(context);
+        let header = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.headers.get(CLIENT_HEADER))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let name = identity
+            .as_ref()
+            .and_then(|i| i.declared.get().cloned())
+            .or(header)
+            .or_else(|| {
+                context
+                    .peer
+                    .peer_info()
+                    .map(|info| info.client_info.name.clone())
+            })
             .or_else(|| context.meta.client_info().map(|info| info.name))
-            .or_else(|| self.identity(context).and_then(|i| i.client_name()))
+            .or_else(|| identity.as_ref().and_then(|i| i.client_name()))
             .filter(|name| !name.trim().is_empty())
             .unwrap_or_else(|| UNNAMED.to_owned());
         if name != UNNAMED {
             self.state.agent_seen(&name);
+            if let Some(identity) = &identity {
+                identity.set_client_name(&name);
+            }
         }
         name
     }
@@ -120,6 +138,24 @@ impl HarkServer {
 
 /// The name of an agent that gave none.
 pub const UNNAMED: &str = "unnamed client";
+
+/// The HTTP (and WebSocket upgrade) header an agent may name itself with.
+pub const CLIENT_HEADER: &str = "x-hark-client";
+
+/// Checks an `X-Hark-Client` value: 1–64 printable characters.
+pub fn check_client_name(value: &http::HeaderValue) -> Result<String, String> {
+    let text = value
+        .to_str()
+        .map_err(|_| "X-Hark-Client must be plain text (visible ASCII)".to_owned())?
+        .trim();
+    if text.is_empty() || text.chars().count() > 64 || text.chars().any(char::is_control) {
+        return Err(format!(
+            "X-Hark-Client must be 1–64 printable characters, got {} characters",
+            text.chars().count()
+        ));
+    }
+    Ok(text.to_owned())
+}
 
 impl HarkServer {
     /// The span a tool call runs in: which agent asked for what, over which
@@ -178,7 +214,9 @@ impl ServerHandler for HarkServer {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        if let Some(identity) = self.identity(&context) {
+        if let Some(identity) = self.identity(&context)
+            && identity.declared.get().is_none()
+        {
             identity.set_client_name(&request.client_info.name);
         }
         tracing::info!(

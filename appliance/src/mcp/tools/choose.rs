@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     ToolError,
     confirm::{Asking, check_question},
-    speak_text::SpeechProgress,
+    speak_text::{Speech, SpeechProgress},
     success,
     transcribe_voice::ListenProgress,
 };
@@ -38,6 +38,9 @@ pub struct Choose {
     pub timeout_seconds: Option<f64>,
     /// A voice id from `list_voices` (default: the appliance's voice).
     pub voice: Option<String>,
+    /// Wait for the microphone when another call holds it (default true),
+    /// up to `timeout_seconds`; false: `BusyError` at once.
+    pub queue: Option<bool>,
 }
 
 /// `choose`'s structured result.
@@ -124,24 +127,24 @@ impl HarkServer {
             return Err(ListenError::Muted.into());
         }
         let agent = self.agent_name(context);
-        let _turn = self.state.agent_turn();
+        let turn = self
+            .take_floor(context, "choose", args.queue.unwrap_or(true), timeout)
+            .await?;
+        let _doing = self.doing(context, "asking");
         let mut asking = Asking::new(&self.state, agent.clone());
         let mut progress = SpeechProgress::new(context, None);
-        self.say(
-            prompt(&question, &args.options),
-            args.voice,
-            None,
-            true,
-            context,
-            &mut progress,
-        )
-        .await?;
+        let speech = Speech {
+            deadline: Some(turn.deadline),
+            ..Speech::plain(prompt(&question, &args.options), args.voice)
+        };
+        self.say(speech, true, context, &mut progress).await?;
         let request = Listen {
             agent: Some(agent),
             timeout,
             language: None,
             chime: Chime::First,
             push_to_talk: true,
+            turn: Some(turn),
         };
         let mut listening = ListenProgress::new(context, progress.step(), None);
         let heard = tokio::select! {

@@ -13,7 +13,12 @@ use rmcp::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ToolError, speak_text::SpeechProgress, success, transcribe_voice::ListenProgress};
+use super::{
+    ToolError,
+    speak_text::{Speech, SpeechProgress},
+    success,
+    transcribe_voice::ListenProgress,
+};
 use crate::{
     events::{Button, Event, Events},
     listen::{self, Chime, Heard, Listen, ListenError},
@@ -36,6 +41,9 @@ pub struct Confirm {
     pub timeout_seconds: Option<f64>,
     /// A voice id from `list_voices` (default: the appliance's voice).
     pub voice: Option<String>,
+    /// Wait for the microphone when another call holds it (default true),
+    /// up to `timeout_seconds`; false: `BusyError` at once.
+    pub queue: Option<bool>,
 }
 
 /// `confirm`'s structured result.
@@ -206,7 +214,10 @@ impl HarkServer {
             return Err(ListenError::Muted.into());
         }
         let agent = self.agent_name(context);
-        let _turn = self.state.agent_turn();
+        let turn = self
+            .take_floor(context, "confirm", args.queue.unwrap_or(true), timeout)
+            .await?;
+        let _doing = self.doing(context, "asking");
         let mut asking = Asking::new(&self.state, agent.clone());
         // From before the question: a press while it is spoken answers it.
         let mut events = self.state.bus.subscribe();
@@ -218,8 +229,11 @@ impl HarkServer {
             confidence: Some(1.0),
         };
         let mut progress = SpeechProgress::new(context, None);
-        self.say(question, args.voice, None, true, context, &mut progress)
-            .await?;
+        let speech = Speech {
+            deadline: Some(turn.deadline),
+            ..Speech::plain(question, args.voice)
+        };
+        self.say(speech, true, context, &mut progress).await?;
         let early = button.drain(&mut events);
         if let Some(answer) = early {
             asking.answered(answer_name(answer));
@@ -237,6 +251,7 @@ impl HarkServer {
             },
             // A press here is an answer, not push-to-talk.
             push_to_talk: false,
+            turn: Some(turn),
         };
         let mut listening = ListenProgress::new(context, progress.step(), None);
         let heard: Heard = tokio::select! {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     ToolError,
-    speak_text::{SpeechProgress, Spoken},
+    speak_text::{Speech, SpeechProgress, Spoken},
     success,
     transcribe_voice::ListenProgress,
 };
@@ -39,6 +39,12 @@ pub struct Converse {
     /// Listen for a reply after speaking (default true). False: only speak,
     /// and return when the speech has played.
     pub listen: Option<bool>,
+    /// The speech's place in the queue: `urgent`, `normal` (default) or
+    /// `low`.
+    pub priority: Option<crate::tts::Priority>,
+    /// Wait for the microphone when another call holds it (default true),
+    /// up to `timeout_seconds`; false: `BusyError` at once.
+    pub queue: Option<bool>,
 }
 
 /// `converse`'s structured result: what was spoken, then what was heard
@@ -122,14 +128,28 @@ impl HarkServer {
         }
         // A press during the speech belongs to this call (barge-in), not to
         // the voice inbox.
-        let _turn = listen.then(|| self.state.agent_turn());
+        // The floor from before speaking: nobody else speaks or listens
+        // between the question and the answer.
+        let turn = match listen {
+            true => Some(
+                self.take_floor(context, "converse", args.queue.unwrap_or(true), timeout)
+                    .await?,
+            ),
+            false => None,
+        };
+        let deadline = turn.as_ref().map(|t| t.deadline);
+        let _doing = self.doing(context, "speaking");
         let mut events = self.state.bus.subscribe();
         let mut progress = SpeechProgress::new(context, None);
         let spoken: Spoken = self
             .say(
-                args.text,
-                args.voice,
-                args.rate,
+                Speech {
+                    text: args.text,
+                    voice: args.voice,
+                    rate: args.rate,
+                    priority: args.priority.unwrap_or_default(),
+                    deadline,
+                },
                 true,
                 context,
                 &mut progress,
@@ -161,7 +181,9 @@ impl HarkServer {
                 Chime::First
             },
             push_to_talk: true,
+            turn,
         };
+        let _doing = self.doing(context, "listening");
         let mut progress = ListenProgress::new(context, progress.step(), None);
         let heard = tokio::select! {
             heard = listen::listen(&self.state, request, &mut progress) => heard?,

@@ -32,6 +32,11 @@ pub struct Status {
     pub uptime_seconds: f64,
     /// Every transport the daemon listens on, with its connected clients.
     pub transports: Vec<TransportStatus>,
+    /// Every connected client: its name, how and from where, since when,
+    /// and what it is doing.
+    pub clients: Vec<ClientStatus>,
+    /// Who has the turn with the person (the microphone) and who waits.
+    pub floor: crate::floor::FloorStatus,
     /// State of each subsystem ("not configured" until its engine has started).
     pub subsystems: Subsystems,
 }
@@ -44,6 +49,21 @@ pub struct TransportStatus {
     pub address: String,
     /// Clients connected right now.
     pub clients: usize,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ClientStatus {
+    /// The agent's name (`X-Hark-Client`, else `clientInfo.name`), or
+    /// `unnamed client` before it gave one.
+    pub name: String,
+    pub transport: TransportKind,
+    /// Remote address, or the Unix peer's credentials.
+    pub peer: String,
+    /// Connected since (RFC 3339, UTC).
+    pub since: String,
+    /// `idle`, or what its calls are doing: `listening`, `waiting for the
+    /// microphone`, `speaking`, `asking`, `waiting for the person`, …
+    pub doing: String,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -74,6 +94,26 @@ impl Status {
                 });
             }
         }
+        let clients = state
+            .connections()
+            .iter()
+            .map(|c| {
+                let doing = c.activities();
+                ClientStatus {
+                    name: c
+                        .client_name()
+                        .unwrap_or_else(|| crate::mcp::server::UNNAMED.to_owned()),
+                    transport: c.transport,
+                    peer: c.peer.clone(),
+                    since: humantime::format_rfc3339_seconds(c.since).to_string(),
+                    doing: if doing.is_empty() {
+                        "idle".to_owned()
+                    } else {
+                        doing.join(", ")
+                    },
+                }
+            })
+            .collect();
         let now = state.bus.snapshot();
         Status {
             recording: now.recording(),
@@ -84,6 +124,8 @@ impl Status {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             uptime_seconds: (state.uptime_seconds() * 1000.0).round() / 1000.0,
             transports,
+            clients,
+            floor: state.floor().status(),
             subsystems: Subsystems {
                 audio: state.subsystem("audio"),
                 stt: state.subsystem("stt"),

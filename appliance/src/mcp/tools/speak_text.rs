@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::{ToolError, progress, success};
 use crate::{
     mcp::HarkServer,
-    tts::{SpeakError, SpeechEvent, SpeechOutcome, TextToSpeech},
+    tts::{Priority, SpeakError, SpeechEvent, SpeechOutcome, TextToSpeech},
 };
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -30,6 +30,9 @@ pub struct SpeakText {
     pub rate: Option<f64>,
     /// Return when the speech has been played instead of at once.
     pub wait: Option<bool>,
+    /// `urgent` (before everything waiting, after the sentence being
+    /// spoken), `normal` (in order; the default) or `low` (after the rest).
+    pub priority: Option<Priority>,
 }
 
 /// `speak_text`'s structured result.
@@ -48,6 +51,8 @@ pub struct Spoken {
     pub fallback_reason: Option<String>,
     /// Sentences (pieces) the text is spoken in.
     pub sentences: usize,
+    /// The priority it was queued with.
+    pub priority: Priority,
     /// Seconds of speech played (with `wait: true`).
     pub seconds: Option<f64>,
 }
@@ -148,11 +153,11 @@ pub fn check_text(text: &str, max_chars: usize) -> Result<String, ToolError> {
     Ok(speakable)
 }
 
-/// `rate` checked: 0.5–2.0, default 1.
-pub fn check_rate(rate: Option<f64>) -> Result<f32, ToolError> {
+/// `rate` checked: 0.5–2.0; `None`: the agent's own or 1.
+pub fn check_rate(rate: Option<f64>) -> Result<Option<f32>, ToolError> {
     match rate {
-        None => Ok(1.0),
-        Some(r) if (0.5..=2.0).contains(&r) => Ok(r as f32),
+        None => Ok(None),
+        Some(r) if (0.5..=2.0).contains(&r) => Ok(Some(r as f32)),
         Some(r) => Err(ToolError::invalid(format!(
             "rate must be between 0.5 and 2.0, got {r}"
         ))),
@@ -188,9 +193,14 @@ impl HarkServer {
     ) -> Result<CallToolResult, ToolError> {
         let wait = args.wait.unwrap_or(false);
         let mut progress = SpeechProgress::new(context, Some(2.0));
-        let spoken = self
-            .say(text, args.voice, args.rate, wait, context, &mut progress)
-            .await?;
+        let speech = Speech {
+            text,
+            voice: args.voice,
+            rate: args.rate,
+            priority: args.priority.unwrap_or_default(),
+            deadline: None,
+        };
+        let spoken = self.say(speech, wait, context, &mut progress).await?;
         Ok(match spoken.status.as_str() {
             "stopped" => success("stopped before the end", spoken),
             _ => success("spoken", spoken),
@@ -203,24 +213,35 @@ impl HarkServer {
     /// its speech.
     pub(crate) async fn say(
         &self,
-        text: String,
-        voice: Option<String>,
-        rate: Option<f64>,
+        speech: Speech,
         wait: bool,
         context: &RequestContext<RoleServer>,
         progress: &mut SpeechProgress<'_>,
     ) -> Result<Spoken, ToolError> {
+        let Speech {
+            text,
+            voice,
+            rate,
+            priority,
+            deadline,
+        } = speech;
         let tts = tts_of(self)?;
         let speakable = check_text(&text, tts.max_chars)?;
         let rate = check_rate(rate)?;
         let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
         let accepted = {
             let tts = Arc::clone(&tts);
-            let voice = voice.clone();
             let events_tx = wait.then_some(events_tx);
             let agent = Some(self.agent_name(context));
             tokio::task::spawn_blocking(move || {
-                tts.speak(&speakable, voice.as_deref(), rate, events_tx, agent)
+                tts.speak(
+                    &speakable,
+                    voice.as_deref(),
+                    rate,
+                    priority,
+                    events_tx,
+                    agent,
+                )
             })
             .await
             .map_err(|e| ToolError::new("SpeechError", format!("speech planning failed: {e}")))??
@@ -232,11 +253,13 @@ impl HarkServer {
             engine: accepted.engine.to_string(),
             fallback_reason: accepted.fallback.clone(),
             sentences: accepted.pieces,
+            priority,
             seconds: None,
         };
         if !wait {
             return Ok(result);
         }
+        let _doing = self.doing(context, "speaking");
         progress.sentences(accepted.pieces);
         let finished = loop {
             let event = tokio::select! {
@@ -245,6 +268,18 @@ impl HarkServer {
                     // The caller gave up: stop its speech, not everyone's.
                     accepted.cancel.store(true, Ordering::Release);
                     return Err(ToolError::new("CancelledError", "the call was cancelled; its speech was stopped"));
+                }
+                () = async {
+                    match deadline {
+                        Some(deadline) => tokio::time::sleep_until(deadline).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    accepted.cancel.store(true, Ordering::Release);
+                    let max = self.state.floor().max_hold.as_secs();
+                    return Err(ToolError::new("FloorTimeoutError", format!(
+                        "this call held the floor longer than floor.max_hold_seconds ({max} s) and was cut off; its speech was stopped"
+                    )));
                 }
             };
             let (what, index, count) = match event {
@@ -272,6 +307,30 @@ impl HarkServer {
                 Ok(result)
             }
             SpeechOutcome::Failed(reason) => Err(ToolError::new("SpeechError", reason)),
+        }
+    }
+}
+
+/// What to say, and how.
+pub struct Speech {
+    pub text: String,
+    pub voice: Option<String>,
+    pub rate: Option<f64>,
+    pub priority: Priority,
+    /// The floor's `max_hold` for a call that holds it while it speaks:
+    /// speech still playing then is stopped and the call fails.
+    pub deadline: Option<tokio::time::Instant>,
+}
+
+impl Speech {
+    /// `text` in the agent's own voice and rate, in order.
+    pub fn plain(text: String, voice: Option<String>) -> Self {
+        Self {
+            text,
+            voice,
+            rate: None,
+            priority: Priority::Normal,
+            deadline: None,
         }
     }
 }

@@ -111,7 +111,7 @@ impl HarkServer {
     async fn synthesize(&self, args: SynthesizeSpeech) -> Result<CallToolResult, ToolError> {
         let tts = tts_of(self)?;
         let speakable = check_text(&args.text, tts.max_chars)?;
-        let rate = check_rate(args.rate)?;
+        let rate = check_rate(args.rate)?.unwrap_or(1.0);
         // Checked before the work, so a bad path costs nothing.
         let target = match &args.output_path {
             Some(path) => Some(tts.outputs.resolve_write(std::path::Path::new(path))?),

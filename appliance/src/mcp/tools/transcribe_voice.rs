@@ -16,20 +16,27 @@ use rmcp::{
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde_json::json;
 
 use super::{ToolError, success};
 pub use crate::listen::{Heard, NO_SPEECH};
 use crate::{
     config::RECORD_TIMEOUT_RANGE,
+    floor::{FloorError, Turn, Who},
     listen::{self, Chime, Listen, ListenError},
     mcp::HarkServer,
+    state::DoingGuard,
 };
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TranscribeVoice {
     /// Maximum seconds to wait for speech to begin before returning
-    /// `(no speech detected)` (0.5–300; default `mcp.record_timeout`, 15).
+    /// `(no speech detected)` (0.5–300; default `mcp.record_timeout`, 15),
+    /// any wait for the microphone included.
     pub timeout_seconds: Option<f64>,
+    /// Wait for the microphone when another call holds it (default true);
+    /// false: `BusyError` at once.
+    pub queue: Option<bool>,
     /// Language spoken, ISO 639-1 (`en`, `de`, …) or `auto`; only
     /// multilingual models accept languages other than English.
     pub language: Option<String>,
@@ -70,6 +77,7 @@ impl From<ListenError> for ToolError {
                 "MicrophoneError"
             }
             ListenError::Muted => "MicrophoneMutedError",
+            ListenError::HeldTooLong(_) => "FloorTimeoutError",
         };
         ToolError::new(kind, e.to_string())
     }
@@ -115,7 +123,52 @@ impl HarkServer {
     }
 }
 
+impl From<FloorError> for ToolError {
+    fn from(e: FloorError) -> Self {
+        let context = match &e {
+            FloorError::Busy {
+                holder, waiting, ..
+            } => json!({ "holder": holder, "waiting": waiting }),
+            FloorError::QueueFull { waiting } => json!({ "waiting": waiting }),
+            FloorError::TimedOut { holder } => json!({ "holder": holder }),
+        };
+        ToolError::new("BusyError", e.to_string()).with_context(context)
+    }
+}
+
 impl HarkServer {
+    /// Takes the floor (the microphone, the turn with the person) for this
+    /// agent's `tool`: at once if free, else after those before it, within
+    /// `timeout`; with `queue: false` a busy floor is `BusyError` at once.
+    /// The client leaving gives up its place.
+    pub(crate) async fn take_floor(
+        &self,
+        context: &RequestContext<RoleServer>,
+        tool: &'static str,
+        queue: bool,
+        timeout: Duration,
+    ) -> Result<Turn, ToolError> {
+        let agent = self.agent_name(context);
+        let _doing = self.doing(context, "waiting for the microphone");
+        let floor = self.state.floor();
+        tokio::select! {
+            turn = floor.take(Who::Agent(agent), tool, queue, timeout) => Ok(turn?),
+            _ = super::call_ended(self, context) => {
+                Err(ToolError::new("CancelledError", "the call was cancelled while it waited for the microphone"))
+            }
+        }
+    }
+
+    /// Shows the calling client doing `what` in `get_status` until the
+    /// guard drops.
+    pub(crate) fn doing(
+        &self,
+        context: &RequestContext<RoleServer>,
+        what: &'static str,
+    ) -> Option<DoingGuard> {
+        self.identity(context).map(|identity| identity.doing(what))
+    }
+
     /// A listen's `timeout_seconds`, checked (0.5–300); the default is
     /// `mcp.record_timeout`.
     pub(crate) fn listen_timeout(&self, asked: Option<f64>) -> Result<Duration, ToolError> {
@@ -133,15 +186,37 @@ impl HarkServer {
         context: &RequestContext<RoleServer>,
     ) -> Result<Heard, ToolError> {
         let timeout = self.listen_timeout(args.timeout_seconds)?;
+        let asked = tokio::time::Instant::now();
+        let turn = self
+            .take_floor(
+                context,
+                "transcribe_voice",
+                args.queue.unwrap_or(true),
+                timeout,
+            )
+            .await?;
+        let doing = self.doing(context, "listening");
+        // The wait for the microphone counts against the timeout; what is
+        // left is at least long enough to start speaking.
+        let waited = asked.elapsed();
         let request = Listen {
             agent: Some(self.agent_name(context)),
-            timeout,
+            timeout: timeout
+                .saturating_sub(waited)
+                .max(Duration::from_millis(500)),
             language: args.language,
-            chime: Chime::First,
+            // Handed the floor by another listen: the microphone opens at
+            // once (the chime plays alongside).
+            chime: if waited > Duration::from_millis(50) {
+                Chime::Alongside
+            } else {
+                Chime::First
+            },
             push_to_talk: true,
+            turn: Some(turn),
         };
-        let _turn = self.state.agent_turn();
         let mut progress = ListenProgress::new(context, 0.0, Some(3.0));
+        let _doing = doing;
         tokio::select! {
             heard = listen::listen(&self.state, request, &mut progress) => Ok(heard?),
             _ = super::call_ended(self, context) => {

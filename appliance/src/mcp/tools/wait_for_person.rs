@@ -153,6 +153,7 @@ impl HarkServer {
             }
             Wait::Ticket(mut ticket) => {
                 tracing::debug!(%agent, "waiting for the person");
+                let _doing = self.doing(context, "waiting for the person");
                 tokio::select! {
                     message = ticket.message() => message,
                     () = tokio::time::sleep(timeout) => None,

@@ -86,6 +86,11 @@ async fn handle(
         tracing::warn!(%rejection, "refused request");
         return Ok(text_response(StatusCode::FORBIDDEN, rejection.to_string()));
     }
+    if let Some(value) = request.headers().get(crate::mcp::server::CLIENT_HEADER)
+        && let Err(why) = crate::mcp::server::check_client_name(value)
+    {
+        return Ok(text_response(StatusCode::BAD_REQUEST, why));
+    }
     let path = request.uri().path();
     if path != MCP_PATH && path != "/mcp/" {
         return Ok(text_response(

@@ -101,6 +101,11 @@ pub fn upgrade(shared: Arc<Shared>, mut request: Request<Incoming>) -> Response<
         .get::<Arc<crate::state::ClientIdentity>>()
         .map(|i| i.peer.clone())
         .unwrap_or_default();
+    // Checked by the HTTP handler before the upgrade.
+    let declared = request
+        .headers()
+        .get(crate::mcp::server::CLIENT_HEADER)
+        .and_then(|v| crate::mcp::server::check_client_name(v).ok());
     let on_upgrade = hyper::upgrade::on(&mut request);
     let shared2 = Arc::clone(&shared);
     shared.tasks.spawn(async move {
@@ -119,6 +124,10 @@ pub fn upgrade(shared: Arc<Shared>, mut request: Request<Incoming>) -> Response<
             WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config))
                 .await;
         let guard = shared2.state.connect(TransportKind::Websocket, peer);
+        if let Some(name) = declared {
+            let _ = guard.identity().declared.set(name.clone());
+            guard.identity().set_client_name(&name);
+        }
         serve_socket(Arc::clone(&shared2), guard, socket).await;
         drop(permit);
     });

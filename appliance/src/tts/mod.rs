@@ -1,10 +1,20 @@
 //! Text to speech inside the daemon: the synthesiser (crate `hark-tts`)
 //! feeding the speaker.
 //!
-//! One worker thread speaks one request at a time, in order, from a bounded
-//! queue (`tts.queue`). It renders piece k+1 while piece k plays, so speech
-//! starts after the first sentence is made, and it never gets more than one
-//! piece ahead of the speaker (memory stays bounded however long the text).
+//! One worker thread speaks one request at a time from a bounded queue in
+//! three priority lanes (`tts.queue`, [`queue`]): `urgent` before the rest
+//! (after the sentence being spoken, never cutting it), `normal` in order,
+//! `low` last. Whose speech may play is the floor's to say
+//! ([`crate::floor`]): while an agent (or the person) has the turn, other
+//! agents' requests wait, and one that was speaking pauses after its
+//! sentence and carries on when the turn ends. When the speaker changes
+//! from one agent to another, Hark says the new one's name first ("Cursor
+//! says: …", `[agents.NAME] announce`), in that agent's voice, and each
+//! agent speaks in its own voice and rate when the call names none.
+//!
+//! It renders piece k+1 while piece k plays, so speech starts after the
+//! first sentence is made, and it never gets more than one piece ahead of
+//! the speaker (memory stays bounded however long the text).
 //! The synthesiser sits behind a mutex held for one piece at a time, so
 //! `synthesize_speech` (audio to a file or inline) and `segment_sentences`
 //! are served between pieces of a long speech instead of after it.
@@ -19,12 +29,14 @@
 //! text's synthesis time, measured). After [`IDLE_RELEASE`] with nothing to
 //! say, the worker gives it back.
 
+pub mod queue;
+
 use std::{
     collections::VecDeque,
     sync::{
-        Arc, Mutex, PoisonError,
+        Arc, Condvar, Mutex, PoisonError,
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
-        mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel},
+        mpsc::{Receiver, RecvTimeoutError},
     },
     thread::JoinHandle,
     time::Duration,
@@ -38,7 +50,10 @@ use hark_audio::{
 use hark_tts::synth::{EngineKind, Synthesizer, TtsError, Utterance};
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::{config::Config, state::ApplianceState};
+pub use queue::Priority;
+use queue::{Prioritised, Queue};
+
+use crate::{agents::Agents, config::Config, floor::Who, state::ApplianceState};
 
 /// How long the speech thread waits with nothing to say before it gives the
 /// voices' working memory back. Long enough to span the gaps between the
@@ -102,6 +117,57 @@ struct Job {
     id: u64,
     agent: Option<String>,
     text: String,
+    priority: Priority,
+    /// The first piece not yet spoken (a paused request carries on here).
+    next: usize,
+    /// What has been spoken so far.
+    finished: Finished,
+    /// Whether a piece has started playing (the event stream was told).
+    heard: bool,
+}
+
+impl Prioritised for Job {
+    fn priority(&self) -> Priority {
+        self.priority
+    }
+}
+
+/// What the speech thread and the callers share.
+struct Shared {
+    queue: Mutex<Queue<Job>>,
+    /// Wakes the speech thread: a request, a stop, the floor changing.
+    wake: Condvar,
+    /// Who holds the floor (whose speech may play); `None`: anyone's.
+    floor: Mutex<Option<Who>>,
+    closed: AtomicBool,
+    agents: Agents,
+}
+
+impl Shared {
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queue<Job>> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether `job` may be spoken while `holder` holds the floor: anyone's
+    /// when it is free, only the holder's when an agent holds it, nobody's
+    /// while the person records.
+    fn may_speak(&self, job: &Job, holder: &Option<Who>) -> bool {
+        match holder {
+            None => true,
+            Some(Who::Person) => false,
+            Some(Who::Agent(holder)) => job
+                .agent
+                .as_deref()
+                .is_some_and(|agent| self.agents.key(agent) == self.agents.key(holder)),
+        }
+    }
+
+    fn holder(&self) -> Option<Who> {
+        self.floor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
 }
 
 /// Audio made by [`TextToSpeech::render`].
@@ -126,8 +192,9 @@ pub struct Accepted {
 
 pub struct TextToSpeech {
     synth: Arc<Mutex<Synthesizer>>,
-    /// Taken at shutdown, which ends the worker.
-    jobs: Mutex<Option<SyncSender<Job>>>,
+    shared: Arc<Shared>,
+    /// Whether the speech thread runs (a speaker exists, speech is on).
+    speaking: bool,
     queue: usize,
     queued: Arc<AtomicUsize>,
     stop_generation: Arc<AtomicU64>,
@@ -158,30 +225,38 @@ impl TextToSpeech {
         let stop_generation = Arc::new(AtomicU64::new(0));
         let player = state.player();
         let enabled = config.tts.enabled;
-        let (jobs, worker) = match (&player, enabled) {
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue::new(config.tts.queue)),
+            wake: Condvar::new(),
+            floor: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            agents: Agents::new(config.agents.clone()),
+        });
+        let worker = match (&player, enabled) {
             (Some(player), true) => {
-                let (tx, rx) = sync_channel(config.tts.queue);
                 let worker = Worker {
                     bus: state.bus.clone(),
                     synth: Arc::clone(&synth),
                     player: Arc::clone(player),
                     queued: Arc::clone(&queued),
                     stop_generation: Arc::clone(&stop_generation),
+                    shared: Arc::clone(&shared),
                 };
                 match std::thread::Builder::new()
                     .name("hark-tts".into())
-                    .spawn(move || worker.run(&rx))
+                    .spawn(move || worker.run())
                 {
-                    Ok(handle) => (Some(tx), Some(handle)),
+                    Ok(handle) => Some(handle),
                     Err(e) => {
                         tracing::error!(error = %e, "cannot start the speech thread");
-                        (None, None)
+                        None
                     }
                 }
             }
-            _ => (None, None),
+            _ => None,
         };
-        if jobs.is_some() {
+        let speaking = worker.is_some();
+        if speaking {
             // Before a transcription: give the voices' working memory back
             // now rather than at the idle timer, unless speech is going on.
             let synth = Arc::downgrade(&synth);
@@ -200,7 +275,7 @@ impl TextToSpeech {
             let synth = Arc::clone(&synth);
             let queued = Arc::clone(&queued);
             let voice = config.tts.voice.clone();
-            let has_worker = jobs.is_some();
+            let has_worker = speaking;
             Arc::new(move || {
                 if !enabled {
                     return "disabled".to_owned();
@@ -226,7 +301,8 @@ impl TextToSpeech {
         state.set_subsystem("tts", describe);
         Self {
             synth,
-            jobs: Mutex::new(jobs),
+            shared,
+            speaking,
             queue: config.tts.queue,
             queued,
             stop_generation,
@@ -247,27 +323,28 @@ impl TextToSpeech {
 
     /// Plans `text` and queues it (blocking for the plan: phonemes, and the
     /// voice's model if it is not loaded). Returns at once after that.
-    /// `agent`: whose speech it is (`None`: the appliance's own words), for
-    /// the event stream.
+    /// `agent`: whose speech it is (`None`: the appliance's own words); its
+    /// `[agents.NAME]` voice and rate apply when `voice`/`rate` are `None`.
     pub fn speak(
         &self,
         text: &str,
         voice: Option<&str>,
-        rate: f32,
+        rate: Option<f32>,
+        priority: Priority,
         events: Option<UnboundedSender<SpeechEvent>>,
         agent: Option<String>,
     ) -> Result<Accepted, SpeakError> {
         if !self.enabled {
             return Err(SpeakError::Disabled);
         }
-        let Some(jobs) = self
-            .jobs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-        else {
+        if !self.speaking || self.shared.closed.load(Ordering::Acquire) {
             return Err(SpeakError::NoSpeaker);
-        };
+        }
+        let agents = &self.shared.agents;
+        let voice = voice.or_else(|| agent.as_deref().and_then(|a| agents.voice(a)));
+        let rate = rate
+            .or_else(|| agent.as_deref().and_then(|a| agents.rate(a)))
+            .unwrap_or(1.0);
         let utterance = self
             .synth
             .lock()
@@ -281,6 +358,12 @@ impl TextToSpeech {
             pieces: utterance.pieces.len(),
             cancel: Arc::clone(&cancel),
         };
+        let finished = Finished {
+            outcome: SpeechOutcome::Spoken,
+            engine: utterance.engine,
+            fallback: utterance.fallback.clone(),
+            seconds: 0.0,
+        };
         let job = Job {
             utterance,
             generation: self.stop_generation.load(Ordering::Acquire),
@@ -289,19 +372,29 @@ impl TextToSpeech {
             id: self.bus.next_id(),
             agent,
             text: text.to_owned(),
+            priority,
+            next: 0,
+            finished,
+            heard: false,
         };
         self.queued.fetch_add(1, Ordering::AcqRel);
-        match jobs.try_send(job) {
-            Ok(()) => Ok(accepted),
-            Err(TrySendError::Full(_)) => {
-                self.queued.fetch_sub(1, Ordering::AcqRel);
-                Err(SpeakError::Busy(self.queue))
-            }
-            Err(TrySendError::Disconnected(_)) => {
-                self.queued.fetch_sub(1, Ordering::AcqRel);
-                Err(SpeakError::Stopped)
-            }
+        if self.shared.queue().push(job).is_err() {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            return Err(SpeakError::Busy(self.queue));
         }
+        self.shared.wake.notify_all();
+        Ok(accepted)
+    }
+
+    /// The floor went to `holder` (`None`: it is free): whose speech may
+    /// play from now on.
+    pub fn floor_changed(&self, holder: Option<Who>) {
+        *self
+            .shared
+            .floor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = holder;
+        self.shared.wake.notify_all();
     }
 
     /// Silences the speaker and drops every request queued so far.
@@ -312,6 +405,9 @@ impl TextToSpeech {
         if let Some(player) = self.player.upgrade() {
             player.stop();
         }
+        // Requests the floor holds back are dropped now, not when their turn
+        // comes.
+        self.shared.wake.notify_all();
         waiting
     }
 
@@ -388,12 +484,8 @@ impl TextToSpeech {
     /// at most one piece's rendering). Requests after this are refused.
     pub fn shutdown(&self) {
         self.stop();
-        drop(
-            self.jobs
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take(),
-        );
+        self.shared.closed.store(true, Ordering::Release);
+        self.shared.wake.notify_all();
         let worker = self
             .worker
             .lock()
@@ -431,53 +523,117 @@ struct Worker {
     player: Arc<Player>,
     queued: Arc<AtomicUsize>,
     stop_generation: Arc<AtomicU64>,
+    shared: Arc<Shared>,
 }
 
 /// A piece handed to the player.
 struct InFlight {
-    index: usize,
+    /// `None`: the announcement of the agent's name, which callers do not
+    /// count.
+    index: Option<usize>,
     started: Receiver<()>,
     done: Receiver<Outcome>,
     heard: bool,
 }
 
+/// How speaking a request went this time.
+enum Spoke {
+    Done,
+    /// Paused between sentences: it goes back to the queue.
+    Paused,
+}
+
 impl Worker {
-    fn run(&self, jobs: &Receiver<Job>) {
+    fn run(&self) {
+        // The agent whose speech played last, to announce a change.
+        let mut last: Option<String> = None;
         loop {
-            let job = match jobs.recv_timeout(IDLE_RELEASE) {
-                Ok(job) => job,
-                Err(RecvTimeoutError::Timeout) => {
-                    release_idle_memory(&self.synth);
-                    continue;
+            let Some(mut job) = self.next() else { break };
+            if self.stopped(&job) {
+                job.finished.outcome = SpeechOutcome::Stopped;
+                self.finish(job);
+                continue;
+            }
+            match self.speak(&mut job, &mut last) {
+                Spoke::Done => self.finish(job),
+                Spoke::Paused => {
+                    tracing::debug!(
+                        speech = job.id,
+                        next = job.next,
+                        "speech paused for another turn"
+                    );
+                    self.shared.queue().resume_later(job);
                 }
-                Err(RecvTimeoutError::Disconnected) => break,
-            };
-            let heard = std::cell::Cell::new(false);
-            let finished = self.speak(&job, &heard);
-            if heard.get() {
-                self.bus.publish(crate::events::Event::SpeakingEnded {
-                    speech: job.id,
-                    agent: job.agent.clone(),
-                    outcome: match &finished.outcome {
-                        SpeechOutcome::Spoken => "spoken",
-                        SpeechOutcome::Stopped => "stopped",
-                        SpeechOutcome::Failed(_) => "failed",
-                    }
-                    .to_owned(),
-                });
             }
-            tracing::info!(
-                voice = %job.utterance.voice,
-                engine = %finished.engine,
-                outcome = ?finished.outcome,
-                seconds = finished.seconds,
-                "speech ended"
-            );
-            if let Some(events) = &job.events {
-                let _ = events.send(SpeechEvent::Finished(finished));
-            }
-            self.queued.fetch_sub(1, Ordering::AcqRel);
         }
+    }
+
+    /// The next request that may be spoken, waiting for one; `None` at
+    /// shutdown. Stopped requests are finished on the way.
+    fn next(&self) -> Option<Job> {
+        let mut queue = self.shared.queue();
+        loop {
+            if self.shared.closed.load(Ordering::Acquire) {
+                return None;
+            }
+            let generation = self.stop_generation.load(Ordering::Acquire);
+            let stopped = queue
+                .remove(|job| job.generation != generation || job.cancel.load(Ordering::Acquire));
+            if !stopped.is_empty() {
+                drop(queue);
+                for mut job in stopped {
+                    job.finished.outcome = SpeechOutcome::Stopped;
+                    self.finish(job);
+                }
+                queue = self.shared.queue();
+                continue;
+            }
+            let holder = self.shared.holder();
+            if let Some(job) = queue.take(|job| self.shared.may_speak(job, &holder)) {
+                return Some(job);
+            }
+            let idle = queue.is_empty();
+            let (guard, waited) = self
+                .shared
+                .wake
+                .wait_timeout(queue, IDLE_RELEASE)
+                .unwrap_or_else(PoisonError::into_inner);
+            queue = guard;
+            if waited.timed_out() && idle && queue.is_empty() {
+                drop(queue);
+                release_idle_memory(&self.synth);
+                queue = self.shared.queue();
+            }
+        }
+    }
+
+    fn finish(&self, job: Job) {
+        let finished = job.finished;
+        if job.heard {
+            self.bus.publish(crate::events::Event::SpeakingEnded {
+                speech: job.id,
+                agent: job.agent.clone(),
+                text: job.text.clone(),
+                outcome: match &finished.outcome {
+                    SpeechOutcome::Spoken => "spoken",
+                    SpeechOutcome::Stopped => "stopped",
+                    SpeechOutcome::Failed(_) => "failed",
+                }
+                .to_owned(),
+                seconds: (finished.seconds * 100.0).round() / 100.0,
+            });
+        }
+        tracing::info!(
+            voice = %job.utterance.voice,
+            engine = %finished.engine,
+            outcome = ?finished.outcome,
+            seconds = finished.seconds,
+            "speech ended"
+        );
+        if let Some(events) = &job.events {
+            let _ = events.send(SpeechEvent::Finished(finished));
+        }
+        self.queued.fetch_sub(1, Ordering::AcqRel);
     }
 
     fn stopped(&self, job: &Job) -> bool {
@@ -485,91 +641,139 @@ impl Worker {
             || self.stop_generation.load(Ordering::Acquire) != job.generation
     }
 
-    /// Speaks one request; `heard` is set (and the event stream told) when
-    /// its first piece starts playing.
-    fn speak(&self, job: &Job, heard: &std::cell::Cell<bool>) -> Finished {
-        let utterance = &job.utterance;
-        let count = utterance.pieces.len();
-        let mut finished = Finished {
-            outcome: SpeechOutcome::Spoken,
-            engine: utterance.engine,
-            fallback: utterance.fallback.clone(),
-            seconds: 0.0,
+    /// Whether the request speaking now should make way after its current
+    /// sentence: the floor went to someone else, or an urgent request that
+    /// may speak is waiting.
+    fn make_way(&self, job: &Job) -> bool {
+        let holder = self.shared.holder();
+        !self.shared.may_speak(job, &holder)
+            || self
+                .shared
+                .queue()
+                .waiting_above(job.priority, |other| self.shared.may_speak(other, &holder))
+    }
+
+    /// The agent's name, before its speech when the speaker changed.
+    fn announce(&self, job: &Job, last: &Option<String>, in_flight: &mut VecDeque<InFlight>) {
+        let (Some(agent), Some(previous)) = (&job.agent, last) else {
+            return;
         };
-        let send = |event: SpeechEvent| {
-            if matches!(event, SpeechEvent::Playing { .. }) && !heard.replace(true) {
-                self.bus.publish(crate::events::Event::SpeakingStarted {
-                    speech: job.id,
-                    agent: job.agent.clone(),
-                    text: job.text.clone(),
+        let agents = &self.shared.agents;
+        if agents.key(agent) == agents.key(previous) {
+            return;
+        }
+        let Some(words) = agents.announcement(agent) else {
+            return;
+        };
+        let mut synth = self.synth.lock().unwrap_or_else(PoisonError::into_inner);
+        let utterance = match synth.prepare(&words, Some(&job.utterance.voice), job.utterance.rate)
+        {
+            Ok(utterance) => utterance,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot announce the agent");
+                return;
+            }
+        };
+        for index in 0..utterance.pieces.len() {
+            let Ok(chunk) = synth.render(&utterance, index, &job.cancel) else {
+                return;
+            };
+            let clip = Clip {
+                samples: chunk.samples,
+                rate: chunk.rate,
+            };
+            if let Ok(Some((started, done))) = self.play(job, &clip) {
+                in_flight.push_back(InFlight {
+                    index: None,
+                    started,
+                    done,
+                    heard: false,
                 });
             }
-            if let Some(events) = &job.events {
-                let _ = events.send(event);
-            }
-        };
+        }
+        tracing::info!(agent = %agent, "speaker changed: announced");
+    }
+
+    /// Speaks `job` from its next piece, until it ends or makes way.
+    fn speak(&self, job: &mut Job, last: &mut Option<String>) -> Spoke {
+        let count = job.utterance.pieces.len();
         let mut in_flight: VecDeque<InFlight> = VecDeque::new();
-        for index in 0..count {
+        self.announce(job, last, &mut in_flight);
+        if job.agent.is_some() {
+            last.clone_from(&job.agent);
+        }
+        let mut paused = false;
+        while job.next < count {
+            let index = job.next;
             if self.stopped(job) {
-                finished.outcome = SpeechOutcome::Stopped;
+                job.finished.outcome = SpeechOutcome::Stopped;
                 break;
             }
             let rendered = self
                 .synth
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .render(utterance, index, &job.cancel);
+                .render(&job.utterance, index, &job.cancel);
             let chunk = match rendered {
                 Ok(chunk) => chunk,
                 Err(e) => {
-                    finished.outcome = SpeechOutcome::Failed(e.to_string());
+                    job.finished.outcome = SpeechOutcome::Failed(e.to_string());
                     break;
                 }
             };
-            finished.engine = chunk.engine;
+            job.finished.engine = chunk.engine;
             if chunk.fallback.is_some() {
-                finished.fallback = chunk.fallback.clone();
+                job.finished.fallback = chunk.fallback.clone();
             }
-            send(SpeechEvent::Synthesized { index, count });
+            send(self, job, SpeechEvent::Synthesized { index, count });
             let clip = Clip {
                 samples: chunk.samples,
                 rate: chunk.rate,
             };
-            finished.seconds += clip.duration_secs();
+            job.finished.seconds += clip.duration_secs();
             match self.play(job, &clip) {
                 Ok(Some((started, done))) => in_flight.push_back(InFlight {
-                    index,
+                    index: Some(index),
                     started,
                     done,
                     heard: false,
                 }),
                 Ok(None) => {
-                    finished.outcome = SpeechOutcome::Stopped;
+                    job.finished.outcome = SpeechOutcome::Stopped;
                     break;
                 }
                 Err(e) => {
-                    finished.outcome = SpeechOutcome::Failed(e.to_string());
+                    job.finished.outcome = SpeechOutcome::Failed(e.to_string());
                     break;
                 }
             }
+            job.next = index + 1;
             // Render the next piece while this one plays, no further ahead.
             while in_flight.len() > 1 {
-                if let Some(outcome) = self.wait_front(job, &mut in_flight, count, &send) {
-                    finished.outcome = outcome;
+                if let Some(outcome) = self.wait_front(job, &mut in_flight, count) {
+                    job.finished.outcome = outcome;
                 }
             }
-            if finished.outcome != SpeechOutcome::Spoken {
+            if job.finished.outcome != SpeechOutcome::Spoken {
+                break;
+            }
+            if job.next < count && self.make_way(job) {
+                paused = true;
                 break;
             }
         }
         while !in_flight.is_empty() {
-            if let Some(outcome) = self.wait_front(job, &mut in_flight, count, &send)
-                && finished.outcome == SpeechOutcome::Spoken
+            if let Some(outcome) = self.wait_front(job, &mut in_flight, count)
+                && job.finished.outcome == SpeechOutcome::Spoken
             {
-                finished.outcome = outcome;
+                job.finished.outcome = outcome;
             }
         }
-        finished
+        if paused && job.finished.outcome == SpeechOutcome::Spoken {
+            Spoke::Paused
+        } else {
+            Spoke::Done
+        }
     }
 
     /// Queues a clip, waiting while the player's queue is full. `None`: the
@@ -597,31 +801,29 @@ impl Worker {
     /// start meanwhile. Returns an outcome other than "spoken" if it ended so.
     fn wait_front(
         &self,
-        job: &Job,
+        job: &mut Job,
         in_flight: &mut VecDeque<InFlight>,
         count: usize,
-        send: &dyn Fn(SpeechEvent),
     ) -> Option<SpeechOutcome> {
         let mut stop_sent = false;
         loop {
             for piece in in_flight.iter_mut().filter(|p| !p.heard) {
                 if piece.started.try_recv().is_ok() {
                     piece.heard = true;
-                    send(SpeechEvent::Playing {
-                        index: piece.index,
-                        count,
-                    });
+                    if let Some(index) = piece.index {
+                        send(self, job, SpeechEvent::Playing { index, count });
+                    }
                 }
             }
             let front = in_flight.front()?;
             match front.done.recv_timeout(Duration::from_millis(10)) {
                 Ok(outcome) => {
                     let piece = in_flight.pop_front()?;
-                    if !piece.heard && piece.started.try_recv().is_ok() {
-                        send(SpeechEvent::Playing {
-                            index: piece.index,
-                            count,
-                        });
+                    if !piece.heard
+                        && piece.started.try_recv().is_ok()
+                        && let Some(index) = piece.index
+                    {
+                        send(self, job, SpeechEvent::Playing { index, count });
                     }
                     return match outcome {
                         Outcome::Finished => None,
@@ -645,5 +847,21 @@ impl Worker {
                 }
             }
         }
+    }
+}
+
+/// Tells the caller (with `wait: true`) how its request goes, and the event
+/// stream when it is first heard.
+fn send(worker: &Worker, job: &mut Job, event: SpeechEvent) {
+    if matches!(event, SpeechEvent::Playing { .. }) && !job.heard {
+        job.heard = true;
+        worker.bus.publish(crate::events::Event::SpeakingStarted {
+            speech: job.id,
+            agent: job.agent.clone(),
+            text: job.text.clone(),
+        });
+    }
+    if let Some(events) = &job.events {
+        let _ = events.send(event);
     }
 }
