@@ -78,6 +78,49 @@ pub struct Config {
     pub confirm: ConfirmConfig,
     /// Whose turn it is with the person: the microphone's queue.
     pub floor: FloorConfig,
+    /// What was heard and spoken, kept for `list_captures`.
+    pub history: HistoryConfig,
+}
+
+/// Accepted range for `history.max_rows`.
+pub const MAX_ROWS_RANGE: (usize, usize) = (10, 1_000_000);
+/// Accepted range for `history.keep_days`.
+pub const KEEP_DAYS_RANGE: (u64, u64) = (1, 3650);
+
+/// `[history]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HistoryConfig {
+    /// Keep a history of what was heard and spoken.
+    pub enabled: bool,
+    /// Rows kept at most (10–1000000); the oldest go first.
+    pub max_rows: usize,
+    /// Rows older than this many days go (1–3650).
+    pub keep_days: u64,
+    /// Keep the audio of what was heard too, as WAV files beside the
+    /// database (deleted with their rows). Off: only the words.
+    pub keep_audio: bool,
+}
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_rows: 10_000,
+            keep_days: 30,
+            keep_audio: false,
+        }
+    }
+}
+
+impl HistoryConfig {
+    pub fn settings(&self) -> crate::history::Settings {
+        crate::history::Settings {
+            max_rows: self.max_rows,
+            keep: Duration::from_secs(self.keep_days * 24 * 3600),
+            keep_audio: self.keep_audio,
+        }
+    }
 }
 
 /// Accepted range for `inbox.keep_minutes` (a minute to 30 days).

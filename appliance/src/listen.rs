@@ -329,6 +329,9 @@ pub async fn listen(
     let from = ((start.saturating_sub(LEAD)).as_secs_f64() * rate) as usize;
     let to = (((end + TAIL).as_secs_f64() * rate) as usize).min(utterance.samples.len());
     let clip = utterance.samples[from.min(to)..to].to_vec();
+    if let Some(history) = state.history.get() {
+        history.stash_audio(listen_id, &clip);
+    }
     let offset = from as f64 / rate;
     let mut stt_request = Request::new(clip);
     stt_request.language = request.language;

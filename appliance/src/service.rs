@@ -170,6 +170,32 @@ pub async fn run(
     } else {
         state.set_subsystem("inbox", crate::state::fixed("disabled"));
     }
+    if config.history.enabled {
+        let (dir, settings) = (config.service.state_dir.clone(), config.history.settings());
+        match tokio::task::spawn_blocking(move || crate::history::History::open(&dir, settings))
+            .await
+        {
+            Ok(Ok(history)) => {
+                let history = Arc::new(history);
+                let _ = state.history.set(Arc::clone(&history));
+                let status = Arc::clone(&history);
+                state.set_subsystem("history", Arc::new(move || status.status()));
+                tokio::spawn(crate::history::record(
+                    history,
+                    state.bus.clone(),
+                    token.clone(),
+                ));
+            }
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "the history is unavailable");
+                let text = format!("unavailable: {e}");
+                state.set_subsystem("history", Arc::new(move || text.clone()));
+            }
+            Err(e) => tracing::error!(error = %e, "the history failed to start"),
+        }
+    } else {
+        state.set_subsystem("history", crate::state::fixed("disabled"));
+    }
     tokio::spawn(crate::mcp::resources::notify_subscribers(
         Arc::clone(&state),
         token.clone(),

@@ -222,6 +222,10 @@ pub struct ApplianceState {
     pub yes_no: OnceLock<crate::words::YesNo>,
     /// `[agents.NAME]`: names, voices, chimes.
     pub agents: OnceLock<crate::agents::Agents>,
+    /// What was heard and spoken (not with `history.enabled = false`).
+    pub history: OnceLock<Arc<crate::history::History>>,
+    /// `GET /events` clients.
+    pub sse: crate::mcp::transport::scripts::SseStats,
     /// True while the mute switch (or `hark mute on`) has the microphone
     /// closed; shared with capture, which then stores silence.
     pub muted: Arc<AtomicBool>,
@@ -286,7 +290,7 @@ impl Drop for RecordingGuard {
 
 impl Default for ApplianceState {
     fn default() -> Self {
-        let subsystems = ["audio", "stt", "tts", "board", "inbox"]
+        let subsystems = ["audio", "stt", "tts", "board", "inbox", "history"]
             .into_iter()
             .map(|name| (name, fixed("not configured")))
             .collect();
@@ -304,6 +308,8 @@ impl Default for ApplianceState {
             subscribers: Default::default(),
             yes_no: OnceLock::new(),
             agents: OnceLock::new(),
+            history: OnceLock::new(),
+            sse: Default::default(),
             muted: Arc::new(AtomicBool::new(false)),
             speaking: Arc::new(AtomicBool::new(false)),
             subsystems: Mutex::new(subsystems),
@@ -548,7 +554,7 @@ mod tests {
     #[test]
     fn subsystems_start_not_configured() {
         let state = ApplianceState::default();
-        for name in ["audio", "stt", "tts", "board", "inbox"] {
+        for name in ["audio", "stt", "tts", "board", "inbox", "history"] {
             assert_eq!(state.subsystem(name).0, "not configured");
         }
         state.set_subsystem("audio", fixed("capture device missing"));

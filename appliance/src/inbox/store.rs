@@ -3,13 +3,11 @@
 //! a restart, `kill -9` and a power cut until an agent takes it or it
 //! expires.
 //!
-//! Every change is one transaction in WAL mode with `synchronous = FULL`:
-//! a commit is on the card before the call returns. Taking a message is a
-//! single `UPDATE … WHERE taken_by IS NULL`, so two agents can never take
-//! the same one. A database that cannot be read is moved aside (its name
-//! gets `.corrupt-<unix time>`) and a new one started; a state directory
-//! that cannot be written at all leaves the inbox in memory, which the
-//! caller reports.
+//! Every change is one transaction ([`crate::db`]: WAL, `synchronous =
+//! FULL`, an unreadable file moved aside). Taking a message is a single
+//! `UPDATE … WHERE taken_by IS NULL`, so two agents can never take the
+//! same one. A state directory that cannot be written at all leaves the
+//! inbox in memory, which the caller reports.
 
 use std::{
     path::{Path, PathBuf},
@@ -21,27 +19,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 /// The database file in the state directory.
 pub const FILE: &str = "inbox.sqlite3";
 
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("cannot create the state directory {dir}: {source}")]
-    Dir {
-        dir: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("the inbox database {path}: {source}")]
-    Sqlite {
-        path: String,
-        #[source]
-        source: rusqlite::Error,
-    },
-    #[error("cannot move the unreadable inbox database {path} aside: {source}")]
-    MoveAside {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-}
+pub use crate::db::DbError as StoreError;
 
 /// A message to keep.
 #[derive(Debug, Clone, PartialEq)]
@@ -143,78 +121,28 @@ impl Store {
     /// Opens (or creates) the inbox in `dir`. Returns a warning when an
     /// unreadable database had to be moved aside.
     pub fn open(dir: &Path) -> Result<(Store, Option<String>), StoreError> {
-        std::fs::create_dir_all(dir).map_err(|source| StoreError::Dir {
-            dir: dir.to_path_buf(),
-            source,
-        })?;
-        let path = dir.join(FILE);
-        match Self::open_file(&path) {
-            Ok(store) => Ok((store, None)),
-            Err(StoreError::Sqlite { source, .. }) if is_corrupt(&source) => {
-                let stamp = SystemTime::now()
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs());
-                let aside = path.with_file_name(format!("{FILE}.corrupt-{stamp}"));
-                std::fs::rename(&path, &aside).map_err(|source| StoreError::MoveAside {
-                    path: path.clone(),
-                    source,
-                })?;
-                // Its journal belongs to the old file.
-                for suffix in ["-wal", "-shm"] {
-                    let side = path.with_file_name(format!("{FILE}{suffix}"));
-                    if side.exists() {
-                        let _ = std::fs::rename(
-                            &side,
-                            aside.with_file_name(format!("{FILE}.corrupt-{stamp}{suffix}")),
-                        );
-                    }
-                }
-                let store = Self::open_file(&path)?;
-                Ok((
-                    store,
-                    Some(format!(
-                        "the inbox database could not be read ({source}); it was moved to {} and a new one started",
-                        aside.display()
-                    )),
-                ))
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    fn open_file(path: &Path) -> Result<Store, StoreError> {
-        let err = |source| StoreError::Sqlite {
-            path: path.display().to_string(),
-            source,
-        };
-        let conn = Connection::open(path).map_err(err)?;
-        // A wait for a lock, not a failure, if another handle writes.
-        conn.busy_timeout(Duration::from_secs(2)).map_err(err)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(err)?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(err)?;
-        conn.execute_batch(SCHEMA).map_err(err)?;
-        // Reading a row proves the file is a database, not just a header.
-        conn.query_row("SELECT count(*) FROM messages", [], |r| r.get::<_, i64>(0))
-            .map_err(err)?;
-        Ok(Store {
-            conn,
-            path: Some(path.to_path_buf()),
-        })
+        let (conn, path, warning) =
+            crate::db::open(dir, FILE, SCHEMA, "SELECT count(*) FROM messages")?;
+        Ok((
+            Store {
+                conn,
+                path: Some(path),
+            },
+            warning,
+        ))
     }
 
     /// An inbox that lasts as long as the process (when the state
     /// directory cannot be used).
     pub fn in_memory() -> Result<Store, StoreError> {
-        let conn = Connection::open_in_memory()
-            .and_then(|conn| conn.execute_batch(SCHEMA).map(|()| conn))
-            .map_err(errors(&None))?;
-        Ok(Store { conn, path: None })
+        Ok(Store {
+            conn: crate::db::in_memory(SCHEMA)?,
+            path: None,
+        })
     }
 
     fn err(&self, source: rusqlite::Error) -> StoreError {
-        errors(&self.path)(source)
+        crate::db::errors(&self.path)(source)
     }
 
     /// Keeps `message`, already taken by `taken_by` when that agent was
@@ -336,7 +264,7 @@ impl Store {
         max: usize,
         now: SystemTime,
     ) -> Result<(Vec<i64>, Vec<i64>), StoreError> {
-        let err = errors(&self.path);
+        let err = crate::db::errors(&self.path);
         let tx = self.conn.transaction().map_err(&err)?;
         let untaken = |sql: &str, value: i64| -> rusqlite::Result<Vec<i64>> {
             let mut statement = tx.prepare(sql)?;
@@ -376,22 +304,4 @@ impl Store {
             .map(|v| v.map(from_ms))
             .map_err(|e| self.err(e))
     }
-}
-
-/// Turns SQLite's errors into ones that name the database.
-fn errors(path: &Option<PathBuf>) -> impl Fn(rusqlite::Error) -> StoreError + use<> {
-    let path = path
-        .as_ref()
-        .map_or_else(|| "(in memory)".to_owned(), |p| p.display().to_string());
-    move |source| StoreError::Sqlite {
-        path: path.clone(),
-        source,
-    }
-}
-
-fn is_corrupt(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
-    )
 }

@@ -76,7 +76,8 @@ impl HarkServer {
                 + Self::wait_for_person_router()
                 + Self::converse_router()
                 + Self::confirm_router()
-                + Self::choose_router(),
+                + Self::choose_router()
+                + Self::list_captures_router(),
         )
     }
 

@@ -37,6 +37,8 @@ pub struct Status {
     pub clients: Vec<ClientStatus>,
     /// Who has the turn with the person (the microphone) and who waits.
     pub floor: crate::floor::FloorStatus,
+    /// The event stream's `GET /events` clients.
+    pub events: crate::mcp::transport::scripts::EventClients,
     /// State of each subsystem ("not configured" until its engine has started).
     pub subsystems: Subsystems,
 }
@@ -73,6 +75,7 @@ pub struct Subsystems {
     pub tts: SubsystemState,
     pub board: SubsystemState,
     pub inbox: SubsystemState,
+    pub history: SubsystemState,
 }
 
 impl Status {
@@ -126,12 +129,14 @@ impl Status {
             transports,
             clients,
             floor: state.floor().status(),
+            events: state.sse.view(),
             subsystems: Subsystems {
                 audio: state.subsystem("audio"),
                 stt: state.subsystem("stt"),
                 tts: state.subsystem("tts"),
                 board: state.subsystem("board"),
                 inbox: state.subsystem("inbox"),
+                history: state.subsystem("history"),
             },
         }
     }

@@ -12,6 +12,7 @@ pub mod confirm;
 pub mod converse;
 pub mod detect_language;
 pub mod get_status;
+pub mod list_captures;
 pub mod set_volume;
 pub mod speak_text;
 pub mod synthesize_speech;

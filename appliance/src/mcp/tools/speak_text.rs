@@ -120,8 +120,12 @@ impl HarkServer {
 
 /// The text-to-speech service, or why it is not there.
 pub fn tts_of(server: &HarkServer) -> Result<Arc<TextToSpeech>, ToolError> {
-    let tts = server
-        .state
+    tts_of_state(&server.state)
+}
+
+/// As [`tts_of`], from the appliance's state.
+pub fn tts_of_state(state: &crate::state::ApplianceState) -> Result<Arc<TextToSpeech>, ToolError> {
+    let tts = state
         .tts
         .get()
         .cloned()
@@ -218,44 +222,12 @@ impl HarkServer {
         context: &RequestContext<RoleServer>,
         progress: &mut SpeechProgress<'_>,
     ) -> Result<Spoken, ToolError> {
-        let Speech {
-            text,
-            voice,
-            rate,
-            priority,
-            deadline,
-        } = speech;
+        let deadline = speech.deadline;
         let tts = tts_of(self)?;
-        let speakable = check_text(&text, tts.max_chars)?;
-        let rate = check_rate(rate)?;
         let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
-        let accepted = {
-            let tts = Arc::clone(&tts);
-            let events_tx = wait.then_some(events_tx);
-            let agent = Some(self.agent_name(context));
-            tokio::task::spawn_blocking(move || {
-                tts.speak(
-                    &speakable,
-                    voice.as_deref(),
-                    rate,
-                    priority,
-                    events_tx,
-                    agent,
-                )
-            })
-            .await
-            .map_err(|e| ToolError::new("SpeechError", format!("speech planning failed: {e}")))??
-        };
-        let mut result = Spoken {
-            status: "queued".into(),
-            text,
-            voice: accepted.voice.clone(),
-            engine: accepted.engine.to_string(),
-            fallback_reason: accepted.fallback.clone(),
-            sentences: accepted.pieces,
-            priority,
-            seconds: None,
-        };
+        let agent = Some(self.agent_name(context));
+        let (mut result, accepted) =
+            queue_speech(&tts, speech, agent, wait.then_some(events_tx)).await?;
         if !wait {
             return Ok(result);
         }
@@ -309,6 +281,45 @@ impl HarkServer {
             SpeechOutcome::Failed(reason) => Err(ToolError::new("SpeechError", reason)),
         }
     }
+}
+
+/// Checks `speech` and queues it for `agent` (`None`: the appliance's own
+/// words): what `speak_text`, `converse` and `POST /speak` share. `events`
+/// gets the request's progress.
+pub async fn queue_speech(
+    tts: &Arc<TextToSpeech>,
+    speech: Speech,
+    agent: Option<String>,
+    events: Option<tokio::sync::mpsc::UnboundedSender<SpeechEvent>>,
+) -> Result<(Spoken, crate::tts::Accepted), ToolError> {
+    let Speech {
+        text,
+        voice,
+        rate,
+        priority,
+        ..
+    } = speech;
+    let speakable = check_text(&text, tts.max_chars)?;
+    let rate = check_rate(rate)?;
+    let accepted = {
+        let tts = Arc::clone(tts);
+        tokio::task::spawn_blocking(move || {
+            tts.speak(&speakable, voice.as_deref(), rate, priority, events, agent)
+        })
+        .await
+        .map_err(|e| ToolError::new("SpeechError", format!("speech planning failed: {e}")))??
+    };
+    let spoken = Spoken {
+        status: "queued".into(),
+        text,
+        voice: accepted.voice.clone(),
+        engine: accepted.engine.to_string(),
+        fallback_reason: accepted.fallback.clone(),
+        sentences: accepted.pieces,
+        priority,
+        seconds: None,
+    };
+    Ok((spoken, accepted))
 }
 
 /// What to say, and how.

@@ -22,7 +22,7 @@ use rmcp::transport::streamable_http_server::{
 use tokio::{io::AsyncWriteExt, net::TcpListener};
 use tracing::Instrument;
 
-use super::{Shared, ws};
+use super::{Shared, scripts, ws};
 use crate::{
     mcp::{
         HarkServer,
@@ -92,10 +92,28 @@ async fn handle(
         return Ok(text_response(StatusCode::BAD_REQUEST, why));
     }
     let path = request.uri().path();
+    match (path, request.method()) {
+        ("/events", &http::Method::GET) => return Ok(scripts::events(&shared)),
+        ("/speak", &http::Method::POST) => return Ok(scripts::speak(shared, request).await),
+        ("/events", _) | ("/speak", _) => {
+            let allowed = if path == "/events" { "GET" } else { "POST" };
+            let mut response = text_response(
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!("{path} takes {allowed}"),
+            );
+            if let Ok(value) = header::HeaderValue::from_str(allowed) {
+                response.headers_mut().insert(header::ALLOW, value);
+            }
+            return Ok(response);
+        }
+        _ => {}
+    }
     if path != MCP_PATH && path != "/mcp/" {
         return Ok(text_response(
             StatusCode::NOT_FOUND,
-            format!("Hark serves MCP at {MCP_PATH} (Streamable HTTP and WebSocket)"),
+            format!(
+                "Hark serves MCP at {MCP_PATH} (Streamable HTTP and WebSocket), the event stream at GET /events and speech at POST /speak"
+            ),
         ));
     }
     request.extensions_mut().insert(identity);

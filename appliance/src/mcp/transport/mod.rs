@@ -8,6 +8,7 @@
 pub mod framed;
 pub mod guard;
 pub mod http;
+pub mod scripts;
 pub mod stream;
 pub mod ws;
 

@@ -1,0 +1,127 @@
+//! The SQLite databases in the state directory (the voice inbox, the
+//! history): opened the same way, so they last the same way. WAL with
+//! `synchronous = FULL` — a commit is on the card before the call returns,
+//! and a process killed mid-write (or a power cut) loses at most the
+//! transaction in flight, never a completed one. A file that is not a
+//! readable database is moved aside (`NAME.corrupt-<unix time>`, its
+//! journal with it) with a line in the log, and a new one started: a
+//! broken file never stops the appliance.
+
+use std::{
+    path::{Path, PathBuf},
+    time::{Duration, SystemTime},
+};
+
+use rusqlite::Connection;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("cannot create the state directory {dir}: {source}")]
+    Dir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the database {path}: {source}")]
+    Sqlite {
+        path: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("cannot move the unreadable database {path} aside: {source}")]
+    MoveAside {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Turns SQLite's errors into ones that name the database.
+pub fn errors(path: &Option<PathBuf>) -> impl Fn(rusqlite::Error) -> DbError + use<> {
+    let path = path
+        .as_ref()
+        .map_or_else(|| "(in memory)".to_owned(), |p| p.display().to_string());
+    move |source| DbError::Sqlite {
+        path: path.clone(),
+        source,
+    }
+}
+
+/// Opens (or creates) `file` in `dir` with `schema`; `check` is a query
+/// that must succeed on a sound database. Returns the connection, its path,
+/// and a warning when an unreadable file had to be moved aside.
+pub fn open(
+    dir: &Path,
+    file: &str,
+    schema: &str,
+    check: &str,
+) -> Result<(Connection, PathBuf, Option<String>), DbError> {
+    std::fs::create_dir_all(dir).map_err(|source| DbError::Dir {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
+    let path = dir.join(file);
+    match open_file(&path, schema, check) {
+        Ok(conn) => Ok((conn, path, None)),
+        Err(DbError::Sqlite { source, .. }) if is_corrupt(&source) => {
+            let stamp = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let aside = path.with_file_name(format!("{file}.corrupt-{stamp}"));
+            std::fs::rename(&path, &aside).map_err(|source| DbError::MoveAside {
+                path: path.clone(),
+                source,
+            })?;
+            // Its journal belongs to the old file.
+            for suffix in ["-wal", "-shm"] {
+                let side = path.with_file_name(format!("{file}{suffix}"));
+                if side.exists() {
+                    let _ = std::fs::rename(
+                        &side,
+                        aside.with_file_name(format!("{file}.corrupt-{stamp}{suffix}")),
+                    );
+                }
+            }
+            let conn = open_file(&path, schema, check)?;
+            Ok((
+                conn,
+                path,
+                Some(format!(
+                    "the database could not be read ({source}); it was moved to {} and a new one started",
+                    aside.display()
+                )),
+            ))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn open_file(path: &Path, schema: &str, check: &str) -> Result<Connection, DbError> {
+    let err = errors(&Some(path.to_path_buf()));
+    let conn = Connection::open(path).map_err(&err)?;
+    // A wait for a lock, not a failure, if another handle writes.
+    conn.busy_timeout(Duration::from_secs(2)).map_err(&err)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(&err)?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(&err)?;
+    conn.execute_batch(schema).map_err(&err)?;
+    // Reading proves the file is a database, not just a header.
+    conn.query_row(check, [], |_| Ok(())).map_err(&err)?;
+    Ok(conn)
+}
+
+/// A database that lasts as long as the process (when the state directory
+/// cannot be used).
+pub fn in_memory(schema: &str) -> Result<Connection, DbError> {
+    Connection::open_in_memory()
+        .and_then(|conn| conn.execute_batch(schema).map(|()| conn))
+        .map_err(errors(&None))
+}
+
+fn is_corrupt(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
+    )
+}
