@@ -263,24 +263,27 @@ impl History {
             },
             _ => None,
         };
-        let id = self
-            .conn()
-            .query_row(
-                "INSERT INTO captures (at_ms, kind, agent, text, end_reason, duration, delivered_to, audio) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
-                params![
-                    ms(row.at),
-                    row.kind.as_str(),
-                    row.agent,
-                    row.text,
-                    row.end_reason,
-                    row.duration,
-                    row.delivered_to,
-                    audio,
-                ],
-                |r| r.get(0),
-            )
-            .map_err(self.err())?;
+        // `execute`, not `INSERT … RETURNING` through `query_row`: a commit
+        // that fails (a full disk) must be an error, and `query_row` does not
+        // report what stepping the statement to its end says.
+        let conn = self.conn();
+        conn.execute(
+            "INSERT INTO captures (at_ms, kind, agent, text, end_reason, duration, delivered_to, audio) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                ms(row.at),
+                row.kind.as_str(),
+                row.agent,
+                row.text,
+                row.end_reason,
+                row.duration,
+                row.delivered_to,
+                audio,
+            ],
+        )
+        .map_err(self.err())?;
+        let id = conn.last_insert_rowid();
+        drop(conn);
         self.trim(SystemTime::now())?;
         Ok(id)
     }
@@ -334,20 +337,26 @@ impl History {
         let oldest = ms(now
             .checked_sub(self.settings.keep)
             .unwrap_or(SystemTime::UNIX_EPOCH));
-        let conn = self.conn();
-        let mut statement = conn
-            .prepare(
-                "DELETE FROM captures WHERE at_ms < ?1 OR id IN \
-                 (SELECT id FROM captures ORDER BY id DESC LIMIT -1 OFFSET ?2) RETURNING audio",
-            )
-            .map_err(self.err())?;
-        let files = statement
-            .query_map(params![oldest, self.settings.max_rows as i64], |r| {
-                r.get::<_, Option<String>>(0)
-            })
-            .map_err(self.err())?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(self.err())?;
+        let err = self.err();
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(&err)?;
+        let files = {
+            let mut statement = tx
+                .prepare(
+                    "DELETE FROM captures WHERE at_ms < ?1 OR id IN \
+                     (SELECT id FROM captures ORDER BY id DESC LIMIT -1 OFFSET ?2) RETURNING audio",
+                )
+                .map_err(&err)?;
+            statement
+                .query_map(params![oldest, self.settings.max_rows as i64], |r| {
+                    r.get::<_, Option<String>>(0)
+                })
+                .map_err(&err)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(&err)?
+        };
+        tx.commit().map_err(&err)?;
+        drop(conn);
         if let Some(dir) = &self.audio_dir {
             for file in files.into_iter().flatten() {
                 let _ = std::fs::remove_file(dir.join(file));

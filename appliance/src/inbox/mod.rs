@@ -96,6 +96,8 @@ pub struct Inbox {
     kept: String,
     /// Wakes the expiry task when a message arrives.
     arrived: Notify,
+    /// Ids for messages handed over that the disk could not keep: -1, -2, …
+    unkept: std::sync::atomic::AtomicI64,
 }
 
 /// What [`Inbox::wait`] found.
@@ -197,6 +199,7 @@ impl Inbox {
             settings,
             kept,
             arrived: Notify::new(),
+            unkept: std::sync::atomic::AtomicI64::new(-1),
         };
         // Messages kept from before a restart light the message light.
         let now = SystemTime::now();
@@ -292,7 +295,20 @@ impl Inbox {
             let taken = match kept.take() {
                 // Handed on from an agent that left meanwhile.
                 Some(previous) => store.reassign(previous.id, &waiter.agent, now)?,
-                None => store.insert(&message, Some(&waiter.agent), now)?,
+                None => match store.insert(&message, Some(&waiter.agent), now) {
+                    Ok(taken) => taken,
+                    // The disk failed, but an agent is waiting for it:
+                    // hand it over rather than lose it.
+                    Err(e) => {
+                        tracing::error!(error = %e, agent = %waiter.agent,
+                            "the message cannot be kept on disk; handed to the waiting agent from memory");
+                        Message {
+                            id: self.unkept.fetch_sub(1, Ordering::Relaxed),
+                            new: message.clone(),
+                            taken_by: Some(waiter.agent.clone()),
+                        }
+                    }
+                },
             };
             let id = taken.id;
             match waiter.tx.send(taken) {

@@ -154,12 +154,13 @@ impl Store {
         now: SystemTime,
     ) -> Result<Message, StoreError> {
         let n = message;
-        let id = self
-            .conn
-            .query_row(
+        // `execute` steps the statement to its end, so a commit that fails
+        // (a full disk) is an error here, never a message thought kept.
+        self.conn
+            .execute(
                 "INSERT INTO messages (text, spoken_at_ms, transcribed_at_us, duration, confidence, \
                  addressed_to, addressed_key, addressed_by, expires_at_ms, taken_by, taken_at_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING id",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 params![
                     n.text,
                     ms(n.spoken_at),
@@ -173,9 +174,9 @@ impl Store {
                     taken_by,
                     taken_by.map(|_| ms(now)),
                 ],
-                |r| r.get(0),
             )
             .map_err(|e| self.err(e))?;
+        let id = self.conn.last_insert_rowid();
         Ok(Message {
             id,
             new: message.clone(),
@@ -198,10 +199,23 @@ impl Store {
                AND (addressed_key IS NULL OR addressed_key = ?3) ORDER BY id LIMIT 1) \
              AND taken_by IS NULL RETURNING {COLUMNS}"
         );
-        self.conn
-            .query_row(&sql, params![agent, ms(now), key], row)
-            .optional()
-            .map_err(|e| self.err(e))
+        self.in_transaction(|tx| {
+            tx.query_row(&sql, params![agent, ms(now), key], row)
+                .optional()
+        })
+    }
+
+    /// Runs `work` in a transaction and commits it: `UPDATE … RETURNING`
+    /// read through `query_row` would not report a failed commit.
+    fn in_transaction<T>(
+        &mut self,
+        work: impl FnOnce(&rusqlite::Transaction<'_>) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
+        let err = crate::db::errors(&self.path);
+        let tx = self.conn.transaction().map_err(&err)?;
+        let value = work(&tx).map_err(&err)?;
+        tx.commit().map_err(&err)?;
+        Ok(value)
     }
 
     /// Hands a taken message to another agent.
@@ -214,9 +228,7 @@ impl Store {
         let sql = format!(
             "UPDATE messages SET taken_by = ?1, taken_at_ms = ?2 WHERE id = ?3 RETURNING {COLUMNS}"
         );
-        self.conn
-            .query_row(&sql, params![agent, ms(now), id], row)
-            .map_err(|e| self.err(e))
+        self.in_transaction(|tx| tx.query_row(&sql, params![agent, ms(now), id], row))
     }
 
     /// Puts a taken message back (its agent left before receiving it).

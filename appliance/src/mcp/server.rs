@@ -117,13 +117,15 @@ impl HarkServer {
             .as_ref()
             .and_then(|i| i.declared.get().cloned())
             .or(header)
+            // A 2026-07-28 request names its client itself; rmcp gives
+            // stateless requests a placeholder peer.
+            .or_else(|| context.meta.client_info().map(|info| info.name))
             .or_else(|| {
                 context
                     .peer
                     .peer_info()
                     .map(|info| info.client_info.name.clone())
             })
-            .or_else(|| context.meta.client_info().map(|info| info.name))
             .or_else(|| identity.as_ref().and_then(|i| i.client_name()))
             .filter(|name| !name.trim().is_empty())
             .unwrap_or_else(|| UNNAMED.to_owned());
@@ -163,14 +165,7 @@ impl HarkServer {
     /// transport, from where.
     fn tool_span(&self, tool: &str, context: &RequestContext<RoleServer>) -> tracing::Span {
         let identity = self.identity(context);
-        // Sessions that began with `initialize` know the client's name from
-        // it; 2026-07-28 clients send it with every request.
-        let client = context
-            .peer
-            .peer_info()
-            .map(|info| info.client_info.name.clone())
-            .or_else(|| context.meta.client_info().map(|info| info.name))
-            .unwrap_or_default();
+        let client = self.agent_name(context);
         tracing::info_span!(
             "tool",
             tool = %tool,

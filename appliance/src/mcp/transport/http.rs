@@ -38,6 +38,12 @@ type McpService = StreamableHttpService<HarkServer, LocalSessionManager>;
 /// Longest wait for an HTTP request to begin on an open connection.
 const HTTP_REQUEST_WAIT: Duration = Duration::from_secs(30);
 
+/// Each HTTP connection's socket send buffer.
+const SEND_BUFFER: usize = 128 * 1024;
+
+/// hyper's per-connection read and write buffer (its default is 400 KiB).
+const HTTP_WRITE_BUFFER: usize = 64 * 1024;
+
 /// The one path MCP is served at.
 pub const MCP_PATH: &str = "/mcp";
 
@@ -239,6 +245,12 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
     {
         let _ = stream.set_nodelay(true);
         super::keepalive(&stream);
+        // A fixed send buffer instead of one the kernel grows to megabytes:
+        // an event-stream client that stops reading is noticed (and
+        // dropped) after a bounded amount, not after 4 MB. Ample for a LAN.
+        if let Err(e) = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER) {
+            tracing::debug!(error = %e, "cannot set the send buffer");
+        }
         let Some(permit) = shared.admit() else {
             tracing::warn!(peer = %addr, "connection limit reached; refusing http client");
             tokio::spawn(refuse_busy(stream, shared.config.mcp.max_connections));
@@ -295,6 +307,11 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
                 let mut http1 = builder.http1();
                 http1.timer(TokioTimer::new());
                 http1.header_read_timeout(request_wait);
+                // What one connection may have waiting to be written: a
+                // GET /events client that stops reading fills this, then
+                // its own queue, and is dropped, instead of holding
+                // megabytes of events.
+                http1.max_buf_size(HTTP_WRITE_BUFFER);
                 let connection =
                     builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
                 tokio::pin!(connection);
