@@ -214,6 +214,7 @@ impl AudioEngine {
             ring: Arc::clone(capture.ring()),
             vad: config.vad.clone(),
             preroll: std::time::Duration::from_millis(u64::from(config.capture.preroll_ms)),
+            stats: Arc::clone(capture.stats()),
         });
         let (capture_stats, player_stats) =
             (Arc::clone(capture.stats()), Arc::clone(player.stats()));

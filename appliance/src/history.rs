@@ -109,15 +109,16 @@ pub struct Capture {
 }
 
 /// A row to add.
-struct New {
-    at: SystemTime,
-    kind: Kind,
-    agent: Option<String>,
-    text: String,
-    end_reason: Option<String>,
-    duration: Option<f64>,
-    delivered_to: Option<String>,
-    listen: Option<u64>,
+pub struct New {
+    pub at: SystemTime,
+    pub kind: Kind,
+    pub agent: Option<String>,
+    pub text: String,
+    pub end_reason: Option<String>,
+    pub duration: Option<f64>,
+    pub delivered_to: Option<String>,
+    /// The recording it came from (its stashed audio is kept with it).
+    pub listen: Option<u64>,
 }
 
 /// `[history]`'s settings.
@@ -254,8 +255,9 @@ impl History {
         db::errors(&self.path)
     }
 
-    /// Adds a row (blocking); returns its id.
-    fn add(&self, row: New) -> Result<i64, DbError> {
+    /// Adds a row (blocking; what the event stream's consumer does for
+    /// each utterance and speech); returns its id.
+    pub fn add(&self, row: New) -> Result<i64, DbError> {
         let audio = match (row.listen, &self.audio_dir) {
             (Some(listen), Some(dir)) => match self.take_audio(listen) {
                 Some(samples) => self.write_audio(dir, listen, row.at, &samples),

@@ -20,6 +20,8 @@ pub struct Microphone {
     pub ring: Arc<Ring>,
     pub vad: hark_audio::config::VadConfig,
     pub preroll: Duration,
+    /// The capture thread's counters, for `get_status`.
+    pub stats: Arc<hark_audio::CaptureStats>,
 }
 
 pub struct SpeechToText {

@@ -32,6 +32,7 @@ TOOLS = [
     "detect_language",
     "get_status",
     "install_voice",
+    "list_captures",
     "list_voices",
     "remove_voice",
     "segment_sentences",

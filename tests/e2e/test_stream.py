@@ -48,6 +48,8 @@ def test_handshake_list_and_status(daemon, transport):
     assert counts[transport] >= 1
     board = structured["subsystems"].pop("board")
     inbox = structured["subsystems"].pop("inbox")
+    history = structured["subsystems"].pop("history")
+    assert history.startswith("0 rows; kept in ") and history.endswith("history.sqlite3"), history
     assert inbox.startswith("0 waiting; 0 agent(s) waiting for the person; kept in ") and \
         inbox.endswith("inbox.sqlite3"), inbox
     assert structured["subsystems"] == {

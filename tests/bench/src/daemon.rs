@@ -66,6 +66,8 @@ pub struct Daemon {
     pub config: PathBuf,
     pub log: PathBuf,
     pub tcp: SocketAddr,
+    /// The HTTP listener, if it serves one.
+    pub http: Option<SocketAddr>,
 }
 
 impl Daemon {
@@ -107,13 +109,17 @@ impl Daemon {
             config: config_path,
             log,
             tcp: SocketAddr::from(([127, 0, 0, 1], 0)),
+            http: None,
         };
-        daemon.tcp = daemon.wait_ready(&listener)?;
+        (daemon.tcp, daemon.http) = daemon.wait_ready(&listener)?;
         Ok(daemon)
     }
 
-    /// Waits for `READY=1` with `STATUS=serving … tcp=ADDR …`.
-    fn wait_ready(&mut self, listener: &UnixDatagram) -> anyhow::Result<SocketAddr> {
+    /// Waits for `READY=1` with `STATUS=serving … tcp=ADDR http=ADDR …`.
+    fn wait_ready(
+        &mut self,
+        listener: &UnixDatagram,
+    ) -> anyhow::Result<(SocketAddr, Option<SocketAddr>)> {
         let started = Instant::now();
         let mut buf = vec![0u8; 4096];
         while started.elapsed() < START {
@@ -139,13 +145,16 @@ impl Daemon {
             if !message.lines().any(|l| l == "READY=1") {
                 continue;
             }
-            let tcp = message
-                .lines()
-                .filter_map(|l| l.strip_prefix("STATUS=serving"))
-                .flat_map(str::split_whitespace)
-                .find_map(|item| item.strip_prefix("tcp="))
-                .and_then(|addr| addr.parse().ok());
-            return tcp.with_context(|| format!("no tcp= in {message:?}"));
+            let find = |kind: &str| {
+                message
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("STATUS=serving"))
+                    .flat_map(str::split_whitespace)
+                    .find_map(|item| item.strip_prefix(kind))
+                    .and_then(|addr| addr.parse().ok())
+            };
+            let tcp = find("tcp=").with_context(|| format!("no tcp= in {message:?}"))?;
+            return Ok((tcp, find("http=")));
         }
         bail!("hark sent no READY=1 within {START:?}:\n{}", self.tail())
     }

@@ -27,6 +27,7 @@ mod load;
 mod person;
 mod procfs;
 mod report;
+mod room;
 mod server;
 mod stt;
 mod tts;
@@ -127,6 +128,9 @@ enum Mode {
     /// The person starts: button press to the listening light and chime,
     /// and a message's delivery to a waiting agent (see [`person`]).
     Person(person::PersonArgs),
+    /// Several agents: the floor's hand-over, event fan-out to 32
+    /// subscribers, the history's write cost (see [`room`]).
+    Room(room::RoomArgs),
 }
 
 fn main() -> ExitCode {
@@ -141,6 +145,7 @@ fn main() -> ExitCode {
         Some(Mode::Stt(stt)) => stt::main(stt),
         Some(Mode::Tts(tts)) => tts::main(tts),
         Some(Mode::Person(person)) => person::main(person),
+        Some(Mode::Room(room)) => room::main(room),
         None => bench(args),
     };
     match result {

@@ -39,6 +39,10 @@ pub struct Status {
     pub floor: crate::floor::FloorStatus,
     /// The event stream's `GET /events` clients.
     pub events: crate::mcp::transport::scripts::EventClients,
+    /// The capture thread's counters (null without audio): `periods` read
+    /// since the start (50 a second at 20 ms periods, whatever else the
+    /// appliance does), `overruns` recovered.
+    pub capture: Option<CaptureCounters>,
     /// State of each subsystem ("not configured" until its engine has started).
     pub subsystems: Subsystems,
 }
@@ -51,6 +55,12 @@ pub struct TransportStatus {
     pub address: String,
     /// Clients connected right now.
     pub clients: usize,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CaptureCounters {
+    pub periods: u64,
+    pub overruns: u64,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -130,6 +140,13 @@ impl Status {
             clients,
             floor: state.floor().status(),
             events: state.sse.view(),
+            capture: state.microphone.get().map(|mic| CaptureCounters {
+                periods: mic.stats.periods.load(std::sync::atomic::Ordering::Relaxed),
+                overruns: mic
+                    .stats
+                    .overruns
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            }),
             subsystems: Subsystems {
                 audio: state.subsystem("audio"),
                 stt: state.subsystem("stt"),

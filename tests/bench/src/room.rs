@@ -1,0 +1,472 @@
+//! `hark-bench room`: several agents in one room, timed on the real daemon
+//! (release build, virtual sound card, simulated board).
+//!
+//! 1. **Floor hand-over.** Two agents call `transcribe_voice` at once over
+//!    TCP; one holds the microphone, the other waits. A sentence is
+//!    injected; the time from the first recording's end (its
+//!    `listening_ended`) to the second agent's microphone opening (its
+//!    `listening_started`), from the daemon's log (µs timestamps, debug for
+//!    `hark::events`). The second agent's listen then times out and the
+//!    round ends.
+//! 2. **Event fan-out.** 32 clients read `GET /events` while the simulated
+//!    mute switch moves as fast as its 1 ms debounce allows (every move an
+//!    event, every event to 32 clients). Reported: events a second, the
+//!    delay from publishing (the event's `at_ms`) to the last of the 32
+//!    reading it, drops, and the capture thread's progress against the wall
+//!    clock (`get_status` `capture.periods`: 50 a second when capture keeps
+//!    up) compared with the same window without subscribers.
+//! 3. **History write cost.** The daemon's history writer (`History::add`,
+//!    SQLite WAL with `synchronous = FULL`) in this process, on this disk:
+//!    per utterance, with and without the audio kept.
+//!
+//! No peer has an arbiter, an event stream or a history to compare with
+//! (VoiceMode has a file lock; the satellites and desktop servers none), so
+//! the figures stand against their targets.
+
+use std::{
+    fmt::Write as _,
+    io::{BufRead, BufReader, Write},
+    net::TcpStream,
+    path::{Path, PathBuf},
+    process::Command,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant, SystemTime},
+};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::{
+    Scratch,
+    daemon::{self, Daemon, Rpc},
+    tidy,
+};
+
+const TARGET_HANDOVER_MS: f64 = 20.0;
+const SUBSCRIBERS: usize = 32;
+
+#[derive(Debug, Args)]
+pub struct RoomArgs {
+    /// Floor hand-overs measured.
+    #[arg(long, default_value_t = 10)]
+    handovers: usize,
+    /// Seconds of each fan-out window.
+    #[arg(long, default_value_t = 10)]
+    fanout_seconds: u64,
+    /// History rows written per configuration.
+    #[arg(long, default_value_t = 200)]
+    rows: usize,
+    /// The hark binary to start (`cargo build --release -p hark`).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/release/hark"))]
+    hark: PathBuf,
+    /// The model store with tiny.en q8_0 (made by `tests/run`).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.models/store"))]
+    models_dir: PathBuf,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn percentile(values: &[f64], p: f64) -> f64 {
+    let mut v: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[((p * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)]
+}
+
+fn row(out: &mut String, what: &str, values: &[f64], unit: &str, target: Option<f64>) {
+    let (median, p95, max) = (
+        percentile(values, 0.5),
+        percentile(values, 0.95),
+        percentile(values, 1.0),
+    );
+    let verdict = match target {
+        Some(t) if max <= t => format!("≤ {t:.0} {unit}: met (max)"),
+        Some(t) if p95 <= t => format!("≤ {t:.0} {unit}: met at p95, not at max"),
+        Some(t) => format!("≤ {t:.0} {unit}: **not met**"),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "| {what} | {median:.2} | {p95:.2} | {max:.2} | {verdict} |"
+    );
+}
+
+pub fn main(args: RoomArgs) -> anyhow::Result<()> {
+    let models_dir = tidy(&args.models_dir);
+    anyhow::ensure!(
+        models_dir.join("ggml-tiny.en-q8_0.bin").is_file(),
+        "no tiny.en q8_0 in {} (`tests/run` makes it, or pass --models-dir)",
+        models_dir.display()
+    );
+    let scratch = Scratch::new()?;
+    let dir = scratch.0.join("daemon");
+    std::fs::create_dir_all(&dir)?;
+    let extra = [
+        "[tts]".to_owned(),
+        "enabled = false".to_owned(),
+        // The mute switch makes an event every time it moves.
+        "[board]".to_owned(),
+        "debounce_ms = 1".to_owned(),
+    ];
+    let config = daemon::config(&dir, &models_dir, &extra)
+        .replace(
+            "log_level = \"info\"",
+            "log_level = \"info,hark::events=debug\"",
+        )
+        // The subscribers and the bench's own clients.
+        .replace("[mcp.tcp]", "[mcp]\nmax_connections = 64\n[mcp.tcp]");
+    let daemon = Daemon::start(&tidy(&args.hark), &dir, &config)?;
+    let mut status = Rpc::tcp(daemon.tcp, "hark-bench watcher")?;
+    daemon.wait_stt(&mut status)?;
+
+    eprintln!("[room] {} floor hand-overs", args.handovers);
+    let wav = dir.join("sentence.wav");
+    let spoken = Command::new("espeak-ng")
+        .arg("-w")
+        .arg(&wav)
+        .arg("What is the weather going to be like tomorrow morning?")
+        .status()
+        .context("cannot run espeak-ng")?;
+    anyhow::ensure!(spoken.success(), "espeak-ng failed");
+    let mut handovers = Vec::new();
+    for round in 0..args.handovers {
+        handovers.push(
+            handover(&daemon, &mut status, &wav).with_context(|| format!("hand-over {round}"))?,
+        );
+    }
+
+    eprintln!(
+        "[room] fan-out, {} s without and with {SUBSCRIBERS} subscribers",
+        args.fanout_seconds
+    );
+    let window = Duration::from_secs(args.fanout_seconds);
+    let quiet = fanout(&daemon, &mut status, 0, window)?;
+    let loaded = fanout(&daemon, &mut status, SUBSCRIBERS, window)?;
+    drop(status);
+    daemon.stop()?;
+
+    eprintln!("[room] history, {} rows each", args.rows);
+    let plain = history(&scratch.0.join("history-plain"), args.rows, false)?;
+    let audio = history(&scratch.0.join("history-audio"), args.rows, true)?;
+    print!(
+        "{}",
+        report(&args, &handovers, &quiet, &loaded, &plain, &audio)
+    );
+    Ok(())
+}
+
+/// The times in the daemon's log of the lines after `after` containing
+/// `needle`.
+fn logged(daemon: &Daemon, needle: &str, after: SystemTime) -> Vec<SystemTime> {
+    let log = std::fs::read_to_string(&daemon.log).unwrap_or_default();
+    log.lines()
+        .filter(|l| l.contains(needle))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter_map(|t| humantime::parse_rfc3339(t).ok())
+        .filter(|t| *t >= after)
+        .collect()
+}
+
+fn wait_status(
+    status: &mut Rpc,
+    what: &str,
+    timeout: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> anyhow::Result<Value> {
+    let started = Instant::now();
+    loop {
+        let now = status.call("get_status", json!({}))?;
+        if done(&now["structuredContent"]) {
+            return Ok(now);
+        }
+        if started.elapsed() > timeout {
+            bail!("{what} did not happen within {timeout:?}: {now}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// One hand-over: ms from the first recording's end to the second's start.
+fn handover(daemon: &Daemon, status: &mut Rpc, wav: &Path) -> anyhow::Result<f64> {
+    wait_status(status, "a free floor", Duration::from_secs(30), |s| {
+        s["floor"]["holder"].is_null() && s["recording"] == false && s["speaking"] == false
+    })?;
+    let wall = SystemTime::now();
+    let mut first = Rpc::tcp(daemon.tcp, "alpha")?;
+    let mut second = Rpc::tcp(daemon.tcp, "beta")?;
+    let a = first.start(
+        "tools/call",
+        json!({"name": "transcribe_voice", "arguments": {"timeout_seconds": 30}}),
+    )?;
+    wait_status(
+        status,
+        "alpha holding the floor",
+        Duration::from_secs(10),
+        |s| s["floor"]["holder"]["who"] == "alpha",
+    )?;
+    let _ = second.start(
+        "tools/call",
+        json!({"name": "transcribe_voice", "arguments": {"timeout_seconds": 60}}),
+    )?;
+    wait_status(status, "beta waiting", Duration::from_secs(10), |s| {
+        s["floor"]["queue"].as_array().is_some_and(|q| q.len() == 1)
+            && s["recording"] == true
+            && s["speaking"] == false
+    })?;
+    let done = Command::new(&daemon.binary)
+        .arg("--config")
+        .arg(&daemon.config)
+        .arg("inject")
+        .arg(wav)
+        .output()?;
+    anyhow::ensure!(done.status.success(), "hark inject failed");
+    first.answer(a)?;
+    // Beta's microphone opened; it has no more to do: leaving releases it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while logged(daemon, "ListeningStarted", wall).len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(second);
+    let ended = logged(daemon, "ListeningEnded", wall);
+    let started = logged(daemon, "ListeningStarted", wall);
+    // alpha's recording ended first; beta's started after it.
+    let (Some(end), Some(start)) = (ended.first(), started.get(1)) else {
+        bail!("the log lacks the recordings' events ({ended:?}, {started:?})");
+    };
+    Ok(start.duration_since(*end).map(ms).unwrap_or(f64::NAN))
+}
+
+/// An event as a subscriber saw it: its sequence number, when it was
+/// published (ms since the epoch), when the subscriber read it.
+type Seen = (u64, u64, SystemTime);
+
+/// One fan-out window.
+struct Fanout {
+    subscribers: usize,
+    events_per_second: f64,
+    /// Publish → the last subscriber reading it, ms (1 ms resolution).
+    delays: Vec<f64>,
+    dropped: u64,
+    /// Capture periods a second during the window.
+    periods_per_second: f64,
+    overruns: u64,
+}
+
+fn fanout(
+    daemon: &Daemon,
+    status: &mut Rpc,
+    subscribers: usize,
+    window: Duration,
+) -> anyhow::Result<Fanout> {
+    let stop = Arc::new(AtomicBool::new(false));
+    // For each subscriber: (seq, published at, received at) of the mute
+    // events.
+    let seen: Arc<Mutex<Vec<Vec<Seen>>>> = Arc::new(Mutex::new(vec![Vec::new(); subscribers]));
+    let mut readers = Vec::new();
+    for i in 0..subscribers {
+        let mut stream = TcpStream::connect(daemon.http.context("the daemon serves no HTTP")?)?;
+        stream.write_all(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")?;
+        stream.set_read_timeout(Some(Duration::from_millis(200)))?;
+        let (stop, seen) = (Arc::clone(&stop), Arc::clone(&seen));
+        readers.push(std::thread::spawn(move || {
+            let mut lines = BufReader::new(stream);
+            let mut line = String::new();
+            while !stop.load(Ordering::Relaxed) {
+                line.clear();
+                match lines.read_line(&mut line) {
+                    Ok(0) => return,
+                    Ok(_) => {}
+                    Err(_) => continue,
+                }
+                let Some(data) = line.strip_prefix("data: ") else {
+                    continue;
+                };
+                let Ok(event) = serde_json::from_str::<Value>(data) else {
+                    continue;
+                };
+                if event["event"] == "mute"
+                    && let (Some(seq), Some(at)) = (event["seq"].as_u64(), event["at_ms"].as_u64())
+                {
+                    let now = SystemTime::now();
+                    if let Ok(mut seen) = seen.lock() {
+                        seen[i].push((seq, at, now));
+                    }
+                }
+            }
+        }));
+    }
+    if subscribers > 0 {
+        wait_status(status, "the subscribers", Duration::from_secs(10), |s| {
+            s["events"]["clients"].as_u64() == Some(subscribers as u64)
+        })?;
+    }
+    let before = status.call("get_status", json!({}))?["structuredContent"].clone();
+    let mut hand = Rpc::unix(&daemon.unix(), "hark-bench hand")?;
+    let started = Instant::now();
+    let mut moves = 0u64;
+    while started.elapsed() < window {
+        hand.request("hark/board", json!({"mute": moves.is_multiple_of(2)}))?;
+        moves += 1;
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    hand.request("hark/board", json!({"mute": false}))?;
+    let elapsed = started.elapsed();
+    let after = status.call("get_status", json!({}))?["structuredContent"].clone();
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    for reader in readers {
+        let _ = reader.join();
+    }
+    let periods = |s: &Value| s["capture"]["periods"].as_u64().unwrap_or(0);
+    let overruns = |s: &Value| s["capture"]["overruns"].as_u64().unwrap_or(0);
+    let seen = seen
+        .lock()
+        .map_err(|_| anyhow::anyhow!("a reader panicked"))?;
+    // For each event, the slowest subscriber's delay.
+    let mut last: std::collections::BTreeMap<u64, (u64, SystemTime)> = Default::default();
+    for subscriber in seen.iter() {
+        for &(seq, at, received) in subscriber {
+            let entry = last.entry(seq).or_insert((at, received));
+            if received > entry.1 {
+                entry.1 = received;
+            }
+        }
+    }
+    let delays = last
+        .values()
+        .filter_map(|(at, received)| {
+            received
+                .duration_since(SystemTime::UNIX_EPOCH + Duration::from_millis(*at))
+                .ok()
+                .map(ms)
+        })
+        .collect();
+    Ok(Fanout {
+        subscribers,
+        events_per_second: moves as f64 / elapsed.as_secs_f64(),
+        delays,
+        dropped: after["events"]["dropped"].as_u64().unwrap_or(0)
+            - before["events"]["dropped"].as_u64().unwrap_or(0),
+        periods_per_second: (periods(&after) - periods(&before)) as f64 / elapsed.as_secs_f64(),
+        overruns: overruns(&after) - overruns(&before),
+    })
+}
+
+/// Per-row write times, ms.
+fn history(dir: &Path, rows: usize, keep_audio: bool) -> anyhow::Result<Vec<f64>> {
+    use hark::history::{History, Kind, New, Settings};
+    let history = History::open(
+        dir,
+        Settings {
+            max_rows: 10_000,
+            keep: Duration::from_secs(30 * 24 * 3600),
+            keep_audio,
+        },
+    )?;
+    // A 3 s utterance's clip, as the listen hands whisper.
+    let clip: Vec<f32> = (0..48_000)
+        .map(|i| ((i as f32) * 0.05).sin() * 0.3)
+        .collect();
+    let mut times = Vec::with_capacity(rows);
+    for i in 0..rows {
+        history.stash_audio(i as u64, &clip);
+        let started = Instant::now();
+        history.add(New {
+            at: SystemTime::now(),
+            kind: Kind::Heard,
+            agent: Some("claude".into()),
+            text: "What is the weather going to be like tomorrow morning?".into(),
+            end_reason: Some("end_of_speech".into()),
+            duration: Some(3.0),
+            delivered_to: Some("claude".into()),
+            listen: Some(i as u64),
+        })?;
+        times.push(ms(started.elapsed()));
+    }
+    Ok(times)
+}
+
+fn report(
+    args: &RoomArgs,
+    handovers: &[f64],
+    quiet: &Fanout,
+    loaded: &Fanout,
+    plain: &[f64],
+    audio: &[f64],
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "### Several agents, one room — {}\n\n{}\n",
+        humantime::format_rfc3339_seconds(SystemTime::now()),
+        crate::machine()
+    );
+    let _ = writeln!(
+        out,
+        "`hark-bench room`: {} hand-overs, fan-out windows of {} s, {} history rows per configuration.\n",
+        args.handovers, args.fanout_seconds, args.rows
+    );
+    let _ = writeln!(
+        out,
+        "| floor hand-over, ms | median | p95 | max | target |\n|---|---|---|---|---|"
+    );
+    row(
+        &mut out,
+        "one agent's recording ends → the next agent's microphone open",
+        handovers,
+        "ms",
+        Some(TARGET_HANDOVER_MS),
+    );
+    let _ = writeln!(
+        out,
+        "\n| event fan-out | events/s | publish → last reader, median / p95 / max ms | readers dropped | capture periods/s | capture overruns |\n|---|---|---|---|---|---|"
+    );
+    for f in [quiet, loaded] {
+        let _ = writeln!(
+            out,
+            "| {} subscribers | {:.0} | {} | {} | {:.1} | {} |",
+            f.subscribers,
+            f.events_per_second,
+            if f.delays.is_empty() {
+                "—".to_owned()
+            } else {
+                format!(
+                    "{:.0} / {:.0} / {:.0}",
+                    percentile(&f.delays, 0.5),
+                    percentile(&f.delays, 0.95),
+                    percentile(&f.delays, 1.0)
+                )
+            },
+            f.dropped,
+            f.periods_per_second,
+            f.overruns
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n| history write per utterance, ms | median | p95 | max | |\n|---|---|---|---|---|"
+    );
+    row(
+        &mut out,
+        "the row (SQLite, WAL, synchronous = FULL)",
+        plain,
+        "ms",
+        None,
+    );
+    row(
+        &mut out,
+        "the row and its 3 s of audio (`keep_audio`)",
+        audio,
+        "ms",
+        None,
+    );
+    out
+}
