@@ -67,7 +67,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Kind::Heard => "heard",
             Kind::Message => "message",
@@ -629,6 +629,30 @@ mod tests {
             })
             .unwrap();
         assert!(rows.iter().all(|c| c.text != "old"), "older than keep_days");
+    }
+
+    #[test]
+    fn a_state_directory_that_cannot_be_made_leaves_the_history_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, b"x").unwrap();
+        let history = History::open(&file.join("state"), settings(10)).unwrap();
+        assert!(
+            history.status().contains("in memory only"),
+            "{}",
+            history.status()
+        );
+        history
+            .add(row(Kind::Heard, Some("a"), "still kept", None))
+            .unwrap();
+        let (rows, _) = history
+            .list(&Query {
+                limit: 5,
+                ..Query::default()
+            })
+            .unwrap();
+        assert_eq!(rows[0].text, "still kept");
+        assert_eq!(rows[0].audio, None, "no directory for audio");
     }
 
     #[test]

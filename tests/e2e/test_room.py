@@ -25,6 +25,7 @@ from harness import HARK, Daemon, LineClient, response, status_of, wait_for
 AGENTS = {
     "agents.alpha": {"earcon": "high"},
     "agents.beta": {"voice": "espeak:en-us", "earcon": "low"},
+    "agents.gamma": {"rate": 2.0},
 }
 
 
@@ -261,6 +262,70 @@ def test_a_queue_at_its_bound_and_a_holder_past_its_time(start_daemon):
         x.close()
 
 
+def test_a_waiting_agent_that_leaves_leaves_the_queue(room):
+    a, b = client(room, "alpha"), client(room, "beta")
+    ta, oa = in_thread(call, a, "transcribe_voice", {"timeout_seconds": 20})
+    assert wait_for(lambda: status(room)["floor"]["holder"] is not None, 10)
+    tb, ob = in_thread(call, b, "transcribe_voice", {"timeout_seconds": 20})
+    assert wait_for(lambda: len(status(room)["floor"]["queue"]) == 1, 10)
+    hang_up(b)
+    assert wait_for(lambda: status(room)["floor"]["queue"] == [], 2), status(room)["floor"]
+    hang_up(a)
+    assert wait_for(lambda: status(room)["floor"]["holder"] is None, 2), status(room)["floor"]
+    ta.join(10)
+    tb.join(10)
+
+
+# ---- names -------------------------------------------------------------------------
+
+
+def test_agents_are_named_by_header_client_info_and_hark_connect(room):
+    host, port = room.http
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "generic-client", "version": "1"}}}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+               "x-hark-client": "kitchen-agent"}
+    with httpx.Client(timeout=10) as h:
+        r = h.post(room.url, json=init, headers=headers)
+        assert r.status_code == 200
+        headers = dict(headers, **{"mcp-session-id": r.headers["mcp-session-id"],
+                                    "mcp-protocol-version": "2025-06-18"})
+        h.post(room.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+        r = h.post(room.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                   "params": {"name": "get_status", "arguments": {}}}, headers=headers)
+        body = [json.loads(l[5:]) for l in r.text.splitlines() if l.startswith("data:") and l[5:].strip()]
+        names = [c["name"] for c in body[-1]["result"]["structuredContent"]["clients"]]
+        assert "kitchen-agent" in names and "generic-client" not in names, names
+        bad = h.post(room.url, json=init, headers=dict(headers, **{"x-hark-client": "x" * 65}))
+        assert bad.status_code == 400 and "X-Hark-Client" in bad.text
+    # The WebSocket upgrade's header names the connection.
+    from websockets.sync.client import connect
+    with connect(room.ws_url, subprotocols=["mcp"], additional_headers={"X-Hark-Client": "ws-agent"}) as ws:
+        ws.send(json.dumps(init))
+        json.loads(ws.recv())
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                            "params": {"name": "get_status", "arguments": {}}}))
+        names = [c["name"] for c in json.loads(ws.recv())["result"]["structuredContent"]["clients"]]
+        assert "ws-agent" in names, names
+    # hark connect --name, for stdio clients.
+    bridge = subprocess.Popen([str(HARK), "connect", "--name", "desk-agent", f"127.0.0.1:{room.tcp[1]}"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        bridge.stdin.write(json.dumps(init) + "\n")
+        bridge.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+        bridge.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                       "params": {"name": "get_status", "arguments": {}}}) + "\n")
+        bridge.stdin.flush()
+        lines = [json.loads(bridge.stdout.readline()) for _ in range(2)]
+        names = [c["name"] for c in lines[-1]["result"]["structuredContent"]["clients"]]
+        assert "desk-agent" in names and "generic-client" not in names, names
+    finally:
+        bridge.kill()
+        bridge.wait()
+    assert "client=kitchen-agent" in room.log(), "the logs name the agent"
+
+
 # ---- speech ------------------------------------------------------------------------
 
 
@@ -302,6 +367,53 @@ def test_each_agent_speaks_in_its_own_voice(room):
     r = call(a, "speak_text", {"text": "Alpha here.", "wait": True})["structuredContent"]
     a.close()
     assert r["voice"] == "en_US-joe-medium" and r["engine"] == "piper", r
+
+
+def test_each_agent_speaks_at_its_own_rate(room):
+    same = "The quick brown fox jumps over the lazy dog near the river bank."
+    seconds_of = {}
+    for name in ("alpha", "gamma"):
+        c = client(room, name)
+        seconds_of[name] = call(c, "speak_text", {"text": same, "wait": True})["structuredContent"]["seconds"]
+        c.close()
+    # gamma's rate is 2.0: about half as long.
+    assert seconds_of["gamma"] < 0.7 * seconds_of["alpha"], seconds_of
+
+
+def dominant_hz(samples, rate):
+    import numpy as np
+    spectrum = np.abs(np.fft.rfft(samples * np.hanning(len(samples))))
+    return float(np.fft.rfftfreq(len(samples), 1 / rate)[int(np.argmax(spectrum))])
+
+
+def first_sound(speaker, offset, rate=22050):
+    """The first 60 ms of sound written to the virtual speaker after byte
+    `offset` of its WAV file (16-bit mono)."""
+    import numpy as np
+    data = speaker.read_bytes()[offset:]
+    samples = np.frombuffer(data[: len(data) // 2 * 2], dtype="<i2").astype(np.float32) / 32768
+    loud = np.flatnonzero(np.abs(samples) > 0.05)
+    assert loud.size, "nothing was played"
+    start = int(loud[0])
+    return samples[start:start + int(rate * 0.06)]
+
+
+def test_each_agent_has_its_own_listening_chime(room):
+    speaker = room.tmp / "speaker.wav"
+    pitches = {}
+    for name in ("alpha", "beta", "delta"):
+        # The virtual card writes what it played a buffer later: let the
+        # last chime reach the file first.
+        time.sleep(0.6)
+        before = speaker.stat().st_size
+        c = client(room, name)
+        call(c, "transcribe_voice", {"timeout_seconds": 0.5})
+        c.close()
+        pitches[name] = dominant_hz(first_sound(speaker, before + (before % 2)), 22050)
+    # high: 990 Hz first; low: 440 Hz; an agent with no setting: 660 Hz.
+    assert abs(pitches["alpha"] - 990) < 40, pitches
+    assert abs(pitches["beta"] - 440) < 40, pitches
+    assert abs(pitches["delta"] - 660) < 40, pitches
 
 
 def test_a_converse_is_not_talked_over(room, tmp_path):

@@ -67,11 +67,11 @@ impl HarkServer {
                         format!(
                             "{} {} {}: {}",
                             c.at,
-                            serde_json::to_value(c.kind)
-                                .ok()
-                                .and_then(|k| k.as_str().map(str::to_owned))
-                                .unwrap_or_default(),
-                            c.agent.as_deref().unwrap_or("person"),
+                            c.kind.as_str(),
+                            c.agent.as_deref().unwrap_or(match c.kind {
+                                Kind::Spoken => "hark",
+                                _ => "person",
+                            }),
                             c.text
                         )
                     })
