@@ -300,3 +300,81 @@ def wait_for(predicate, timeout=10.0):
 def status_of(client: LineClient, id=99) -> dict:
     reply = client.call_tool("get_status", id=id)
     return reply["result"]["structuredContent"]
+
+
+# ---- shared by the conversation and room tests -------------------------------
+
+
+def words(text):
+    return set("".join(c.lower() if c.isalnum() else " " for c in text).split())
+
+
+def heard(text, expected):
+    """Most of the sentence's key words came through. These tests check
+    what reaches whom, not whisper tiny.en's accuracy on espeak-ng's voice
+    (docs/benchmarks.md): one word in three may be misheard."""
+    got = words(text)
+    return len(expected & got) >= max(1, len(expected) - len(expected) // 3)
+
+
+def speak(tmp_path, name, text):
+    """`text` spoken by espeak-ng, as a WAV file to inject."""
+    path = tmp_path / f"{name}.wav"
+    subprocess.run(["espeak-ng", "-w", str(path), text], check=True)
+    return path
+
+
+def seconds(wav):
+    import wave
+
+    with wave.open(str(wav)) as w:
+        return w.getnframes() / w.getframerate()
+
+
+def hark(daemon, *args, timeout=60):
+    """Runs the `hark` CLI against `daemon`; it must succeed."""
+    r = subprocess.run([str(HARK), "--config", str(daemon.config_path), *args],
+                       capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, (args, r.stdout, r.stderr)
+    return r
+
+
+def status(daemon):
+    """get_status over a connection of its own."""
+    c = LineClient.tcp(daemon, timeout=10)
+    c.initialize("watcher")
+    try:
+        return status_of(c)
+    finally:
+        c.close()
+
+
+def client(daemon, name, timeout=90.0):
+    c = LineClient.tcp(daemon, timeout=timeout)
+    c.initialize(name)
+    return c
+
+
+def call(c, tool, arguments, id=1):
+    """tools/call on a line client; the result."""
+    c.send({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}})
+    reply, _ = response(c, id)
+    return reply["result"]
+
+
+def in_thread(fn, *args):
+    """Runs `fn` on a thread; its value (or error) lands in the dict."""
+    import threading
+
+    out = {}
+
+    def run():
+        try:
+            out["value"] = fn(*args)
+        except Exception as e:  # reported by the test through `out`
+            out["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, out

@@ -15,44 +15,21 @@ import pytest
 from mcp import Client
 from mcp.types import Implementation
 
-from harness import HARK, Daemon, LineClient, response, status_of, wait_for
+from harness import (Daemon, LineClient, call, client, hark, heard, in_thread, response, seconds,
+                     speak, status, status_of, wait_for, words)
 
 ALIASES = {"agents.cursor": {"aliases": ["curser", "cursor"]},
            "agents.claude-code": {"aliases": ["claude", "clod", "cloud"]}}
 
 
-def words(text):
-    return set("".join(c.lower() if c.isalnum() else " " for c in text).split())
 
 
-def heard(text, expected):
-    """Most of the sentence's key words came through. These tests check
-    what reaches whom, not whisper tiny.en's accuracy on espeak-ng's voice
-    (docs/benchmarks.md): one word in three may be misheard."""
-    got = words(text)
-    return len(expected & got) >= max(1, len(expected) - len(expected) // 3)
 
 
-def speak(tmp_path, name, text):
-    path = tmp_path / f"{name}.wav"
-    subprocess.run(["espeak-ng", "-w", str(path), text], check=True)
-    return path
 
 
-def hark(daemon, *args, timeout=60):
-    r = subprocess.run([str(HARK), "--config", str(daemon.config_path), *args],
-                       capture_output=True, text=True, timeout=timeout)
-    assert r.returncode == 0, (args, r.stdout, r.stderr)
-    return r
 
 
-def status(daemon):
-    c = LineClient.tcp(daemon, timeout=10)
-    c.initialize("watcher")
-    try:
-        return status_of(c)
-    finally:
-        c.close()
 
 
 def lights(daemon):
@@ -64,31 +41,10 @@ def wait_lights(daemon, wanted, timeout=20):
     assert wait_for(lambda: lights(daemon) == wanted, timeout), (wanted, status(daemon)["subsystems"])
 
 
-def client(daemon, name, timeout=60.0):
-    c = LineClient.tcp(daemon, timeout=timeout)
-    c.initialize(name)
-    return c
 
 
-def call(c, tool, arguments, id):
-    c.send({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments}})
-    reply, _ = response(c, id)
-    return reply["result"]
 
 
-def in_thread(fn, *args):
-    out = {}
-
-    def run():
-        try:
-            out["value"] = fn(*args)
-        except Exception as e:  # reported by the test through `out`
-            out["error"] = e
-
-    t = threading.Thread(target=run)
-    t.start()
-    return t, out
 
 
 def drain(daemon, name):
@@ -103,9 +59,6 @@ def drain(daemon, name):
         c.close()
 
 
-def seconds(wav):
-    with wave.open(str(wav)) as w:
-        return w.getnframes() / w.getframerate()
 
 
 def person_says(daemon, wav, hold=False):

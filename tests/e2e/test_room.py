@@ -20,7 +20,8 @@ import pytest
 from mcp import Client
 from mcp.types import Implementation
 
-from harness import HARK, Daemon, LineClient, response, status_of, wait_for
+from harness import (HARK, Daemon, LineClient, call, client, hark, heard, in_thread, response,
+                     seconds, speak, status, status_of, wait_for, words)
 
 AGENTS = {
     "agents.alpha": {"earcon": "high"},
@@ -29,67 +30,22 @@ AGENTS = {
 }
 
 
-def words(text):
-    return set("".join(c.lower() if c.isalnum() else " " for c in text).split())
 
 
-def heard(text, expected):
-    got = words(text)
-    return len(expected & got) >= max(1, len(expected) - len(expected) // 3)
 
 
-def speak(tmp_path, name, text):
-    path = tmp_path / f"{name}.wav"
-    subprocess.run(["espeak-ng", "-w", str(path), text], check=True)
-    return path
 
 
-def seconds(wav):
-    with wave.open(str(wav)) as w:
-        return w.getnframes() / w.getframerate()
 
 
-def hark(daemon, *args, timeout=60):
-    r = subprocess.run([str(HARK), "--config", str(daemon.config_path), *args],
-                       capture_output=True, text=True, timeout=timeout)
-    assert r.returncode == 0, (args, r.stdout, r.stderr)
-    return r
 
 
-def status(daemon):
-    c = LineClient.tcp(daemon, timeout=10)
-    c.initialize("watcher")
-    try:
-        return status_of(c)
-    finally:
-        c.close()
 
 
-def client(daemon, name, timeout=90.0):
-    c = LineClient.tcp(daemon, timeout=timeout)
-    c.initialize(name)
-    return c
 
 
-def call(c, tool, arguments, id=1):
-    c.send({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments}})
-    reply, _ = response(c, id)
-    return reply["result"]
 
 
-def in_thread(fn, *args):
-    out = {}
-
-    def run():
-        try:
-            out["value"] = fn(*args)
-        except Exception as e:  # reported through `out`
-            out["error"] = e
-
-    t = threading.Thread(target=run)
-    t.start()
-    return t, out
 
 
 def joined(t, out, timeout=90):
@@ -126,6 +82,13 @@ class Events:
         assert wait_for(lambda: self.response is not None, 10)
 
     def read(self, http):
+        try:
+            self.stream(http)
+        except httpx.HTTPError:
+            # The daemon stopped (or dropped this reader): the stream ends.
+            pass
+
+    def stream(self, http):
         host, port = http
         with httpx.Client(timeout=None) as h:
             with h.stream("GET", f"http://{host}:{port}/events") as r:

@@ -172,6 +172,18 @@ impl Daemon {
         self.dir.join("run").join("mcp.sock")
     }
 
+    /// The times of the lines in the daemon's log since `after` that
+    /// contain `needle` (its timestamps are the wall clock's, in µs).
+    pub fn logged(&self, needle: &str, after: std::time::SystemTime) -> Vec<std::time::SystemTime> {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        log.lines()
+            .filter(|l| l.contains(needle))
+            .filter_map(|l| l.split_whitespace().next())
+            .filter_map(|t| humantime::parse_rfc3339(t).ok())
+            .filter(|t| *t >= after)
+            .collect()
+    }
+
     /// Waits until speech to text has its model loaded.
     pub fn wait_stt(&self, rpc: &mut Rpc) -> anyhow::Result<String> {
         let started = Instant::now();
@@ -317,6 +329,27 @@ impl Rpc {
 
     pub fn call(&mut self, tool: &str, arguments: Value) -> anyhow::Result<Value> {
         self.request("tools/call", json!({"name": tool, "arguments": arguments}))
+    }
+
+    /// Polls `get_status` until its structured content satisfies `done`;
+    /// returns it.
+    pub fn wait_status(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> anyhow::Result<Value> {
+        let started = Instant::now();
+        loop {
+            let now = self.call("get_status", json!({}))?["structuredContent"].take();
+            if done(&now) {
+                return Ok(now);
+            }
+            if started.elapsed() > timeout {
+                bail!("{what} did not happen within {timeout:?}: {now}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
 

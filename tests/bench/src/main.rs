@@ -23,6 +23,7 @@
 mod audio;
 mod client;
 mod daemon;
+mod figures;
 mod load;
 mod person;
 mod procfs;

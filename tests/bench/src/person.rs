@@ -38,6 +38,7 @@ use serde_json::{Value, json};
 use crate::{
     Scratch,
     daemon::{self, Daemon, Rpc},
+    figures::{ms, row},
     tidy,
 };
 
@@ -164,7 +165,7 @@ pub fn main(args: PersonArgs) -> anyhow::Result<()> {
 }
 
 fn lights(status: &Value) -> &str {
-    status["structuredContent"]["subsystems"]["board"]
+    status["subsystems"]["board"]
         .as_str()
         .and_then(|b| b.split("lights: ").nth(1))
         .and_then(|l| l.split(';').next())
@@ -175,48 +176,12 @@ fn size(path: &Path) -> u64 {
     std::fs::metadata(path).map_or(0, |m| m.len())
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-/// Waits (polling) until `get_status` satisfies `done`.
-fn wait_status(
-    status: &mut Rpc,
-    what: &str,
-    timeout: Duration,
-    done: impl Fn(&Value) -> bool,
-) -> anyhow::Result<()> {
-    let started = Instant::now();
-    loop {
-        let now = status.call("get_status", json!({}))?;
-        if done(&now) {
-            return Ok(());
-        }
-        if started.elapsed() > timeout {
-            bail!("{what} did not happen within {timeout:?}: {now}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn quiet(status: &mut Rpc) -> anyhow::Result<()> {
-    wait_status(
-        status,
-        "the appliance going quiet",
-        Duration::from_secs(30),
-        |s| lights(s) == "idle" && s["structuredContent"]["speaking"] == false,
-    )
-}
-
-/// The time of the first line after `after` in the daemon's log that
-/// contains `needle`.
-fn logged(daemon: &Daemon, needle: &str, after: SystemTime) -> Option<SystemTime> {
-    let log = std::fs::read_to_string(&daemon.log).ok()?;
-    log.lines()
-        .filter(|l| l.contains(needle))
-        .filter_map(|l| l.split_whitespace().next())
-        .filter_map(|t| humantime::parse_rfc3339(t).ok())
-        .find(|t| *t >= after)
+    status
+        .wait_status("the appliance going quiet", Duration::from_secs(30), |s| {
+            lights(s) == "idle" && s["speaking"] == false
+        })
+        .map(|_| ())
 }
 
 fn press(
@@ -238,7 +203,7 @@ fn press(
         }
         if lights_seen.is_none() {
             let now = status.call("get_status", json!({}))?;
-            if lights(&now) == "listening" {
+            if lights(&now["structuredContent"]) == "listening" {
                 lights_seen = Some(ms(at.elapsed()));
             }
         }
@@ -249,9 +214,10 @@ fn press(
     // A tap: the recording waits for speech, hears none, and closes.
     board.request("hark/board", json!({"button": "release"}))?;
     let since = |t: Option<SystemTime>| t.and_then(|t| t.duration_since(wall).ok()).map(ms);
-    let debounced = since(logged(daemon, "board event event=Button(Press)", wall));
-    let lights_set = since(logged(daemon, "lights status=listening", wall));
-    let chime_written = since(logged(daemon, "Speaker { playing: true }", wall));
+    let first = |needle: &str| daemon.logged(needle, wall).first().copied();
+    let debounced = since(first("board event event=Button(Press)"));
+    let lights_set = since(first("lights status=listening"));
+    let chime_written = since(first("Speaker { playing: true }"));
     Ok(Press {
         debounced,
         lights_set,
@@ -273,18 +239,15 @@ fn deliver(
         "tools/call",
         json!({"name": "wait_for_person", "arguments": {"timeout_seconds": 60}}),
     )?;
-    wait_status(status, "the agent waiting", Duration::from_secs(10), |s| {
-        s["structuredContent"]["subsystems"]["inbox"]
+    status.wait_status("the agent waiting", Duration::from_secs(10), |s| {
+        s["subsystems"]["inbox"]
             .as_str()
             .is_some_and(|i| i.contains("1 agent(s) waiting"))
     })?;
     board.request("hark/board", json!({"button": "press"}))?;
-    wait_status(
-        status,
-        "the chime after the press",
-        Duration::from_secs(5),
-        |s| lights(s) == "listening" && s["structuredContent"]["speaking"] == false,
-    )?;
+    status.wait_status("the chime after the press", Duration::from_secs(5), |s| {
+        lights(s) == "listening" && s["speaking"] == false
+    })?;
     let clip = hound::WavReader::open(wav)
         .map(|r| r.duration() as f64 / f64::from(r.spec().sample_rate))
         .with_context(|| format!("cannot read {}", wav.display()))?;
@@ -320,34 +283,6 @@ fn deliver(
     })
 }
 
-fn percentile(values: &[f64], p: f64) -> f64 {
-    let mut v: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let rank = (p * (v.len() - 1) as f64).round() as usize;
-    v[rank.min(v.len() - 1)]
-}
-
-fn row(out: &mut String, what: &str, values: &[f64], target: Option<f64>) {
-    let (median, p95, max) = (
-        percentile(values, 0.5),
-        percentile(values, 0.95),
-        percentile(values, 1.0),
-    );
-    let verdict = match target {
-        Some(t) if max <= t => format!("≤ {t:.0} ms: met (max)"),
-        Some(t) if p95 <= t => format!("≤ {t:.0} ms: met at p95, not at max"),
-        Some(t) => format!("≤ {t:.0} ms: **not met**"),
-        None => String::new(),
-    };
-    let _ = writeln!(
-        out,
-        "| {what} | {median:.1} | {p95:.1} | {max:.1} | {verdict} |"
-    );
-}
-
 fn report(presses: &[Press], deliveries: &[Delivery], args: &PersonArgs) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -371,30 +306,35 @@ fn report(presses: &[Press], deliveries: &[Delivery], args: &PersonArgs) -> Stri
         &mut out,
         "debounced press (`board.debounce_ms` = 30)",
         &pick(|p| p.debounced),
+        1,
         None,
     );
     row(
         &mut out,
         "listening light set (daemon's log)",
         &pick(|p| p.lights_set),
+        1,
         None,
     );
     row(
         &mut out,
         "listening light in `get_status`",
         &pick(|p| Some(p.lights_seen)),
+        1,
         Some(TARGET_PRESS_MS),
     );
     row(
         &mut out,
         "chime's first period written to ALSA (daemon's log)",
         &pick(|p| p.chime_written),
+        1,
         Some(TARGET_PRESS_MS),
     );
     row(
         &mut out,
         "chime's first samples in the virtual speaker's WAV",
         &pick(|p| Some(p.chime)),
+        1,
         None,
     );
     let after_debounce: Vec<f64> = presses
@@ -405,6 +345,7 @@ fn report(presses: &[Press], deliveries: &[Delivery], args: &PersonArgs) -> Stri
         &mut out,
         "debounced press → light set",
         &after_debounce,
+        1,
         None,
     );
     let _ = writeln!(
@@ -417,12 +358,14 @@ fn report(presses: &[Press], deliveries: &[Delivery], args: &PersonArgs) -> Stri
         &mut out,
         "end of transcription → the waiting agent",
         &delivery,
+        1,
         Some(TARGET_DELIVERY_MS),
     );
     row(
         &mut out,
         "end of the spoken sentence → the waiting agent",
         &turn,
+        1,
         None,
     );
     let heard: std::collections::BTreeSet<&str> =

@@ -43,6 +43,7 @@ use serde_json::{Value, json};
 use crate::{
     Scratch,
     daemon::{self, Daemon, Rpc},
+    figures::{ms, percentile, row},
     tidy,
 };
 
@@ -66,37 +67,6 @@ pub struct RoomArgs {
     /// The model store with tiny.en q8_0 (made by `tests/run`).
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.models/store"))]
     models_dir: PathBuf,
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn percentile(values: &[f64], p: f64) -> f64 {
-    let mut v: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    v[((p * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)]
-}
-
-fn row(out: &mut String, what: &str, values: &[f64], unit: &str, target: Option<f64>) {
-    let (median, p95, max) = (
-        percentile(values, 0.5),
-        percentile(values, 0.95),
-        percentile(values, 1.0),
-    );
-    let verdict = match target {
-        Some(t) if max <= t => format!("≤ {t:.0} {unit}: met (max)"),
-        Some(t) if p95 <= t => format!("≤ {t:.0} {unit}: met at p95, not at max"),
-        Some(t) => format!("≤ {t:.0} {unit}: **not met**"),
-        None => String::new(),
-    };
-    let _ = writeln!(
-        out,
-        "| {what} | {median:.2} | {p95:.2} | {max:.2} | {verdict} |"
-    );
 }
 
 pub fn main(args: RoomArgs) -> anyhow::Result<()> {
@@ -163,40 +133,9 @@ pub fn main(args: RoomArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The times in the daemon's log of the lines after `after` containing
-/// `needle`.
-fn logged(daemon: &Daemon, needle: &str, after: SystemTime) -> Vec<SystemTime> {
-    let log = std::fs::read_to_string(&daemon.log).unwrap_or_default();
-    log.lines()
-        .filter(|l| l.contains(needle))
-        .filter_map(|l| l.split_whitespace().next())
-        .filter_map(|t| humantime::parse_rfc3339(t).ok())
-        .filter(|t| *t >= after)
-        .collect()
-}
-
-fn wait_status(
-    status: &mut Rpc,
-    what: &str,
-    timeout: Duration,
-    done: impl Fn(&Value) -> bool,
-) -> anyhow::Result<Value> {
-    let started = Instant::now();
-    loop {
-        let now = status.call("get_status", json!({}))?;
-        if done(&now["structuredContent"]) {
-            return Ok(now);
-        }
-        if started.elapsed() > timeout {
-            bail!("{what} did not happen within {timeout:?}: {now}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// One hand-over: ms from the first recording's end to the second's start.
 fn handover(daemon: &Daemon, status: &mut Rpc, wav: &Path) -> anyhow::Result<f64> {
-    wait_status(status, "a free floor", Duration::from_secs(30), |s| {
+    status.wait_status("a free floor", Duration::from_secs(30), |s| {
         s["floor"]["holder"].is_null() && s["recording"] == false && s["speaking"] == false
     })?;
     let wall = SystemTime::now();
@@ -206,17 +145,14 @@ fn handover(daemon: &Daemon, status: &mut Rpc, wav: &Path) -> anyhow::Result<f64
         "tools/call",
         json!({"name": "transcribe_voice", "arguments": {"timeout_seconds": 30}}),
     )?;
-    wait_status(
-        status,
-        "alpha holding the floor",
-        Duration::from_secs(10),
-        |s| s["floor"]["holder"]["who"] == "alpha",
-    )?;
+    status.wait_status("alpha holding the floor", Duration::from_secs(10), |s| {
+        s["floor"]["holder"]["who"] == "alpha"
+    })?;
     let _ = second.start(
         "tools/call",
         json!({"name": "transcribe_voice", "arguments": {"timeout_seconds": 60}}),
     )?;
-    wait_status(status, "beta waiting", Duration::from_secs(10), |s| {
+    status.wait_status("beta waiting", Duration::from_secs(10), |s| {
         s["floor"]["queue"].as_array().is_some_and(|q| q.len() == 1)
             && s["recording"] == true
             && s["speaking"] == false
@@ -231,12 +167,12 @@ fn handover(daemon: &Daemon, status: &mut Rpc, wav: &Path) -> anyhow::Result<f64
     first.answer(a)?;
     // Beta's microphone opened; it has no more to do: leaving releases it.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while logged(daemon, "ListeningStarted", wall).len() < 2 && Instant::now() < deadline {
+    while daemon.logged("ListeningStarted", wall).len() < 2 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     drop(second);
-    let ended = logged(daemon, "ListeningEnded", wall);
-    let started = logged(daemon, "ListeningStarted", wall);
+    let ended = daemon.logged("ListeningEnded", wall);
+    let started = daemon.logged("ListeningStarted", wall);
     // alpha's recording ended first; beta's started after it.
     let (Some(end), Some(start)) = (ended.first(), started.get(1)) else {
         bail!("the log lacks the recordings' events ({ended:?}, {started:?})");
@@ -304,11 +240,11 @@ fn fanout(
         }));
     }
     if subscribers > 0 {
-        wait_status(status, "the subscribers", Duration::from_secs(10), |s| {
+        status.wait_status("the subscribers", Duration::from_secs(10), |s| {
             s["events"]["clients"].as_u64() == Some(subscribers as u64)
         })?;
     }
-    let before = status.call("get_status", json!({}))?["structuredContent"].clone();
+    let before = status.wait_status("a reading", Duration::ZERO, |_| true)?;
     let mut hand = Rpc::unix(&daemon.unix(), "hark-bench hand")?;
     let started = Instant::now();
     let mut moves = 0u64;
@@ -319,7 +255,7 @@ fn fanout(
     }
     hand.request("hark/board", json!({"mute": false}))?;
     let elapsed = started.elapsed();
-    let after = status.call("get_status", json!({}))?["structuredContent"].clone();
+    let after = status.wait_status("a reading", Duration::ZERO, |_| true)?;
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, Ordering::Relaxed);
     for reader in readers {
@@ -422,7 +358,7 @@ fn report(
         &mut out,
         "one agent's recording ends → the next agent's microphone open",
         handovers,
-        "ms",
+        2,
         Some(TARGET_HANDOVER_MS),
     );
     let _ = writeln!(
@@ -458,14 +394,14 @@ fn report(
         &mut out,
         "the row (SQLite, WAL, synchronous = FULL)",
         plain,
-        "ms",
+        2,
         None,
     );
     row(
         &mut out,
         "the row and its 3 s of audio (`keep_audio`)",
         audio,
-        "ms",
+        2,
         None,
     );
     out
