@@ -52,6 +52,32 @@ pub fn config(dir: &Path, models_dir: &Path, extra: &[String]) -> String {
     config
 }
 
+/// Starts `binary` on the virtual card in `dir` with the tiny.en q8_0 from
+/// `models_dir`, the log at `log_level`, then `extra`; waits for the model
+/// and returns the daemon and a `get_status` client.
+pub fn start_listening(
+    binary: &Path,
+    models_dir: &Path,
+    dir: &Path,
+    log_level: &str,
+    extra: &[String],
+) -> anyhow::Result<(Daemon, Rpc)> {
+    anyhow::ensure!(
+        models_dir.join("ggml-tiny.en-q8_0.bin").is_file(),
+        "no tiny.en q8_0 in {} (`tests/run` makes it with appliance/setup-models, or pass --models-dir)",
+        models_dir.display()
+    );
+    std::fs::create_dir_all(dir)?;
+    let config = config(dir, models_dir, extra).replace(
+        "log_level = \"info\"",
+        &format!("log_level = {}", Value::String(log_level.to_owned())),
+    );
+    let daemon = Daemon::start(binary, dir, &config)?;
+    let mut status = Rpc::tcp(daemon.tcp, "hark-bench watcher")?;
+    daemon.wait_stt(&mut status)?;
+    Ok((daemon, status))
+}
+
 /// A path as a TOML basic string (JSON's escapes are TOML's).
 pub fn toml_str(path: &Path) -> String {
     Value::String(path.display().to_string()).to_string()

@@ -93,15 +93,8 @@ pub fn main(args: PersonArgs) -> anyhow::Result<()> {
         args.presses > 0 && args.messages > 0,
         "--presses and --messages must be at least 1"
     );
-    let models_dir = tidy(&args.models_dir);
-    anyhow::ensure!(
-        models_dir.join("ggml-tiny.en-q8_0.bin").is_file(),
-        "no tiny.en q8_0 in {} (`tests/run` makes it with appliance/setup-models, or pass --models-dir)",
-        models_dir.display()
-    );
     let scratch = Scratch::new()?;
     let dir = scratch.0.join("daemon");
-    std::fs::create_dir_all(&dir)?;
     let extra = [
         // Nothing needs a voice: the chime is the player's own.
         "[tts]".to_owned(),
@@ -109,14 +102,13 @@ pub fn main(args: PersonArgs) -> anyhow::Result<()> {
         "[inbox]".to_owned(),
         "listen_seconds = 1.0".to_owned(),
     ];
-    let config = daemon::config(&dir, &models_dir, &extra).replace(
-        "log_level = \"info\"",
-        "log_level = \"info,hark::board=debug,hark::events=debug\"",
-    );
-    let binary = tidy(&args.hark);
-    let daemon = Daemon::start(&binary, &dir, &config)?;
-    let mut status = Rpc::tcp(daemon.tcp, "hark-bench watcher")?;
-    daemon.wait_stt(&mut status)?;
+    let (daemon, mut status) = daemon::start_listening(
+        &tidy(&args.hark),
+        &tidy(&args.models_dir),
+        &dir,
+        "info,hark::board=debug,hark::events=debug",
+        &extra,
+    )?;
     let mut board = Rpc::unix(&daemon.unix(), "hark-bench hand")?;
     let speaker = dir.join("speaker.wav");
 

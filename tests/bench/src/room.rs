@@ -70,32 +70,25 @@ pub struct RoomArgs {
 }
 
 pub fn main(args: RoomArgs) -> anyhow::Result<()> {
-    let models_dir = tidy(&args.models_dir);
-    anyhow::ensure!(
-        models_dir.join("ggml-tiny.en-q8_0.bin").is_file(),
-        "no tiny.en q8_0 in {} (`tests/run` makes it, or pass --models-dir)",
-        models_dir.display()
-    );
     let scratch = Scratch::new()?;
     let dir = scratch.0.join("daemon");
-    std::fs::create_dir_all(&dir)?;
     let extra = [
+        // The subscribers and the bench's own clients.
+        "[mcp]".to_owned(),
+        "max_connections = 64".to_owned(),
         "[tts]".to_owned(),
         "enabled = false".to_owned(),
         // The mute switch makes an event every time it moves.
         "[board]".to_owned(),
         "debounce_ms = 1".to_owned(),
     ];
-    let config = daemon::config(&dir, &models_dir, &extra)
-        .replace(
-            "log_level = \"info\"",
-            "log_level = \"info,hark::events=debug\"",
-        )
-        // The subscribers and the bench's own clients.
-        .replace("[mcp.tcp]", "[mcp]\nmax_connections = 64\n[mcp.tcp]");
-    let daemon = Daemon::start(&tidy(&args.hark), &dir, &config)?;
-    let mut status = Rpc::tcp(daemon.tcp, "hark-bench watcher")?;
-    daemon.wait_stt(&mut status)?;
+    let (daemon, mut status) = daemon::start_listening(
+        &tidy(&args.hark),
+        &tidy(&args.models_dir),
+        &dir,
+        "info,hark::events=debug",
+        &extra,
+    )?;
 
     eprintln!("[room] {} floor hand-overs", args.handovers);
     let wav = dir.join("sentence.wav");
