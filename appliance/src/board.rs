@@ -30,7 +30,12 @@ use hark_board::{
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::{config::Config, events::Event, state::ApplianceState};
+use crate::{
+    config::Config,
+    events::{Button, Event, Events},
+    state::ApplianceState,
+    words::Answer,
+};
 
 /// The running board and the task serving it.
 pub struct BoardService {
@@ -57,6 +62,7 @@ impl BoardService {
         };
         tracing::info!(board = %board.describe(), "board ready");
         let events = board.take_events();
+        state.has_button.store(events.is_some(), Ordering::Release);
         let board = Arc::new(board);
         let shown = Arc::new(Mutex::new(Status::Idle));
         {
@@ -209,7 +215,10 @@ async fn serve(
             event = next_event(&mut events) => match event {
                 Some(event) => handle(event, &state),
                 // The board's contacts are gone; the lights still follow.
-                None => events = None,
+                None => {
+                    events = None;
+                    state.has_button.store(false, Ordering::Release);
+                }
             },
             changed = now.changed() => if changed.is_err() { break },
         }
@@ -279,6 +288,9 @@ fn pressed(state: &Arc<ApplianceState>) {
     }
     if !recorders.is_empty() {
         tracing::info!(recordings = recorders.len(), "push-to-talk: recording held");
+    } else if !state.bus.snapshot().pairing.is_empty() {
+        // The press answers the pairing that waits for it.
+        tracing::info!("button pressed: it answers the pairing");
     } else if !state.floor().held_by_agent() && !speech {
         // Nobody is listening: the person starts a conversation.
         crate::person::pressed(state);
@@ -378,12 +390,96 @@ pub async fn control(
     Ok(serde_json::json!({ "muted": board.muted() }))
 }
 
+/// The button as an answer (`confirm`, a pairing): a press that comes up
+/// before it is long is yes; one held long is no (at once, while still
+/// down).
+#[derive(Debug, Default)]
+pub struct ButtonAnswer {
+    down: bool,
+    long: bool,
+}
+
+impl ButtonAnswer {
+    /// Whether the button is down now (pressed since the answer was
+    /// awaited).
+    pub fn down(&self) -> bool {
+        self.down
+    }
+
+    pub fn feed(&mut self, event: &Event) -> Option<Answer> {
+        let Event::Button { action } = event else {
+            return None;
+        };
+        match action {
+            Button::Press => {
+                (self.down, self.long) = (true, false);
+                None
+            }
+            Button::LongPress if self.down => {
+                self.long = true;
+                Some(Answer::No)
+            }
+            Button::Release if self.down && !self.long => {
+                self.down = false;
+                Some(Answer::Yes)
+            }
+            Button::Release => {
+                self.down = false;
+                None
+            }
+            Button::LongPress | Button::DoublePress => None,
+        }
+    }
+
+    /// An answer already given by what `events` has received.
+    pub fn drain(&mut self, events: &mut Events) -> Option<Answer> {
+        crate::events::received(events).find_map(|event| self.feed(&event.event))
+    }
+
+    /// The next answer the button gives.
+    pub async fn next(&mut self, events: &mut Events) -> Answer {
+        loop {
+            match crate::events::next(events, "button answer").await {
+                Some(event) => {
+                    if let Some(answer) = self.feed(&event.event) {
+                        return answer;
+                    }
+                }
+                None => std::future::pending::<()>().await,
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use hark_audio::config::CaptureConfig;
     use hark_board::detect::AlsaCard;
 
     use super::*;
+
+    fn press(action: Button) -> Event {
+        Event::Button { action }
+    }
+
+    #[test]
+    fn a_short_press_is_yes_and_a_long_press_no() {
+        let mut b = ButtonAnswer::default();
+        assert_eq!(b.feed(&press(Button::Press)), None);
+        assert_eq!(b.feed(&press(Button::Release)), Some(Answer::Yes));
+        let mut b = ButtonAnswer::default();
+        assert_eq!(b.feed(&press(Button::Press)), None);
+        assert_eq!(b.feed(&press(Button::LongPress)), Some(Answer::No));
+        assert_eq!(
+            b.feed(&press(Button::Release)),
+            None,
+            "its release is no second answer"
+        );
+        // A release whose press came before the question is nothing.
+        let mut b = ButtonAnswer::default();
+        assert_eq!(b.feed(&press(Button::Release)), None);
+        assert_eq!(b.feed(&Event::Mute { on: true }), None);
+    }
 
     fn machine(id: &str, name: &str) -> Machine {
         Machine {

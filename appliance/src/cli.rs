@@ -22,6 +22,10 @@ pub struct Cli {
         value_name = "FILE"
     )]
     pub config: Option<PathBuf>,
+    /// The token to present to an appliance on another host (`hark token
+    /// create` makes one); not needed on the appliance itself.
+    #[arg(long, global = true, env = "HARK_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -114,6 +118,30 @@ pub enum Command {
         #[arg(value_enum)]
         state: OnOff,
     },
+    /// Pair this machine's agents with an appliance: it asks the person
+    /// aloud, and a short press of its button within a minute makes a
+    /// token, kept here for `hark connect` and printed with the lines to
+    /// use it in Claude Code, Cursor, Codex and the Python SDK.
+    Pair {
+        /// The appliance, HOST or HOST:PORT of its raw TCP transport.
+        #[arg(default_value = "127.0.0.1")]
+        host: String,
+        /// The agent's name on the appliance (said aloud when it asks;
+        /// default: this machine's host name).
+        #[arg(long)]
+        name: Option<String>,
+        /// What it may do: listen, speak, files, admin, comma-separated
+        /// [default: listen,speak]. admin is said aloud.
+        #[arg(long)]
+        scopes: Option<String>,
+        /// Print the result (with the token) as JSON, and keep nothing.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Tokens for agents on other hosts: make, list and revoke them (on
+    /// the appliance, over its Unix socket).
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -123,6 +151,33 @@ pub enum Command {
     /// Piper voices for text to speech.
     #[command(subcommand)]
     Voices(VoicesCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Make a token for an agent, printed once: it is kept only as a hash.
+    Create {
+        /// The agent's name on the appliance (what the person calls it).
+        name: String,
+        /// What it may do: listen, speak, files, admin (comma-separated),
+        /// or all.
+        #[arg(long, default_value = "listen,speak")]
+        scopes: String,
+        /// Replace (and revoke) a token of the same name.
+        #[arg(long)]
+        replace: bool,
+        /// Print the token and its record as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the tokens: name, scopes, made, last used and from where.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a token: its agent is refused from its next request on, and
+    /// its calls in flight end.
+    Revoke { name: String },
 }
 
 #[derive(Debug, Subcommand)]

@@ -93,6 +93,8 @@ pub enum ClientError {
     Timeout { target: String, seconds: u64 },
     #[error("MCP session with {target} failed: {reason}")]
     Mcp { target: String, reason: String },
+    #[error("Hark at {target} refused: {reason}")]
+    Refused { target: String, reason: String },
     #[error("stdio: {0}")]
     Stdio(#[from] std::io::Error),
 }
@@ -120,6 +122,7 @@ const STATUS_TIMEOUT: Duration = Duration::from_secs(10);
 /// content; a tool error becomes an error carrying the tool's message.
 async fn call_one(
     target: &str,
+    token: Option<&str>,
     tool: &'static str,
     arguments: serde_json::Map<String, Value>,
 ) -> Result<Value, ClientError> {
@@ -137,6 +140,21 @@ async fn call_one(
         .serve(stream)
         .await
         .map_err(|e| mcp_err(e.to_string()))?;
+    if let Some(token) = token {
+        let reply = client
+            .send_request(ClientRequest::CustomRequest(CustomRequest::new(
+                crate::mcp::server::AUTH_METHOD,
+                Some(json!({ "token": token })),
+            )))
+            .await;
+        if let Err(e) = reply {
+            let _ = client.cancel().await;
+            return Err(mcp_err(format!(
+                "the token was refused: {}",
+                service_error_text(e)
+            )));
+        }
+    }
     let result = client
         .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
         .await
@@ -157,18 +175,29 @@ async fn call_one(
 
 /// Calls `transcribe_voice` on the appliance (no time limit of its own: the
 /// tool ends on end of speech or its timeout).
-pub async fn listen(target: &str, timeout: Option<f64>) -> Result<Value, ClientError> {
+pub async fn listen(
+    target: &str,
+    token: Option<&str>,
+    timeout: Option<f64>,
+) -> Result<Value, ClientError> {
     let mut arguments = serde_json::Map::new();
     if let Some(t) = timeout {
         arguments.insert("timeout_seconds".into(), json!(t));
     }
-    call_one(&with_default_port(target), "transcribe_voice", arguments).await
+    call_one(
+        &with_default_port(target),
+        token,
+        "transcribe_voice",
+        arguments,
+    )
+    .await
 }
 
 /// Calls `speak_text` and waits until the appliance has said it, or with
 /// `out` calls `synthesize_speech` and writes the WAV file it returns.
 pub async fn say(
     target: &str,
+    token: Option<&str>,
     text: &str,
     voice: Option<&str>,
     rate: Option<f64>,
@@ -185,9 +214,9 @@ pub async fn say(
     let target = with_default_port(target);
     let Some(out) = out else {
         arguments.insert("wait".into(), json!(true));
-        return call_one(&target, "speak_text", arguments).await;
+        return call_one(&target, token, "speak_text", arguments).await;
     };
-    let mut result = call_one(&target, "synthesize_speech", arguments).await?;
+    let mut result = call_one(&target, token, "synthesize_speech", arguments).await?;
     let bad = |reason: String| ClientError::Mcp {
         target: target.clone(),
         reason,
@@ -205,17 +234,95 @@ pub async fn say(
 }
 
 /// Calls `get_status` and returns its structured content.
-pub async fn status(target: &str) -> Result<Value, ClientError> {
+pub async fn status(target: &str, token: Option<&str>) -> Result<Value, ClientError> {
     let target = with_default_port(target);
     tokio::time::timeout(
         STATUS_TIMEOUT,
-        call_one(&target, "get_status", serde_json::Map::new()),
+        call_one(&target, token, "get_status", serde_json::Map::new()),
     )
     .await
     .map_err(|_| ClientError::Timeout {
         target: target.clone(),
         seconds: STATUS_TIMEOUT.as_secs(),
     })?
+}
+
+/// Asks the appliance at `target` to pair (`hark pair`): waits while the
+/// person decides at the button, and returns `hark/pair`'s result.
+pub async fn pair(target: &str, name: &str, scopes: Option<&str>) -> Result<Value, ClientError> {
+    let target = with_default_port(target);
+    let stream = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(&target))
+        .await
+        .map_err(|_| ClientError::Timeout {
+            target: target.clone(),
+            seconds: 10,
+        })?
+        .map_err(|source| ClientError::Connect {
+            target: target.clone(),
+            source,
+        })?;
+    let mut params = json!({ "name": name });
+    if let Some(scopes) = scopes {
+        params["scopes"] = json!(scopes);
+    }
+    custom_request(stream, &target, crate::mcp::server::PAIR_METHOD, params).await
+}
+
+/// What `hark pair` prints once paired: the token, and how to use it in
+/// the usual clients.
+pub fn format_paired(host: &str, result: &Value, saved_to: Option<&std::path::Path>) -> String {
+    let token = result["token"].as_str().unwrap_or("?");
+    let name = result["name"].as_str().unwrap_or("?");
+    let scopes: Vec<&str> = result["scopes"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let http = result["http_port"].as_u64().unwrap_or(7341);
+    let tcp = result["tcp_port"].as_u64().unwrap_or(DEFAULT_PORT.into());
+    let host = crate::saved::host_key(host);
+    let url_host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.clone()
+    };
+    let url = format!("http://{url_host}:{http}/mcp");
+    let stdio_target = if tcp == u64::from(DEFAULT_PORT) {
+        host.clone()
+    } else {
+        format!("{url_host}:{tcp}")
+    };
+    let mut out = format!(
+        "Paired with Hark at {host} as `{name}` ({}){}.
+
+The token, shown only now (Hark keeps only its hash):
+
+  {token}
+
+",
+        scopes.join(", "),
+        if result["replaced"].as_bool() == Some(true) {
+            "; the earlier token of that name no longer works"
+        } else {
+            ""
+        }
+    );
+    if let Some(path) = saved_to {
+        out.push_str(&format!(
+            "Kept in {} for `hark connect {stdio_target}`, `hark status --host {stdio_target}` and the others.
+
+",
+            path.display()
+        ));
+    }
+    out.push_str(&format!(
+        "Claude Code:
+  claude mcp add --transport http hark {url} --header \"Authorization: Bearer {token}\"\n\n\
+         Cursor (~/.cursor/mcp.json):\n  {{\"mcpServers\": {{\"hark\": {{\"url\": \"{url}\", \"headers\": {{\"Authorization\": \"Bearer {token}\"}}}}}}}}\n\n\
+         Codex (~/.codex/config.toml; export HARK_TOKEN={token} where Codex runs):\n  [mcp_servers.hark]\n  url = \"{url}\"\n  bearer_token_env_var = \"HARK_TOKEN\"\n\n\
+         Claude Desktop and other stdio clients (uses the kept token):\n  {{\"mcpServers\": {{\"hark\": {{\"command\": \"hark\", \"args\": [\"connect\", \"{stdio_target}\"]}}}}}}\n\n\
+         Python (the official MCP SDK, `pip install mcp`):\n  import httpx2\n  from mcp import Client\n  from mcp.client.streamable_http import streamable_http_client\n  http = httpx2.AsyncClient(headers={{\"Authorization\": \"Bearer {token}\"}})\n  async with http, Client(streamable_http_client(\"{url}\", http_client=http)) as hark:\n      print(await hark.call_tool(\"get_status\", {{}}))\n"
+    ));
+    out
 }
 
 /// The status as a person reads it.
@@ -265,10 +372,78 @@ pub fn format_status(target: &str, status: &Value) -> String {
     out
 }
 
+/// What `hark token …` prints.
+pub fn format_tokens(command: &crate::cli::TokenCommand, result: &Value) -> String {
+    use crate::cli::TokenCommand;
+    let scopes = |v: &Value| {
+        v["scopes"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default()
+    };
+    match command {
+        TokenCommand::Create { .. } => {
+            let info = &result["info"];
+            let token = result["token"].as_str().unwrap_or("?");
+            let name = info["name"].as_str().unwrap_or("?");
+            let host = format!(
+                "{}.local",
+                gethostname::gethostname()
+                    .to_string_lossy()
+                    .split('.')
+                    .next()
+                    .unwrap_or("hark")
+            );
+            format!(
+                "Token for `{name}` ({}). It is shown only now; Hark keeps only its hash.\n\n  {token}\n\n\
+                 Use it from the agent's machine:\n\
+                 \x20 claude mcp add --transport http hark http://{host}:7341/mcp --header \"Authorization: Bearer {token}\"\n\
+                 \x20 hark connect {host} --token {token}    (stdio clients, over raw TCP)\n",
+                scopes(info)
+            )
+        }
+        TokenCommand::List { .. } => {
+            let tokens = result["tokens"].as_array().cloned().unwrap_or_default();
+            if tokens.is_empty() {
+                return "no tokens; `hark token create NAME` makes one\n".to_owned();
+            }
+            let mut out = format!(
+                "{:<24} {:<26} {:<21} {}\n",
+                "NAME", "SCOPES", "CREATED", "LAST USED"
+            );
+            for t in tokens {
+                let last = match (t["last_used"].as_str(), t["last_address"].as_str()) {
+                    (Some(when), Some(from)) => format!("{when} from {from}"),
+                    (Some(when), None) => when.to_owned(),
+                    _ => "never".to_owned(),
+                };
+                out.push_str(&format!(
+                    "{:<24} {:<26} {:<21} {last}\n",
+                    t["name"].as_str().unwrap_or("?"),
+                    scopes(&t),
+                    t["created"].as_str().unwrap_or("?"),
+                ));
+            }
+            out
+        }
+        TokenCommand::Revoke { .. } => format!(
+            "revoked `{}`: its agent is refused from its next request on\n",
+            result["revoked"]["name"].as_str().unwrap_or("?")
+        ),
+    }
+}
+
 /// JSON-RPC error code the bridge uses for "the appliance is not there".
 pub const UNREACHABLE: i64 = -32000;
 /// Id of the `initialize` the bridge replays after reconnecting.
 const REPLAY_ID: &str = "hark-connect-replay";
+/// Id of the `hark/auth` the bridge sends on each connection.
+const AUTH_ID: &str = "hark-connect-auth";
 
 struct Upstream {
     write: tokio::net::tcp::OwnedWriteHalf,
@@ -282,7 +457,11 @@ struct Upstream {
 /// requests that were waiting get a JSON-RPC error at once, and the next
 /// message reconnects and replays the handshake so the client's session
 /// carries on.
-pub async fn connect(target: &str, name: Option<&str>) -> Result<(), ClientError> {
+pub async fn connect(
+    target: &str,
+    name: Option<&str>,
+    token: Option<&str>,
+) -> Result<(), ClientError> {
     let target = with_default_port(target);
     let mut stdin = BufReader::new(tokio::io::stdin()).lines();
     let mut stdout = tokio::io::stdout();
@@ -312,7 +491,7 @@ pub async fn connect(target: &str, name: Option<&str>) -> Result<(), ClientError
                 }
                 if upstream.is_none() {
                     let replay = if is_handshake { &[][..] } else { &handshake[..] };
-                    match open(&target, replay).await {
+                    match open(&target, replay, token).await {
                         Ok(u) => upstream = Some(u),
                         Err(e) => {
                             tracing::warn!(error = %e, "appliance unreachable");
@@ -369,8 +548,13 @@ async fn next_upstream(upstream: &mut Option<Upstream>) -> Option<String> {
     }
 }
 
-/// Connects and replays the client's handshake, swallowing its answer.
-async fn open(target: &str, replay: &[String]) -> Result<Upstream, ClientError> {
+/// Connects, presents the token, and replays the client's handshake,
+/// swallowing the answers.
+async fn open(
+    target: &str,
+    replay: &[String],
+    token: Option<&str>,
+) -> Result<Upstream, ClientError> {
     let stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(target))
         .await
         .map_err(|_| ClientError::Timeout {
@@ -384,6 +568,46 @@ async fn open(target: &str, replay: &[String]) -> Result<Upstream, ClientError> 
     let _ = stream.set_nodelay(true);
     let (read, mut write) = stream.into_split();
     let mut lines = BufReader::new(read).lines();
+    if let Some(token) = token {
+        let auth = json!({"jsonrpc": "2.0", "id": AUTH_ID, "method": crate::mcp::server::AUTH_METHOD,
+            "params": {"token": token}});
+        let mut bytes = auth.to_string().into_bytes();
+        bytes.push(b'\n');
+        write.write_all(&bytes).await?;
+        let answer = tokio::time::timeout(Duration::from_secs(5), async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Ok(message) = serde_json::from_str::<Value>(&line)
+                    && message["id"] == AUTH_ID
+                {
+                    return Some(message);
+                }
+            }
+            None
+        })
+        .await
+        .ok()
+        .flatten();
+        match answer {
+            Some(message) if message.get("result").is_some() => {}
+            Some(message) => {
+                return Err(ClientError::Mcp {
+                    target: target.to_owned(),
+                    reason: format!(
+                        "the token was refused: {}",
+                        message["error"]["message"]
+                            .as_str()
+                            .unwrap_or("no reason given")
+                    ),
+                });
+            }
+            None => {
+                return Err(ClientError::Mcp {
+                    target: target.to_owned(),
+                    reason: "the appliance did not answer the token".into(),
+                });
+            }
+        }
+    }
     for line in replay {
         let mut message: Value = serde_json::from_str(line).unwrap_or(Value::Null);
         let is_request = message.get("id").is_some();
@@ -451,17 +675,32 @@ async fn write_error<W: AsyncWrite + Unpin>(
 }
 
 /// Sends one `hark/board` request (`hark button`, `hark mute`) over the
-/// daemon's Unix socket, as an MCP client (the handshake, then the request),
-/// and returns its result.
+/// daemon's Unix socket and returns its result.
 pub async fn board(
     socket: &std::path::Path,
     control: &crate::board::BoardControl,
 ) -> Result<Value, ClientError> {
+    let params = serde_json::to_value(control).map_err(|e| ClientError::Mcp {
+        target: socket.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    local_request(socket, crate::mcp::BOARD_METHOD, params).await
+}
+
+/// Sends one `hark/tokens` request (`hark token …`) over the daemon's Unix
+/// socket and returns its result.
+pub async fn tokens(socket: &std::path::Path, params: Value) -> Result<Value, ClientError> {
+    local_request(socket, crate::mcp::server::TOKENS_METHOD, params).await
+}
+
+/// One custom request over the daemon's Unix socket, as an MCP client (the
+/// handshake, then the request).
+async fn local_request(
+    socket: &std::path::Path,
+    method: &'static str,
+    params: Value,
+) -> Result<Value, ClientError> {
     let target = socket.display().to_string();
-    let mcp_err = |reason: String| ClientError::Mcp {
-        target: target.clone(),
-        reason,
-    };
     let exchange = async {
         let stream = tokio::net::UnixStream::connect(socket)
             .await
@@ -469,23 +708,7 @@ pub async fn board(
                 target: target.clone(),
                 source,
             })?;
-        let client = cli_info()
-            .serve(stream)
-            .await
-            .map_err(|e| mcp_err(e.to_string()))?;
-        let params = serde_json::to_value(control).map_err(|e| mcp_err(e.to_string()))?;
-        let reply = client
-            .send_request(ClientRequest::CustomRequest(CustomRequest::new(
-                crate::mcp::BOARD_METHOD,
-                Some(params),
-            )))
-            .await
-            .map_err(|e| mcp_err(e.to_string()));
-        let _ = client.cancel().await;
-        match reply? {
-            ServerResult::CustomResult(CustomResult(value)) => Ok(value),
-            other => Err(mcp_err(format!("unexpected answer: {other:?}"))),
-        }
+        custom_request(stream, &target, method, params).await
     };
     tokio::time::timeout(STATUS_TIMEOUT, exchange)
         .await
@@ -493,6 +716,51 @@ pub async fn board(
             target: target.clone(),
             seconds: STATUS_TIMEOUT.as_secs(),
         })?
+}
+
+/// The handshake on `stream`, then one custom request; its result. An
+/// error answer is [`ClientError::Refused`] with the appliance's words.
+async fn custom_request<S>(
+    stream: S,
+    target: &str,
+    method: &'static str,
+    params: Value,
+) -> Result<Value, ClientError>
+where
+    S: tokio::io::AsyncRead + AsyncWrite + Send + 'static,
+{
+    let mcp_err = |reason: String| ClientError::Mcp {
+        target: target.to_owned(),
+        reason,
+    };
+    let client = cli_info()
+        .serve(stream)
+        .await
+        .map_err(|e| mcp_err(e.to_string()))?;
+    let reply = client
+        .send_request(ClientRequest::CustomRequest(CustomRequest::new(
+            method,
+            Some(params),
+        )))
+        .await;
+    let _ = client.cancel().await;
+    match reply {
+        Ok(ServerResult::CustomResult(CustomResult(value))) => Ok(value),
+        Ok(other) => Err(mcp_err(format!("unexpected answer to {method}: {other:?}"))),
+        Err(e) => Err(ClientError::Refused {
+            target: target.to_owned(),
+            reason: service_error_text(e),
+        }),
+    }
+}
+
+/// An rmcp error as a person reads it: the server's own message when it
+/// sent one.
+fn service_error_text(e: rmcp::ServiceError) -> String {
+    match e {
+        rmcp::ServiceError::McpError(data) => data.message.to_string(),
+        other => other.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -80,6 +80,66 @@ pub struct Config {
     pub floor: FloorConfig,
     /// What was heard and spoken, kept for `list_captures`.
     pub history: HistoryConfig,
+    /// Who may use the appliance: pairing, tokens, trusted clients.
+    pub auth: AuthConfig,
+}
+
+/// Accepted range for `auth.max_failures`.
+pub const MAX_FAILURES_RANGE: (u32, u32) = (1, 1000);
+/// Accepted range for `auth.pair_timeout_secs`.
+pub const PAIR_TIMEOUT_RANGE: (u64, u64) = (5, 600);
+/// Accepted range for `auth.max_pair_requests`.
+pub const MAX_PAIR_REQUESTS_RANGE: (u32, u32) = (1, 100);
+
+/// `auth.mode`
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    /// Clients need a token (or to be trusted: the Unix socket, loopback).
+    #[default]
+    Paired,
+    /// Everyone may do everything, as before pairing existed.
+    Open,
+}
+
+impl AuthMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthMode::Paired => "paired",
+            AuthMode::Open => "open",
+        }
+    }
+}
+
+/// `[auth]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// `paired`: agents on other hosts need a token; `open`: no one does
+    /// (a warning at start and in `get_status`).
+    pub mode: AuthMode,
+    /// Trust clients connecting from the appliance itself (loopback) like
+    /// the Unix socket.
+    pub trust_loopback: bool,
+    /// Failed token attempts one address may make in a minute (1–1000);
+    /// past that it is refused until the minute is over.
+    pub max_failures: u32,
+    /// Seconds a pairing (`hark pair`) waits for the button (5–600).
+    pub pair_timeout_secs: u64,
+    /// Pairing requests one address may make in ten minutes (1–100).
+    pub max_pair_requests: u32,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            mode: AuthMode::Paired,
+            trust_loopback: true,
+            max_failures: 10,
+            pair_timeout_secs: 60,
+            max_pair_requests: 5,
+        }
+    }
 }
 
 /// Accepted range for `history.max_rows`.
@@ -674,6 +734,21 @@ impl Config {
 
     /// Checks every ranged field, naming the key that is out of range.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        check_range(
+            "auth.max_failures",
+            self.auth.max_failures,
+            MAX_FAILURES_RANGE,
+        )?;
+        check_range(
+            "auth.pair_timeout_secs",
+            self.auth.pair_timeout_secs,
+            PAIR_TIMEOUT_RANGE,
+        )?;
+        check_range(
+            "auth.max_pair_requests",
+            self.auth.max_pair_requests,
+            MAX_PAIR_REQUESTS_RANGE,
+        )?;
         check_range(
             "mcp.max_connections",
             self.mcp.max_connections,

@@ -159,6 +159,21 @@ pub enum Event {
     },
     /// The floor was let go.
     FloorReleased { turn: u64, agent: Option<String> },
+    /// An agent at `address` asks to pair as `agent` with `scopes`: the
+    /// pairing light shows and the button decides.
+    PairingRequested {
+        pairing: u64,
+        agent: String,
+        address: String,
+        scopes: Vec<&'static str>,
+    },
+    /// The pairing was decided: `approved`, `refused` (a long press),
+    /// `timed_out` (no press) or `cancelled` (the agent left).
+    PairingEnded {
+        pairing: u64,
+        agent: String,
+        outcome: &'static str,
+    },
 }
 
 /// An event with its place in the stream and its time.
@@ -189,6 +204,8 @@ pub struct Snapshot {
     pub inbox_waiting: usize,
     /// Parts that are not working.
     pub failed: BTreeSet<Part>,
+    /// Pairings waiting for the button.
+    pub pairing: BTreeSet<u64>,
 }
 
 impl Snapshot {
@@ -225,6 +242,12 @@ impl Snapshot {
                     self.failed.insert(*part);
                 }
             }
+            Event::PairingRequested { pairing, .. } => {
+                self.pairing.insert(*pairing);
+            }
+            Event::PairingEnded { pairing, .. } => {
+                self.pairing.remove(pairing);
+            }
             Event::SpeechDetected { .. }
             | Event::FloorGranted { .. }
             | Event::FloorQueued { .. }
@@ -250,7 +273,7 @@ impl Snapshot {
             speaking: self.speaker,
             transcribing: self.transcribing,
             error: !self.failed.is_empty(),
-            pairing: false,
+            pairing: !self.pairing.is_empty(),
             message_waiting: self.inbox_waiting > 0,
         }
     }

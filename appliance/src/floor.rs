@@ -34,12 +34,16 @@ pub enum Who {
     /// The person in the room (the button).
     Person,
     Agent(String),
+    /// Hark itself asking the person something of its own (a pairing):
+    /// only Hark's own speech plays meanwhile, and it queues with the
+    /// person, since it is the person's answer it waits for.
+    Hark,
 }
 
 impl Who {
     pub fn agent(&self) -> Option<&str> {
         match self {
-            Who::Person => None,
+            Who::Person | Who::Hark => None,
             Who::Agent(name) => Some(name),
         }
     }
@@ -47,6 +51,7 @@ impl Who {
     fn name(&self) -> String {
         match self {
             Who::Person => "the person".into(),
+            Who::Hark => "Hark (a pairing)".into(),
             Who::Agent(name) => name.clone(),
         }
     }
@@ -83,7 +88,8 @@ fn waiting_text(waiting: usize) -> String {
 /// One turn holding the floor or waiting for it, as `get_status` shows it.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct Place {
-    /// The agent's name, or `person` for the person's own recording.
+    /// The agent's name, `person` for the person's own recording, or
+    /// `hark` for a pairing waiting for the button.
     pub who: String,
     /// The tool (or `button`).
     pub tool: String,
@@ -168,6 +174,7 @@ fn place(entry: &Entry) -> Place {
     Place {
         who: match &entry.who {
             Who::Person => "person".into(),
+            Who::Hark => "hark".into(),
             Who::Agent(name) => name.clone(),
         },
         tool: entry.tool.into(),
@@ -293,7 +300,7 @@ impl Floor {
                 });
             }
             let (tx, rx) = oneshot::channel();
-            let person = entry.who == Who::Person;
+            let person = matches!(entry.who, Who::Person | Who::Hark);
             let agent = entry.who.agent().map(str::to_owned);
             let waiter = Waiter { entry, granted: tx };
             // The person goes first, before every agent that waits.

@@ -25,6 +25,7 @@
 
 pub mod agents;
 pub mod audio;
+pub mod auth;
 pub mod board;
 pub mod cli;
 pub mod client;
@@ -40,6 +41,7 @@ pub mod mcp;
 pub mod memory;
 pub mod models;
 pub mod person;
+pub mod saved;
 pub mod service;
 pub mod state;
 pub mod stt;

@@ -5,7 +5,7 @@ use clap::Parser;
 use hark::{
     audio,
     board::BoardControl,
-    cli::{Cli, Command, ConfigCommand, OnOff},
+    cli::{Cli, Command, ConfigCommand, OnOff, TokenCommand},
     client,
     config::Config,
     logging, service,
@@ -71,7 +71,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Status { host, json } => {
             logging::init("warn")?;
-            let status = runtime.block_on(client::status(&host))?;
+            let status = runtime.block_on(client::status(
+                &host,
+                token_for(cli.token.as_deref(), &host).as_deref(),
+            ))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&status)?);
             } else {
@@ -81,7 +84,66 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Connect { target, name } => {
             logging::init("warn")?;
-            runtime.block_on(client::connect(&target, name.as_deref()))?;
+            runtime.block_on(client::connect(
+                &target,
+                name.as_deref(),
+                token_for(cli.token.as_deref(), &target).as_deref(),
+            ))?;
+            Ok(())
+        }
+        Command::Pair {
+            host,
+            name,
+            scopes,
+            json,
+        } => {
+            logging::init("warn")?;
+            let name = name.unwrap_or_else(|| {
+                gethostname::gethostname()
+                    .to_string_lossy()
+                    .split('.')
+                    .next()
+                    .unwrap_or("agent")
+                    .to_owned()
+            });
+            eprintln!(
+                "Asking Hark at {host} to pair `{name}`: press its button briefly within a minute to allow it (hold it to refuse)."
+            );
+            let result = runtime.block_on(client::pair(&host, &name, scopes.as_deref()))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&result)?);
+                return Ok(());
+            }
+            let saved = hark::saved::Saved {
+                token: result["token"].as_str().unwrap_or_default().to_owned(),
+                name: result["name"].as_str().unwrap_or_default().to_owned(),
+                scopes: result["scopes"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                paired_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                    .to_string(),
+                tcp_port: result["tcp_port"]
+                    .as_u64()
+                    .and_then(|p| u16::try_from(p).ok()),
+                http_port: result["http_port"]
+                    .as_u64()
+                    .and_then(|p| u16::try_from(p).ok()),
+            };
+            // The token is printed whatever happens to the file: it is
+            // shown only this once.
+            let kept = match hark::saved::store(&host, saved) {
+                Ok(path) => Some(path),
+                Err(e) => {
+                    eprintln!("warning: the token is not kept for `hark connect`: {e}");
+                    None
+                }
+            };
+            print!("{}", client::format_paired(&host, &result, kept.as_deref()));
             Ok(())
         }
         Command::Inject { file } => {
@@ -134,7 +196,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             json,
         } => {
             logging::init("warn")?;
-            let result = runtime.block_on(client::listen(&host, timeout))?;
+            let result = runtime.block_on(client::listen(
+                &host,
+                token_for(cli.token.as_deref(), &host).as_deref(),
+                timeout,
+            ))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&result)?);
             } else {
@@ -152,6 +218,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             logging::init("warn")?;
             let result = runtime.block_on(client::say(
                 &host,
+                token_for(cli.token.as_deref(), &host).as_deref(),
                 &text,
                 voice.as_deref(),
                 rate,
@@ -193,6 +260,33 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Token(command) => {
+            logging::init("warn")?;
+            let (config, _) = Config::load(cli.config.as_deref())?;
+            let socket = config.mcp.unix.path.clone();
+            let (params, json) = match &command {
+                TokenCommand::Create {
+                    name,
+                    scopes,
+                    replace,
+                    json,
+                } => (
+                    serde_json::json!({"action": "create", "name": name, "scopes": scopes, "replace": replace}),
+                    *json,
+                ),
+                TokenCommand::List { json } => (serde_json::json!({"action": "list"}), *json),
+                TokenCommand::Revoke { name } => {
+                    (serde_json::json!({"action": "revoke", "name": name}), false)
+                }
+            };
+            let result = runtime.block_on(client::tokens(&socket, params))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&result)?);
+                return Ok(());
+            }
+            print!("{}", client::format_tokens(&command, &result));
+            Ok(())
+        }
         Command::Config(ConfigCommand::Check { file }) => {
             let explicit = file.or(cli.config);
             let (config, read) = Config::load(explicit.as_deref())?;
@@ -202,6 +296,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             print!("{}", config.to_toml());
             Ok(())
+        }
+    }
+}
+
+/// The token to present to `target`: `--token` (or `HARK_TOKEN`), else the
+/// one `hark pair` kept for that host. A token file that cannot be read is
+/// said, not fatal: the appliance may not need a token at all.
+fn token_for(given: Option<&str>, target: &str) -> Option<String> {
+    if let Some(token) = given {
+        return Some(token.to_owned());
+    }
+    match hark::saved::lookup(target) {
+        Ok(saved) => saved.map(|s| s.token),
+        Err(hark::saved::SavedError::NoHome) => None,
+        Err(e) => {
+            eprintln!("warning: {e}");
+            None
         }
     }
 }

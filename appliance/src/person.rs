@@ -144,15 +144,35 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>) {
 }
 
 /// Hark's own words to the person (not an agent's).
-async fn say(state: &ApplianceState, words: String) {
-    let Some(tts) = state.tts.get().cloned().filter(|tts| tts.enabled) else {
-        return;
-    };
+pub async fn say(state: &ApplianceState, words: String) {
+    say_tracked(state, words, None).await;
+}
+
+/// [`say`], with the request's progress sent to `events`; returns the
+/// request's stop flag (`None`: nothing will be said).
+pub async fn say_tracked(
+    state: &ApplianceState,
+    words: String,
+    events: Option<tokio::sync::mpsc::UnboundedSender<crate::tts::SpeechEvent>>,
+) -> Option<Arc<std::sync::atomic::AtomicBool>> {
+    let tts = state.tts.get().cloned().filter(|tts| tts.enabled)?;
     let spoken = tokio::task::spawn_blocking(move || {
-        tts.speak(&words, None, None, crate::tts::Priority::Normal, None, None)
+        tts.speak(
+            &words,
+            None,
+            None,
+            crate::tts::Priority::Normal,
+            events,
+            None,
+        )
     })
     .await;
-    if let Ok(Err(e)) = spoken {
-        tracing::warn!(error = %e, "cannot say that the message was kept");
+    match spoken {
+        Ok(Ok(accepted)) => Some(accepted.cancel),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "cannot say Hark's own words");
+            None
+        }
+        Err(_) => None,
     }
 }

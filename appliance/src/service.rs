@@ -212,7 +212,16 @@ pub async fn run(
         .map(|(transport, address)| format!("{transport}={address}"))
         .collect::<Vec<_>>()
         .join(" ");
-    let shared = Arc::new(Shared::new(config, state, token.clone()));
+    // Tokens: opening the store reads a database, off the runtime.
+    let auth = {
+        let (auth_config, dir) = (config.auth.clone(), config.service.state_dir.clone());
+        tokio::task::spawn_blocking(move || crate::auth::Auth::open(&auth_config, &dir))
+            .await
+            .map_err(|e| ServiceError::Start(format!("authentication start-up failed: {e}")))?
+    };
+    let auth = Arc::new(auth);
+    let _ = state.auth.set(Arc::clone(&auth));
+    let shared = Arc::new(Shared::new(config, state, auth, token.clone()));
     let mut loops = Vec::new();
     for (transport, handle) in listeners.serve(&shared) {
         let alive = Arc::new(AtomicBool::new(true));

@@ -61,6 +61,12 @@ pub struct ClientIdentity {
     pub transport: TransportKind,
     /// Remote address, or the Unix peer's credentials.
     pub peer: String,
+    /// The remote IP address (not on the Unix socket).
+    pub address: Option<std::net::IpAddr>,
+    /// What the client may do: set by its transport when it connects, and
+    /// again when it presents a token (stream transports). HTTP requests
+    /// carry their own (see `HarkServer::grant`).
+    grant: Mutex<Arc<crate::auth::Grant>>,
     /// When the connection was accepted.
     pub since: std::time::SystemTime,
     /// The name the connection declared before any request (the
@@ -77,6 +83,19 @@ pub struct ClientIdentity {
 }
 
 impl ClientIdentity {
+    pub fn grant(&self) -> Arc<crate::auth::Grant> {
+        Arc::clone(&self.grant.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Sets what the client may do; a paired client's name is its
+    /// token's.
+    pub fn set_grant(&self, grant: crate::auth::Grant) {
+        if let Some(name) = grant.paired_name() {
+            self.set_client_name(name);
+        }
+        *self.grant.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(grant);
+    }
+
     pub fn client_name(&self) -> Option<String> {
         self.client_name
             .lock()
@@ -214,6 +233,8 @@ pub struct ApplianceState {
     /// Names of the agents that have connected since the start, for
     /// addressing messages ("Claude, …").
     agents_seen: Mutex<std::collections::BTreeSet<String>>,
+    /// Tokens and trust, once started.
+    pub auth: OnceLock<Arc<crate::auth::Auth>>,
     /// The voice inbox, once started (not with `inbox.enabled = false`).
     pub inbox: OnceLock<Arc<crate::inbox::Inbox>>,
     /// Clients subscribed to `hark://inbox` with `resources/subscribe`.
@@ -249,6 +270,9 @@ pub struct ApplianceState {
     recorders: Mutex<Vec<Weak<hark_audio::utterance::Control>>>,
     /// The push-to-talk button is down (as the board last said).
     pub button_held: AtomicBool,
+    /// The board has a button (contacts) that works: pairings can be
+    /// approved.
+    pub has_button: AtomicBool,
 }
 
 /// Keeps the microphone shown as open while a recording runs, and tells
@@ -304,6 +328,7 @@ impl Default for ApplianceState {
             floor: OnceLock::new(),
             pressed_at: Mutex::new(None),
             agents_seen: Mutex::new(Default::default()),
+            auth: OnceLock::new(),
             inbox: OnceLock::new(),
             subscribers: Default::default(),
             yes_no: OnceLock::new(),
@@ -320,6 +345,7 @@ impl Default for ApplianceState {
             simulated_board: OnceLock::new(),
             recorders: Mutex::new(Vec::new()),
             button_held: AtomicBool::new(false),
+            has_button: AtomicBool::new(false),
         }
     }
 }
@@ -454,7 +480,12 @@ impl ApplianceState {
         let identity = Arc::new(ClientIdentity {
             id: self.next_client.fetch_add(1, Ordering::Relaxed),
             transport,
+            address: peer
+                .parse::<std::net::SocketAddr>()
+                .ok()
+                .map(|a| a.ip().to_canonical()),
             peer,
+            grant: Mutex::new(Arc::new(crate::auth::Grant::unpaired())),
             since: std::time::SystemTime::now(),
             declared: OnceLock::new(),
             client_name: Mutex::new(None),

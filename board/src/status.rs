@@ -28,7 +28,7 @@ pub struct Activity {
     /// A subsystem the person relies on has failed (no microphone, no
     /// speaker, the model missing).
     pub error: bool,
-    /// Waiting to be paired with an agent (a later feature).
+    /// A pairing waits for the button (`hark pair`).
     pub pairing: bool,
     /// An agent asked the person a question (`confirm`, `choose`) and the
     /// microphone is open for the answer (with `listening`).

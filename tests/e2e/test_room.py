@@ -30,24 +30,6 @@ AGENTS = {
 }
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def joined(t, out, timeout=90):
     t.join(timeout)
     assert not t.is_alive(), "the call returned"

@@ -100,13 +100,51 @@ impl HarkServer {
             .or_else(|| identity_from_extensions(&context.extensions))
     }
 
-    /// The name of the agent making this request: the `X-Hark-Client`
+    /// What the client making this request may do: an HTTP request's own
+    /// grant (from its `Authorization` header), else its connection's.
+    pub fn grant(&self, context: &RequestContext<RoleServer>) -> Arc<crate::auth::Grant> {
+        if let Some(grant) = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Arc<crate::auth::Grant>>())
+        {
+            return Arc::clone(grant);
+        }
+        self.identity(context)
+            .map(|i| i.grant())
+            .unwrap_or_else(|| Arc::new(crate::auth::Grant::unpaired()))
+    }
+
+    /// Checks that the client may use `scope` for `what`; the MCP error
+    /// (for resources; tools answer a tool error instead) if not.
+    pub fn require(
+        &self,
+        context: &RequestContext<RoleServer>,
+        scope: crate::auth::Scope,
+        what: &str,
+    ) -> Result<(), ErrorData> {
+        self.grant(context)
+            .allows(scope, what)
+            .map_err(|denied| ErrorData::new(ErrorCode(AUTH_ERROR), denied.to_string(), None))
+    }
+
+    /// The name of the agent making this request: a paired agent's token
+    /// name, else the `X-Hark-Client`
     /// header (HTTP requests, the WebSocket upgrade) if it sent one, else
     /// its `clientInfo.name` (from `initialize`, or from the request's
     /// `_meta` under 2026-07-28). Remembered, so that the person can
     /// address messages to it, and shown in `get_status`.
     pub fn agent_name(&self, context: &RequestContext<RoleServer>) -> String {
         let identity = self.identity(context);
+        // The token's name is who the agent is; what it calls itself is
+        // only a label until it pairs.
+        if let Some(name) = self.grant(context).paired_name() {
+            self.state.agent_seen(name);
+            if let Some(identity) = &identity {
+                identity.set_client_name(name);
+            }
+            return name.to_owned();
+        }
         let header = context
             .extensions
             .get::<http::request::Parts>()
@@ -139,6 +177,21 @@ impl HarkServer {
     }
 }
 
+/// The JSON-RPC error code of a request refused for want of a token (or a
+/// scope), and of a token refused.
+pub const AUTH_ERROR: i32 = -32001;
+
+/// Manages tokens (`hark token …`): the Unix socket, or an admin token.
+pub const TOKENS_METHOD: &str = "hark/tokens";
+
+/// Asks to pair by the button (`hark pair`): open to unpaired clients,
+/// answered when the person presses (or not).
+pub const PAIR_METHOD: &str = "hark/pair";
+
+/// Presents a token on a stream connection (raw TCP, WebSocket), before or
+/// after `initialize`. Answered by the transport itself.
+pub const AUTH_METHOD: &str = "hark/auth";
+
 /// The name of an agent that gave none.
 pub const UNNAMED: &str = "unnamed client";
 
@@ -161,6 +214,88 @@ pub fn check_client_name(value: &http::HeaderValue) -> Result<String, String> {
 }
 
 impl HarkServer {
+    /// `hark/pair`: asks the person, by voice and the pairing light, to
+    /// allow this agent; a short press makes its token.
+    async fn pair(
+        &self,
+        params: Option<serde_json::Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<serde_json::Value, ErrorData> {
+        let request: crate::auth::pairing::PairRequest = serde_json::from_value(
+            params.unwrap_or_else(|| serde_json::json!({})),
+        )
+        .map_err(|e| {
+            ErrorData::invalid_params(format!("Invalid params for `{PAIR_METHOD}`: {e}"), None)
+        })?;
+        let auth = self
+            .state
+            .auth
+            .get()
+            .ok_or_else(|| ErrorData::internal_error("the appliance is starting", None))?;
+        let identity = self.identity(context);
+        let address = identity.as_ref().and_then(|i| i.address);
+        // The pairing ends when the request is cancelled or its connection
+        // goes, whichever comes first.
+        let gone = tokio_util::sync::CancellationToken::new();
+        let _stop_watching = gone.clone().drop_guard();
+        {
+            let (gone, ct) = (gone.clone(), context.ct.clone());
+            let left = identity.map(|i| i.gone.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = gone.cancelled() => {}
+                    () = ct.cancelled() => gone.cancel(),
+                    () = async { match &left { Some(l) => l.cancelled().await, None => std::future::pending().await } } => gone.cancel(),
+                }
+            });
+        }
+        match auth
+            .pairings
+            .pair(&self.state, request, address, gone)
+            .await
+        {
+            Ok(paired) => {
+                let mut result = serde_json::to_value(&paired)
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                // Where to use the token: the ports this appliance serves.
+                for listener in self.state.listeners() {
+                    let port = listener
+                        .address
+                        .rsplit_once(':')
+                        .and_then(|(_, p)| p.parse::<u16>().ok());
+                    let key = match listener.transport {
+                        crate::state::TransportKind::Tcp => "tcp_port",
+                        crate::state::TransportKind::Http => "http_port",
+                        _ => continue,
+                    };
+                    if let Some(port) = port {
+                        result[key] = port.into();
+                    }
+                }
+                Ok(result)
+            }
+            Err(crate::auth::pairing::PairError::Invalid(why)) => {
+                Err(ErrorData::invalid_params(why, None))
+            }
+            Err(e) => {
+                let retry_after = match &e {
+                    crate::auth::pairing::PairError::Pending { retry_after, .. }
+                    | crate::auth::pairing::PairError::TooMany { retry_after, .. } => {
+                        Some(retry_after.as_secs().max(1))
+                    }
+                    _ => None,
+                };
+                Err(ErrorData::new(
+                    ErrorCode(AUTH_ERROR),
+                    e.to_string(),
+                    Some(
+                        serde_json::json!({ "reason": e.reason(), "retry_after_secs": retry_after }),
+                    ),
+                ))
+            }
+        }
+    }
+
     /// The span a tool call runs in: which agent asked for what, over which
     /// transport, from where.
     fn tool_span(&self, tool: &str, context: &RequestContext<RoleServer>) -> tracing::Span {
@@ -212,6 +347,7 @@ impl ServerHandler for HarkServer {
     ) -> Result<InitializeResult, ErrorData> {
         if let Some(identity) = self.identity(&context)
             && identity.declared.get().is_none()
+            && identity.grant().paired_name().is_none()
         {
             identity.set_client_name(&request.client_info.name);
         }
@@ -247,6 +383,7 @@ impl ServerHandler for HarkServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
         resources::check(&request.uri)?;
+        self.require(&context, crate::auth::Scope::Listen, "the voice inbox")?;
         let agent = self.agent_name(&context);
         resources::read(self.state.inbox.get(), &agent).map(Into::into)
     }
@@ -258,6 +395,7 @@ impl ServerHandler for HarkServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         resources::check(&request.uri)?;
+        self.require(&context, crate::auth::Scope::Listen, "the voice inbox")?;
         let identity = self.identity(&context);
         let conn = resources::connection_of(identity.as_deref(), &context);
         let agent = self.agent_name(&context);
@@ -330,6 +468,7 @@ impl ServerHandler for HarkServer {
             return Ok(());
         }
         let context = subscription.request_context();
+        self.require(context, crate::auth::Scope::Listen, "the voice inbox")?;
         let agent = self.agent_name(context);
         // The listen request's own cancellation covers HTTP; a stream
         // connection that ends cancels it sooner.
@@ -378,6 +517,15 @@ impl ServerHandler for HarkServer {
                 .await
                 .map(CustomResult);
         }
+        // Tokens: the appliance's own administrators, or an agent given
+        // the admin scope.
+        if request.method == TOKENS_METHOD {
+            self.require(&context, crate::auth::Scope::Admin, "the tokens")?;
+            return crate::auth::manage(&self.state, request.params).map(CustomResult);
+        }
+        if request.method == PAIR_METHOD {
+            return self.pair(request.params, &context).await.map(CustomResult);
+        }
         // rmcp's default answer carries only the method name as its message.
         Err(ErrorData::new(
             ErrorCode::METHOD_NOT_FOUND,
@@ -404,12 +552,49 @@ impl ServerHandler for HarkServer {
                 None,
             ));
         }
+        if let Some(scope) = crate::auth::scopes::for_tool(&request.name)
+            && let Err(denied) = self
+                .grant(&context)
+                .allows(scope, &format!("`{}`", request.name))
+        {
+            let _span = self.tool_span(&request.name, &context).entered();
+            tracing::info!(kind = denied.kind(), "tool call refused");
+            return Ok(
+                super::tools::ToolError::new(denied.kind(), denied.to_string())
+                    .with_context(serde_json::json!({
+                        "tool": request.name,
+                        "scope": scope.as_str(),
+                    }))
+                    .into_result()
+                    .into(),
+            );
+        }
         let span = self.tool_span(&request.name, &context);
+        // Revoking the token ends the call (see `tools::call_ended`); say so.
+        let grant = self.grant(&context);
+        let revoked = grant
+            .paired_name()
+            .zip(self.state.auth.get())
+            .map(|(name, auth)| (name.to_owned(), auth.revoked(name)));
         async move {
-            let result = self
+            let mut result = self
                 .tools
                 .call(ToolCallContext::new(self, request, context))
                 .await;
+            if let Some((name, revoked)) = revoked
+                && revoked.is_cancelled()
+                && matches!(&result, Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true))
+            {
+                result = Ok(super::tools::ToolError::new(
+                    "NotPairedError",
+                    format!(
+                        "the token `{name}` was revoked during this call, which ended; {}",
+                        crate::auth::HOW_TO_PAIR
+                    ),
+                )
+                .into_result()
+                .into());
+            }
             // Answers at debug: agents may poll get_status many times a
             // minute. Failures are worth a line at info.
             match &result {

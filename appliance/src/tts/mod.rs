@@ -150,11 +150,12 @@ impl Shared {
 
     /// Whether `job` may be spoken while `holder` holds the floor: anyone's
     /// when it is free, only the holder's when an agent holds it, nobody's
-    /// while the person records.
+    /// while the person records, only Hark's own while it asks the person.
     fn may_speak(&self, job: &Job, holder: &Option<Who>) -> bool {
         match holder {
             None => true,
             Some(Who::Person) => false,
+            Some(Who::Hark) => job.agent.is_none(),
             Some(Who::Agent(holder)) => job
                 .agent
                 .as_deref()

@@ -20,7 +20,7 @@ use super::{
     transcribe_voice::ListenProgress,
 };
 use crate::{
-    events::{Button, Event, Events},
+    events::Event,
     listen::{self, Chime, Heard, Listen, ListenError},
     mcp::HarkServer,
     state::ApplianceState,
@@ -112,60 +112,6 @@ impl Drop for Asking<'_> {
     }
 }
 
-/// The button as an answer: a press that comes up before it is long is
-/// yes; one held long is no (at once, while still down).
-#[derive(Debug, Default)]
-struct ButtonAnswer {
-    down: bool,
-    long: bool,
-}
-
-impl ButtonAnswer {
-    fn feed(&mut self, event: &Event) -> Option<Answer> {
-        let Event::Button { action } = event else {
-            return None;
-        };
-        match action {
-            Button::Press => {
-                (self.down, self.long) = (true, false);
-                None
-            }
-            Button::LongPress if self.down => {
-                self.long = true;
-                Some(Answer::No)
-            }
-            Button::Release if self.down && !self.long => {
-                self.down = false;
-                Some(Answer::Yes)
-            }
-            Button::Release => {
-                self.down = false;
-                None
-            }
-            Button::LongPress | Button::DoublePress => None,
-        }
-    }
-
-    /// An answer already given by what `events` has received.
-    fn drain(&mut self, events: &mut Events) -> Option<Answer> {
-        crate::events::received(events).find_map(|event| self.feed(&event.event))
-    }
-
-    /// The next answer the button gives.
-    async fn next(&mut self, events: &mut Events) -> Answer {
-        loop {
-            match crate::events::next(events, "confirm").await {
-                Some(event) => {
-                    if let Some(answer) = self.feed(&event.event) {
-                        return answer;
-                    }
-                }
-                None => std::future::pending::<()>().await,
-            }
-        }
-    }
-}
-
 fn answer_name(answer: Answer) -> &'static str {
     match answer {
         Answer::Yes => "yes",
@@ -221,7 +167,7 @@ impl HarkServer {
         let mut asking = Asking::new(&self.state, agent.clone());
         // From before the question: a press while it is spoken answers it.
         let mut events = self.state.bus.subscribe();
-        let mut button = ButtonAnswer::default();
+        let mut button = crate::board::ButtonAnswer::default();
         let by_button = |answer: Answer| Confirmed {
             answer: answer_name(answer).into(),
             by: Some("button".into()),
@@ -244,7 +190,7 @@ impl HarkServer {
             timeout,
             language: None,
             // The button is down already: the person is answering.
-            chime: if button.down {
+            chime: if button.down() {
                 Chime::None
             } else {
                 Chime::First
@@ -287,29 +233,6 @@ impl HarkServer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn press(action: Button) -> Event {
-        Event::Button { action }
-    }
-
-    #[test]
-    fn a_short_press_is_yes_and_a_long_press_no() {
-        let mut b = ButtonAnswer::default();
-        assert_eq!(b.feed(&press(Button::Press)), None);
-        assert_eq!(b.feed(&press(Button::Release)), Some(Answer::Yes));
-        let mut b = ButtonAnswer::default();
-        assert_eq!(b.feed(&press(Button::Press)), None);
-        assert_eq!(b.feed(&press(Button::LongPress)), Some(Answer::No));
-        assert_eq!(
-            b.feed(&press(Button::Release)),
-            None,
-            "its release is no second answer"
-        );
-        // A release whose press came before the question is nothing.
-        let mut b = ButtonAnswer::default();
-        assert_eq!(b.feed(&press(Button::Release)), None);
-        assert_eq!(b.feed(&Event::Mute { on: true }), None);
-    }
 
     #[test]
     fn questions_are_checked() {

@@ -5,7 +5,7 @@
 //! comes from the event stream's snapshot ([`crate::events`]), the same
 //! one the lights show.
 
-use rmcp::{Json, tool, tool_router};
+use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -45,6 +45,8 @@ pub struct Status {
     pub capture: Option<CaptureCounters>,
     /// State of each subsystem ("not configured" until its engine has started).
     pub subsystems: Subsystems,
+    /// Pairing: the mode, and how this client is let in and what it may do.
+    pub auth: Option<crate::auth::AuthStatus>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -76,6 +78,8 @@ pub struct ClientStatus {
     /// `idle`, or what its calls are doing: `listening`, `waiting for the
     /// microphone`, `speaking`, `asking`, `waiting for the person`, …
     pub doing: String,
+    /// `trusted`, `paired` or `unpaired`.
+    pub access: &'static str,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -124,6 +128,7 @@ impl Status {
                     } else {
                         doing.join(", ")
                     },
+                    access: c.grant().access(),
                 }
             })
             .collect();
@@ -155,6 +160,7 @@ impl Status {
                 inbox: state.subsystem("inbox"),
                 history: state.subsystem("history"),
             },
+            auth: None,
         }
     }
 }
@@ -171,8 +177,11 @@ impl HarkServer {
             open_world_hint = false
         )
     )]
-    pub async fn get_status(&self) -> Json<Status> {
-        Json(Status::of(&self.state))
+    pub async fn get_status(&self, context: RequestContext<RoleServer>) -> Json<Status> {
+        let mut status = Status::of(&self.state);
+        let grant = self.grant(&context);
+        status.auth = self.state.auth.get().map(|auth| auth.status(&grant));
+        Json(status)
     }
 }
 

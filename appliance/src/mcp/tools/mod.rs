@@ -119,6 +119,21 @@ impl From<PathError> for ToolError {
 /// Resolves when the call should stop: cancelled by the client
 /// (`notifications/cancelled`), or the client's connection ended.
 pub async fn call_ended(server: &crate::mcp::HarkServer, context: &RequestContext<RoleServer>) {
+    // A call made under a token ends when the token is revoked.
+    let revoked = match (server.grant(context).paired_name(), server.state.auth.get()) {
+        (Some(name), Some(auth)) => auth.revoked(name),
+        _ => tokio_util::sync::CancellationToken::new(),
+    };
+    tokio::select! {
+        () = revoked.cancelled() => {}
+        () = connection_or_call_ended(server, context) => {}
+    }
+}
+
+async fn connection_or_call_ended(
+    server: &crate::mcp::HarkServer,
+    context: &RequestContext<RoleServer>,
+) {
     match server.identity(context) {
         Some(identity) => {
             let gone = identity.gone.clone();

@@ -34,6 +34,7 @@ use crate::{
     mcp::{
         HarkServer,
         framing::{self, Decoded},
+        server::AUTH_METHOD,
     },
     state::ConnectionGuard,
 };
@@ -139,6 +140,9 @@ pub struct FramedTransport<S> {
     /// long-running tools (listening, transcribing) stop at once rather
     /// than after rmcp's drain period.
     gone: Option<tokio_util::sync::CancellationToken>,
+    /// Checks tokens presented on the connection (`hark/auth`, or
+    /// `_meta["hark/token"]` on any request) and keeps the grant.
+    auth: Option<(Arc<crate::auth::Auth>, Arc<crate::state::ClientIdentity>)>,
     closed: bool,
 }
 
@@ -159,6 +163,7 @@ where
             limit,
             pending: VecDeque::new(),
             gone: None,
+            auth: None,
             reply: None,
             started: false,
             closed: false,
@@ -170,6 +175,85 @@ where
     pub fn cancel_on_end(mut self, token: tokio_util::sync::CancellationToken) -> Self {
         self.gone = Some(token);
         self
+    }
+
+    /// Lets the client present a token, kept in `identity`'s grant.
+    pub fn authenticate(
+        mut self,
+        auth: Arc<crate::auth::Auth>,
+        identity: Arc<crate::state::ClientIdentity>,
+    ) -> Self {
+        self.auth = Some((auth, identity));
+        self
+    }
+
+    /// Takes a token out of `message` and checks it. `None` when the
+    /// message has been answered here: a `hark/auth` request, or a request
+    /// whose token was refused (it is not carried out).
+    fn check_token(&mut self, mut message: ClientJsonRpcMessage) -> Option<ClientJsonRpcMessage> {
+        let Some((auth, identity)) = &self.auth else {
+            return Some(message);
+        };
+        let ClientJsonRpcMessage::Request(request) = &mut message else {
+            return Some(message);
+        };
+        let id = request.id.clone();
+        let (token, answer_here) = match &mut request.request {
+            ClientRequest::CustomRequest(custom) if custom.method == AUTH_METHOD => {
+                let token = custom
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("token"))
+                    .and_then(|t| t.as_str())
+                    .map(str::to_owned);
+                match token {
+                    Some(token) => (token, true),
+                    None => {
+                        self.reply = Some(ServerJsonRpcMessage::error(
+                            rmcp::model::ErrorData::invalid_params(
+                                format!("{AUTH_METHOD} takes {{\"token\": \"hark_…\"}}"),
+                                None,
+                            ),
+                            Some(id),
+                        ));
+                        return None;
+                    }
+                }
+            }
+            other => match take_token(other) {
+                Some(token) => (token, false),
+                None => return Some(message),
+            },
+        };
+        match auth.present(&token, identity.address) {
+            Ok(grant) => {
+                tracing::info!(token = grant.paired_name().unwrap_or(""), "token accepted");
+                let answer = serde_json::json!({
+                    "name": grant.paired_name(),
+                    "scopes": grant.scopes.names(),
+                });
+                identity.set_grant(grant);
+                if answer_here {
+                    self.reply = Some(ServerJsonRpcMessage::response(
+                        rmcp::model::ServerResult::CustomResult(rmcp::model::CustomResult(answer)),
+                        id,
+                    ));
+                    return None;
+                }
+                Some(message)
+            }
+            Err(e) => {
+                self.reply = Some(ServerJsonRpcMessage::error(
+                    rmcp::model::ErrorData::new(
+                        rmcp::model::ErrorCode(crate::mcp::server::AUTH_ERROR),
+                        e.to_string(),
+                        None,
+                    ),
+                    Some(id),
+                ));
+                None
+            }
+        }
     }
 
     /// VoxCtrl's one-shot examples send `tools/list` or `tools/call` straight
@@ -285,7 +369,11 @@ where
             self.activity.touch();
             match frame {
                 Frame::Data(bytes) => match framing::decode(&bytes) {
-                    Decoded::Message(message) => return Some(self.accept(*message)),
+                    Decoded::Message(message) => {
+                        if let Some(message) = self.check_token(*message) {
+                            return Some(self.accept(message));
+                        }
+                    }
                     Decoded::Reply(reply) => {
                         tracing::info!(error = ?reply_text(&reply), "rejected malformed message");
                         self.reply = Some(*reply);
@@ -322,6 +410,26 @@ where
     }
 }
 
+/// The `_meta` key a token travels under on stream transports.
+pub const TOKEN_META: &str = "hark/token";
+
+/// Removes a token from a request's `_meta` (so it goes no further: not to
+/// the tools, not into logs) and returns it.
+fn take_token(request: &mut ClientRequest) -> Option<String> {
+    let mut found = request
+        .get_meta_mut()
+        .remove(TOKEN_META)
+        .and_then(|v| v.as_str().map(str::to_owned));
+    // `initialize` keeps its `_meta` in its params as well.
+    if let ClientRequest::InitializeRequest(init) = request
+        && let Some(meta) = init.params.meta.as_mut()
+        && let Some(token) = meta.remove(TOKEN_META)
+    {
+        found = found.or_else(|| token.as_str().map(str::to_owned));
+    }
+    found
+}
+
 fn reply_text(reply: &ServerJsonRpcMessage) -> String {
     match reply {
         ServerJsonRpcMessage::Error(e) => e.error.message.to_string(),
@@ -352,7 +460,8 @@ pub async fn serve<S>(
         tracing::debug!("connected");
         let activity = Activity::new();
         let transport = FramedTransport::new(frames, out, Arc::clone(&activity), limit)
-            .cancel_on_end(identity.gone.clone());
+            .cancel_on_end(identity.gone.clone())
+            .authenticate(Arc::clone(&shared.auth), Arc::clone(&identity));
         let handler = HarkServer::new(
             Arc::clone(&shared.state),
             Arc::clone(&shared.tools),
@@ -400,4 +509,41 @@ pub async fn serve<S>(
     }
     .instrument(span)
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(text: &str) -> ClientRequest {
+        match framing::decode(text.as_bytes()) {
+            Decoded::Message(message) => match *message {
+                ClientJsonRpcMessage::Request(r) => r.request,
+                other => panic!("not a request: {other:?}"),
+            },
+            _ => panic!("not decoded: {text}"),
+        }
+    }
+
+    #[test]
+    fn a_token_is_taken_out_of_any_request() {
+        let mut init = request(
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"_meta":{"hark/token":"hark_abc"},"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}"#,
+        );
+        assert_eq!(take_token(&mut init).as_deref(), Some("hark_abc"));
+        assert_eq!(take_token(&mut init), None, "gone once taken");
+        let text = serde_json::to_string(&init).expect("serialises");
+        assert!(!text.contains("hark_abc"), "{text}");
+
+        let mut call = request(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_status","_meta":{"hark/token":"hark_def","progressToken":3}}}"#,
+        );
+        assert_eq!(take_token(&mut call).as_deref(), Some("hark_def"));
+        assert!(
+            call.get_meta().get_progress_token().is_some(),
+            "the rest of _meta stays"
+        );
+        let mut plain = request(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#);
+        assert_eq!(take_token(&mut plain), None);
+    }
 }

@@ -22,8 +22,9 @@ use rmcp::transport::streamable_http_server::{
 use tokio::{io::AsyncWriteExt, net::TcpListener};
 use tracing::Instrument;
 
-use super::{Shared, scripts, ws};
+use super::{Shared, bearer, scripts, ws};
 use crate::{
+    auth::Scope,
     mcp::{
         HarkServer,
         framing::{self, Decoded},
@@ -97,10 +98,24 @@ async fn handle(
     {
         return Ok(text_response(StatusCode::BAD_REQUEST, why));
     }
+    let grant = match bearer::authorize(&shared.auth, &identity, request.uri(), request.headers()) {
+        Ok(grant) => grant,
+        Err(refused) => return Ok(*refused),
+    };
     let path = request.uri().path();
     match (path, request.method()) {
-        ("/events", &http::Method::GET) => return Ok(scripts::events(&shared)),
-        ("/speak", &http::Method::POST) => return Ok(scripts::speak(shared, request).await),
+        ("/events", &http::Method::GET) => {
+            if let Err(refused) = bearer::require(&grant, Scope::Listen, "the event stream") {
+                return Ok(*refused);
+            }
+            return Ok(scripts::events(&shared));
+        }
+        ("/speak", &http::Method::POST) => {
+            if let Err(refused) = bearer::require(&grant, Scope::Speak, "POST /speak") {
+                return Ok(*refused);
+            }
+            return Ok(scripts::speak(shared, &grant, request).await);
+        }
         ("/events", _) | ("/speak", _) => {
             let allowed = if path == "/events" { "GET" } else { "POST" };
             let mut response = text_response(
@@ -123,6 +138,7 @@ async fn handle(
         ));
     }
     request.extensions_mut().insert(identity);
+    request.extensions_mut().insert(grant);
     if ws::is_upgrade(&request) {
         return Ok(ws::upgrade(shared, request));
     }
@@ -256,7 +272,7 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
             tokio::spawn(refuse_busy(stream, shared.config.mcp.max_connections));
             continue;
         };
-        let guard = shared.state.connect(TransportKind::Http, peer_of(addr));
+        let guard = shared.connect(TransportKind::Http, peer_of(addr));
         let identity = Arc::clone(guard.identity());
         let span = tracing::info_span!("connection", transport = "http", peer = %addr, client_id = identity.id);
         let service = {

@@ -5,6 +5,7 @@
 //! [`Listeners::serve`]) so the daemon can report `READY=1` only once every
 //! socket is bound, and so tests can bind port 0 and read the real port back.
 
+pub mod bearer;
 pub mod framed;
 pub mod guard;
 pub mod http;
@@ -53,6 +54,8 @@ pub struct Shared {
     pub state: Arc<ApplianceState>,
     pub tools: Arc<ToolRouter<HarkServer>>,
     pub hosts: guard::HostPolicy,
+    /// Tokens and trust.
+    pub auth: Arc<crate::auth::Auth>,
     /// Cancelled when the daemon shuts down.
     pub shutdown: CancellationToken,
     /// Every connection task, so shutdown can wait for them.
@@ -61,7 +64,12 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(config: Config, state: Arc<ApplianceState>, shutdown: CancellationToken) -> Self {
+    pub fn new(
+        config: Config,
+        state: Arc<ApplianceState>,
+        auth: Arc<crate::auth::Auth>,
+        shutdown: CancellationToken,
+    ) -> Self {
         let hosts = guard::HostPolicy::new(
             &config.service.hostname,
             &config.mcp.allowed_hosts,
@@ -73,10 +81,19 @@ impl Shared {
             state,
             tools: HarkServer::router(),
             hosts,
+            auth,
             shutdown,
             tasks: TaskTracker::new(),
             connections,
         }
+    }
+
+    /// Registers a new connection with what it may do before any token.
+    pub fn connect(&self, transport: TransportKind, peer: String) -> crate::state::ConnectionGuard {
+        let guard = self.state.connect(transport, peer);
+        let identity = guard.identity();
+        identity.set_grant(self.auth.base(transport, identity.address));
+        guard
     }
 
     /// A connection slot, or `None` when `mcp.max_connections` are open.

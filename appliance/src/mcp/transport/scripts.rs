@@ -179,13 +179,20 @@ fn refused(status: StatusCode, error: ToolError) -> Response<Body> {
     json(status, &serde_json::json!({ "error": error.to_json() }))
 }
 
-/// `POST /speak`.
-pub async fn speak(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body> {
-    let agent = request
-        .headers()
-        .get(CLIENT_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map_or_else(|| "script".to_owned(), str::to_owned);
+/// `POST /speak`. The speaker is the token's name, else `X-Hark-Client`,
+/// else `script`.
+pub async fn speak(
+    shared: Arc<Shared>,
+    grant: &crate::auth::Grant,
+    request: Request<Incoming>,
+) -> Response<Body> {
+    let agent = grant.paired_name().map(str::to_owned).unwrap_or_else(|| {
+        request
+            .headers()
+            .get(CLIENT_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map_or_else(|| "script".to_owned(), str::to_owned)
+    });
     let body = match Limited::new(request.into_body(), SPEAK_BODY)
         .collect()
         .await

@@ -156,7 +156,7 @@ pub async fn run_tcp(shared: Arc<Shared>, listener: TcpListener) {
             tokio::spawn(refuse_busy(stream, shared.config.mcp.max_connections));
             continue;
         };
-        let guard = shared.state.connect(TransportKind::Tcp, peer_of(addr));
+        let guard = shared.connect(TransportKind::Tcp, peer_of(addr));
         let shared2 = Arc::clone(&shared);
         shared.tasks.spawn(async move {
             serve_stream(shared2, guard, stream).await;
@@ -182,7 +182,7 @@ pub async fn run_unix(shared: Arc<Shared>, listener: UnixListener) {
             tokio::spawn(refuse_busy(stream, shared.config.mcp.max_connections));
             continue;
         };
-        let guard = shared.state.connect(TransportKind::Unix, peer);
+        let guard = shared.connect(TransportKind::Unix, peer);
         let shared2 = Arc::clone(&shared);
         shared.tasks.spawn(async move {
             serve_stream(shared2, guard, stream).await;

@@ -101,6 +101,12 @@ pub fn upgrade(shared: Arc<Shared>, mut request: Request<Incoming>) -> Response<
         .get::<Arc<crate::state::ClientIdentity>>()
         .map(|i| i.peer.clone())
         .unwrap_or_default();
+    // The upgrade request's token (checked by the HTTP handler) holds for
+    // the whole connection.
+    let grant = request
+        .extensions()
+        .get::<Arc<crate::auth::Grant>>()
+        .cloned();
     // Checked by the HTTP handler before the upgrade.
     let declared = request
         .headers()
@@ -123,10 +129,14 @@ pub fn upgrade(shared: Arc<Shared>, mut request: Request<Incoming>) -> Response<
         let socket =
             WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config))
                 .await;
-        let guard = shared2.state.connect(TransportKind::Websocket, peer);
+        let guard = shared2.connect(TransportKind::Websocket, peer);
         if let Some(name) = declared {
             let _ = guard.identity().declared.set(name.clone());
             guard.identity().set_client_name(&name);
+        }
+        // After the declared name: a token's name wins.
+        if let Some(grant) = grant {
+            guard.identity().set_grant((*grant).clone());
         }
         serve_socket(Arc::clone(&shared2), guard, socket).await;
         drop(permit);
