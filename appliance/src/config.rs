@@ -617,6 +617,44 @@ pub struct McpConfig {
     pub http: HttpConfig,
     /// Unix socket for agents on the appliance itself.
     pub unix: UnixConfig,
+    /// Connections not (yet) paired: their own budget, apart from
+    /// `max_connections`, and a short deadline.
+    pub unpaired: UnpairedConfig,
+}
+
+/// Accepted range for `mcp.unpaired.max_connections`.
+pub const UNPAIRED_MAX_RANGE: (usize, usize) = (1, 1024);
+/// Accepted range for `mcp.unpaired.per_address`.
+pub const UNPAIRED_PER_ADDRESS_RANGE: (usize, usize) = (1, 256);
+/// Accepted range for `mcp.unpaired.deadline_secs`.
+pub const UNPAIRED_DEADLINE_RANGE: (u64, u64) = (1, 300);
+
+/// `[mcp.unpaired]`: connections from hosts that are not trusted and have
+/// presented no token. They cannot take the paired agents' slots: however
+/// many a host opens, agents and the trusted keep theirs.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct UnpairedConfig {
+    /// Unpaired connections at once, all addresses together (1–1024);
+    /// past it the oldest is closed to make room.
+    pub max_connections: usize,
+    /// Unpaired connections from one address at once (1–256); more are
+    /// refused.
+    pub per_address: usize,
+    /// Seconds an unpaired connection may sit with no request in flight,
+    /// and an HTTP one may take to send its request head, before it is
+    /// closed (1–300).
+    pub deadline_secs: u64,
+}
+
+impl Default for UnpairedConfig {
+    fn default() -> Self {
+        Self {
+            max_connections: 16,
+            per_address: 4,
+            deadline_secs: 10,
+        }
+    }
 }
 
 impl Default for McpConfig {
@@ -632,6 +670,7 @@ impl Default for McpConfig {
             tcp: TcpConfig::default(),
             http: HttpConfig::default(),
             unix: UnixConfig::default(),
+            unpaired: UnpairedConfig::default(),
         }
     }
 }
@@ -738,6 +777,21 @@ impl Config {
             "auth.max_failures",
             self.auth.max_failures,
             MAX_FAILURES_RANGE,
+        )?;
+        check_range(
+            "mcp.unpaired.max_connections",
+            self.mcp.unpaired.max_connections,
+            UNPAIRED_MAX_RANGE,
+        )?;
+        check_range(
+            "mcp.unpaired.per_address",
+            self.mcp.unpaired.per_address,
+            UNPAIRED_PER_ADDRESS_RANGE,
+        )?;
+        check_range(
+            "mcp.unpaired.deadline_secs",
+            self.mcp.unpaired.deadline_secs,
+            UNPAIRED_DEADLINE_RANGE,
         )?;
         check_range(
             "auth.pair_timeout_secs",

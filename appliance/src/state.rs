@@ -80,6 +80,11 @@ pub struct ClientIdentity {
     /// Cancelled when the client's side of the connection ends (stream
     /// transports); long-running tools stop on it.
     pub gone: tokio_util::sync::CancellationToken,
+    /// Its connection slot (`mcp::transport::budget`), freed when the
+    /// connection ends.
+    pub slot: crate::mcp::transport::budget::Held,
+    /// Cancelled to close the connection: an unpaired one making way.
+    pub close: tokio_util::sync::CancellationToken,
 }
 
 impl ClientIdentity {
@@ -92,6 +97,8 @@ impl ClientIdentity {
     pub fn set_grant(&self, grant: crate::auth::Grant) {
         if let Some(name) = grant.paired_name() {
             self.set_client_name(name);
+            // A paired agent leaves the unpaired connections' budget.
+            self.slot.promote();
         }
         *self.grant.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(grant);
     }
@@ -182,6 +189,7 @@ impl ConnectionGuard {
 
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
+        self.identity.slot.release();
         self.state.clients[self.identity.transport as usize].fetch_sub(1, Ordering::Relaxed);
         self.state
             .connections
@@ -476,6 +484,16 @@ impl ApplianceState {
     /// Registers a new client connection and returns the guard that keeps it
     /// counted.
     pub fn connect(self: &Arc<Self>, transport: TransportKind, peer: String) -> ConnectionGuard {
+        self.connect_with(transport, peer, tokio_util::sync::CancellationToken::new())
+    }
+
+    /// [`Self::connect`], with the token that closes the connection.
+    pub fn connect_with(
+        self: &Arc<Self>,
+        transport: TransportKind,
+        peer: String,
+        close: tokio_util::sync::CancellationToken,
+    ) -> ConnectionGuard {
         self.clients[transport as usize].fetch_add(1, Ordering::Relaxed);
         let identity = Arc::new(ClientIdentity {
             id: self.next_client.fetch_add(1, Ordering::Relaxed),
@@ -492,6 +510,8 @@ impl ApplianceState {
             doing: Mutex::new(Vec::new()),
             next_doing: AtomicU64::new(1),
             gone: tokio_util::sync::CancellationToken::new(),
+            slot: Default::default(),
+            close,
         });
         self.connections
             .lock()

@@ -479,16 +479,41 @@ pub async fn serve<S>(
         };
         let serving = futures::FutureExt::fuse(serving);
         tokio::pin!(serving);
+        // An unpaired connection may sit idle only for the short deadline
+        // (`mcp.unpaired.deadline_secs`); once it presents a token, the
+        // usual idle timeout.
+        let unpaired_deadline = shared.unpaired_deadline();
         let idle_watch = async {
-            match idle {
-                Some(timeout) => activity.idle_for(timeout).await,
-                None => std::future::pending().await,
+            loop {
+                let unpaired = identity.slot.is_unpaired()
+                    && identity.grant().principal == crate::auth::Principal::Unpaired;
+                let timeout = if unpaired {
+                    Some(idle.map_or(unpaired_deadline, |i| i.min(unpaired_deadline)))
+                } else {
+                    idle
+                };
+                match timeout {
+                    Some(timeout) => activity.idle_for(timeout).await,
+                    None => std::future::pending().await,
+                }
+                // It paired while the short deadline ran: wait the long one.
+                if !unpaired || identity.grant().principal == crate::auth::Principal::Unpaired {
+                    return unpaired;
+                }
             }
         };
         tokio::select! {
             _ = &mut serving => {}
-            _ = idle_watch => {
-                tracing::info!("closing idle connection");
+            unpaired = idle_watch => {
+                if unpaired {
+                    tracing::info!(seconds = unpaired_deadline.as_secs(), "closing an unpaired connection with nothing in flight");
+                } else {
+                    tracing::info!("closing idle connection");
+                }
+                ct.cancel();
+            }
+            () = identity.close.cancelled() => {
+                tracing::info!("closing an unpaired connection to make way for a newer one");
                 ct.cancel();
             }
             _ = shared.shutdown.cancelled() => {

@@ -102,6 +102,10 @@ async fn handle(
         Ok(grant) => grant,
         Err(refused) => return Ok(*refused),
     };
+    if grant.paired_name().is_some() {
+        // A paired agent's connection leaves the unpaired budget.
+        identity.slot.promote();
+    }
     let path = request.uri().path();
     match (path, request.method()) {
         ("/events", &http::Method::GET) => {
@@ -239,10 +243,8 @@ fn json_response(status: StatusCode, message: &impl serde::Serialize) -> Respons
 
 /// Tells an HTTP client over the connection limit to come back later. Written
 /// by hand because the connection is not served at all.
-async fn refuse_busy(mut stream: tokio::net::TcpStream, limit: usize) {
-    let body = format!(
-        "Hark is serving its maximum of {limit} connections (mcp.max_connections); try again later\n"
-    );
+async fn refuse_busy(mut stream: tokio::net::TcpStream, refusal: super::budget::Refusal) {
+    let body = format!("{refusal}\n");
     let response = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
         body.len()
@@ -267,12 +269,17 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
         if let Err(e) = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER) {
             tracing::debug!(error = %e, "cannot set the send buffer");
         }
-        let Some(permit) = shared.admit() else {
-            tracing::warn!(peer = %addr, "connection limit reached; refusing http client");
-            tokio::spawn(refuse_busy(stream, shared.config.mcp.max_connections));
-            continue;
+        let admitted = match shared.admit(TransportKind::Http, Some(addr.ip()), false) {
+            Ok(admitted) => admitted,
+            Err(refusal) => {
+                tracing::warn!(peer = %addr, %refusal, "refusing http client");
+                tokio::spawn(refuse_busy(stream, refusal));
+                continue;
+            }
         };
-        let guard = shared.connect(TransportKind::Http, peer_of(addr));
+        // Unpaired connections get the short deadline for their requests.
+        let unpaired = admitted.unpaired();
+        let guard = shared.connect(TransportKind::Http, peer_of(addr), admitted);
         let identity = Arc::clone(guard.identity());
         let span = tracing::info_span!("connection", transport = "http", peer = %addr, client_id = identity.id);
         let service = {
@@ -304,10 +311,13 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
                 // connection its next one, within this time; otherwise it is
                 // closed and its slot freed. HTTP clients reconnect without
                 // fuss, and event streams are responses, not affected.
-                let request_wait = shared2
+                let mut request_wait = shared2
                     .config
                     .idle_timeout()
                     .map_or(HTTP_REQUEST_WAIT, |idle| idle.min(HTTP_REQUEST_WAIT));
+                if unpaired {
+                    request_wait = request_wait.min(shared2.unpaired_deadline());
+                }
                 // hyper's timer only starts once it knows the HTTP version,
                 // so wait for the first bytes here.
                 let mut first = [0u8; 1];
@@ -316,7 +326,7 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
                     Ok(Ok(1))
                 ) {
                     tracing::debug!("no request arrived (or the client left); closing");
-                    drop((guard, permit));
+                    drop(guard);
                     return;
                 }
                 let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -331,11 +341,15 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
                 let connection =
                     builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
                 tokio::pin!(connection);
+                let close = guard.identity().close.clone();
                 tokio::select! {
                     result = connection.as_mut() => {
                         if let Err(e) = result {
                             tracing::debug!(error = %e, "http connection ended with an error");
                         }
+                    }
+                    () = close.cancelled() => {
+                        tracing::info!("closing an unpaired connection to make way for a newer one");
                     }
                     _ = shared2.shutdown.cancelled() => {
                         connection.as_mut().graceful_shutdown();
@@ -346,7 +360,6 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
                 // included) have no one to answer: long-running tools stop.
                 guard.identity().gone.cancel();
                 drop(guard);
-                drop(permit);
             }
             .instrument(span),
         );

@@ -6,6 +6,7 @@
 //! socket is bound, and so tests can bind port 0 and read the real port back.
 
 pub mod bearer;
+pub mod budget;
 pub mod framed;
 pub mod guard;
 pub mod http;
@@ -19,10 +20,7 @@ use rmcp::{
     handler::server::router::tool::ToolRouter,
     model::{ErrorCode, ErrorData, ServerJsonRpcMessage},
 };
-use tokio::{
-    net::{TcpListener, UnixListener},
-    sync::{OwnedSemaphorePermit, Semaphore},
-};
+use tokio::net::{TcpListener, UnixListener};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
@@ -60,7 +58,7 @@ pub struct Shared {
     pub shutdown: CancellationToken,
     /// Every connection task, so shutdown can wait for them.
     pub tasks: TaskTracker,
-    connections: Arc<Semaphore>,
+    budget: Arc<budget::Budget>,
 }
 
 impl Shared {
@@ -75,7 +73,7 @@ impl Shared {
             &config.mcp.allowed_hosts,
             &config.mcp.allowed_origins,
         );
-        let connections = Arc::new(Semaphore::new(config.mcp.max_connections));
+        let budget = budget::Budget::new(config.mcp.max_connections, config.mcp.unpaired.clone());
         Self {
             config,
             state,
@@ -84,34 +82,68 @@ impl Shared {
             auth,
             shutdown,
             tasks: TaskTracker::new(),
-            connections,
+            budget,
         }
     }
 
-    /// Registers a new connection with what it may do before any token.
-    pub fn connect(&self, transport: TransportKind, peer: String) -> crate::state::ConnectionGuard {
-        let guard = self.state.connect(transport, peer);
+    /// Registers a new connection, with its slot and what it may do
+    /// before any token.
+    pub fn connect(
+        &self,
+        transport: TransportKind,
+        peer: String,
+        admitted: Admitted,
+    ) -> crate::state::ConnectionGuard {
+        let guard = self.state.connect_with(transport, peer, admitted.close);
         let identity = guard.identity();
+        identity.slot.set(admitted.slot);
         identity.set_grant(self.auth.base(transport, identity.address));
         guard
     }
 
-    /// A connection slot, or `None` when `mcp.max_connections` are open.
-    pub fn admit(&self) -> Option<OwnedSemaphorePermit> {
-        Arc::clone(&self.connections).try_acquire_owned().ok()
+    /// A slot for a connection from `address` over `transport` (trusted
+    /// clients and paired agents share `mcp.max_connections`, the unpaired
+    /// have their own budget), or why not. `paired`: the connection
+    /// already presented a good token (a WebSocket upgrade's header).
+    pub fn admit(
+        &self,
+        transport: TransportKind,
+        address: Option<std::net::IpAddr>,
+        paired: bool,
+    ) -> Result<Admitted, budget::Refusal> {
+        let trusted = paired
+            || matches!(
+                self.auth.base(transport, address).principal,
+                crate::auth::Principal::Trusted(_)
+            );
+        let close = CancellationToken::new();
+        let slot = self.budget.admit(trusted, address, &close)?;
+        Ok(Admitted { slot, close })
+    }
+
+    /// How long an unpaired connection may wait with nothing in flight.
+    pub fn unpaired_deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.config.mcp.unpaired.deadline_secs)
     }
 }
 
-/// The error a client over the connection limit gets before it is closed.
-pub fn busy_error(limit: usize) -> ServerJsonRpcMessage {
+/// A connection let in: its slot, and the token that closes it (an
+/// unpaired one making way).
+pub struct Admitted {
+    slot: budget::Slot,
+    close: CancellationToken,
+}
+
+impl Admitted {
+    pub fn unpaired(&self) -> bool {
+        matches!(self.slot, budget::Slot::Unpaired(_))
+    }
+}
+
+/// The error a client not let in gets before it is closed.
+pub fn busy_error(refusal: &budget::Refusal) -> ServerJsonRpcMessage {
     ServerJsonRpcMessage::error(
-        ErrorData::new(
-            ErrorCode(-32000),
-            format!(
-                "Hark is serving its maximum of {limit} connections (mcp.max_connections); try again later"
-            ),
-            None,
-        ),
+        ErrorData::new(ErrorCode(-32000), refusal.to_string(), None),
         None,
     )
 }

@@ -134,8 +134,8 @@ where
 }
 
 /// Tells a client over the connection limit why it is being closed.
-async fn refuse_busy<S: AsyncWrite + Unpin>(mut stream: S, limit: usize) {
-    let message = super::busy_error(limit);
+async fn refuse_busy<S: AsyncWrite + Unpin>(mut stream: S, refusal: super::budget::Refusal) {
+    let message = super::busy_error(&refusal);
     let mut line = serde_json::to_vec(&message).unwrap_or_default();
     line.push(b'\n');
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
@@ -151,16 +151,18 @@ pub async fn run_tcp(shared: Arc<Shared>, listener: TcpListener) {
     {
         let _ = stream.set_nodelay(true);
         super::keepalive(&stream);
-        let Some(permit) = shared.admit() else {
-            tracing::warn!(peer = %addr, "connection limit reached; refusing tcp client");
-            tokio::spawn(refuse_busy(stream, shared.config.mcp.max_connections));
-            continue;
+        let admitted = match shared.admit(TransportKind::Tcp, Some(addr.ip()), false) {
+            Ok(admitted) => admitted,
+            Err(refusal) => {
+                tracing::warn!(peer = %addr, %refusal, "refusing tcp client");
+                tokio::spawn(refuse_busy(stream, refusal));
+                continue;
+            }
         };
-        let guard = shared.connect(TransportKind::Tcp, peer_of(addr));
+        let guard = shared.connect(TransportKind::Tcp, peer_of(addr), admitted);
         let shared2 = Arc::clone(&shared);
         shared.tasks.spawn(async move {
             serve_stream(shared2, guard, stream).await;
-            drop(permit);
         });
     }
 }
@@ -177,16 +179,18 @@ pub async fn run_unix(shared: Arc<Shared>, listener: UnixListener) {
             ),
             Err(_) => "unix".into(),
         };
-        let Some(permit) = shared.admit() else {
-            tracing::warn!(peer = %peer, "connection limit reached; refusing unix client");
-            tokio::spawn(refuse_busy(stream, shared.config.mcp.max_connections));
-            continue;
+        let admitted = match shared.admit(TransportKind::Unix, None, false) {
+            Ok(admitted) => admitted,
+            Err(refusal) => {
+                tracing::warn!(peer = %peer, %refusal, "refusing unix client");
+                tokio::spawn(refuse_busy(stream, refusal));
+                continue;
+            }
         };
-        let guard = shared.connect(TransportKind::Unix, peer);
+        let guard = shared.connect(TransportKind::Unix, peer, admitted);
         let shared2 = Arc::clone(&shared);
         shared.tasks.spawn(async move {
             serve_stream(shared2, guard, stream).await;
-            drop(permit);
         });
     }
 }

@@ -87,15 +87,6 @@ pub fn upgrade(shared: Arc<Shared>, mut request: Request<Incoming>) -> Response<
             "Hark's WebSocket subprotocol is `mcp`; offer it in Sec-WebSocket-Protocol",
         );
     }
-    let Some(permit) = shared.admit() else {
-        return text_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "Hark is serving its maximum of {} connections (mcp.max_connections); try again later",
-                shared.config.mcp.max_connections
-            ),
-        );
-    };
     let peer = request
         .extensions()
         .get::<Arc<crate::state::ClientIdentity>>()
@@ -107,6 +98,15 @@ pub fn upgrade(shared: Arc<Shared>, mut request: Request<Incoming>) -> Response<
         .extensions()
         .get::<Arc<crate::auth::Grant>>()
         .cloned();
+    let address = request
+        .extensions()
+        .get::<Arc<crate::state::ClientIdentity>>()
+        .and_then(|i| i.address);
+    let paired = grant.as_ref().is_some_and(|g| g.paired_name().is_some());
+    let admitted = match shared.admit(TransportKind::Websocket, address, paired) {
+        Ok(admitted) => admitted,
+        Err(refusal) => return text_response(StatusCode::SERVICE_UNAVAILABLE, refusal.to_string()),
+    };
     // Checked by the HTTP handler before the upgrade.
     let declared = request
         .headers()
@@ -129,7 +129,7 @@ pub fn upgrade(shared: Arc<Shared>, mut request: Request<Incoming>) -> Response<
         let socket =
             WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config))
                 .await;
-        let guard = shared2.connect(TransportKind::Websocket, peer);
+        let guard = shared2.connect(TransportKind::Websocket, peer, admitted);
         if let Some(name) = declared {
             let _ = guard.identity().declared.set(name.clone());
             guard.identity().set_client_name(&name);
@@ -139,7 +139,6 @@ pub fn upgrade(shared: Arc<Shared>, mut request: Request<Incoming>) -> Response<
             guard.identity().set_grant((*grant).clone());
         }
         serve_socket(Arc::clone(&shared2), guard, socket).await;
-        drop(permit);
     });
 
     let mut response = Response::new(Empty::new().boxed());
