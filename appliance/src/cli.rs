@@ -123,9 +123,9 @@ pub enum Command {
     /// token, kept here for `hark connect` and printed with the lines to
     /// use it in Claude Code, Cursor, Codex and the Python SDK.
     Pair {
-        /// The appliance, HOST or HOST:PORT of its raw TCP transport.
-        #[arg(default_value = "127.0.0.1")]
-        host: String,
+        /// The appliance, HOST or HOST:PORT of its raw TCP transport
+        /// [default: the one `hark discover` finds on the LAN].
+        host: Option<String>,
         /// The agent's name on the appliance (said aloud when it asks;
         /// default: this machine's host name).
         #[arg(long)]
@@ -135,6 +135,19 @@ pub enum Command {
         #[arg(long)]
         scopes: Option<String>,
         /// Print the result (with the token) as JSON, and keep nothing.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the Hark appliances on the LAN (mDNS): their names, addresses,
+    /// ports, versions, and whether an agent must pair first.
+    Discover {
+        /// Seconds to listen for answers.
+        #[arg(long, default_value_t = 3.0)]
+        timeout: f64,
+        /// Only on these network interfaces (repeat for several).
+        #[arg(long = "interface", value_name = "NAME")]
+        interfaces: Vec<String>,
+        /// Print them as JSON.
         #[arg(long)]
         json: bool,
     },

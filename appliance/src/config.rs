@@ -82,6 +82,55 @@ pub struct Config {
     pub history: HistoryConfig,
     /// Who may use the appliance: pairing, tokens, trusted clients.
     pub auth: AuthConfig,
+    /// Advertising the appliance on the LAN (mDNS / DNS-SD).
+    pub discovery: DiscoveryConfig,
+}
+
+/// `discovery.responder`
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Responder {
+    /// avahi when it runs and its service file is writable, else Hark's own.
+    #[default]
+    Auto,
+    /// Hark's own mDNS responder.
+    Builtin,
+    /// Write `avahi_service_file`; avahi-daemon answers.
+    Avahi,
+}
+
+/// `[discovery]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DiscoveryConfig {
+    /// Advertise `_mcp._tcp` and `_hark._tcp` (the transports listening
+    /// beyond loopback).
+    pub enabled: bool,
+    /// Who answers: `auto`, `builtin` or `avahi`.
+    pub responder: Responder,
+    /// Network interfaces to advertise on (Hark's own responder); empty:
+    /// all of them.
+    pub interfaces: Vec<String>,
+    /// The instance name browsers show; empty: "Hark on HOSTNAME".
+    pub name: String,
+    /// The service file Hark writes for avahi (the package makes it, owned
+    /// by the service).
+    pub avahi_service_file: PathBuf,
+    /// Present while avahi-daemon runs.
+    pub avahi_socket: PathBuf,
+}
+
+impl Default for DiscoveryConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            responder: Responder::Auto,
+            interfaces: Vec::new(),
+            name: String::new(),
+            avahi_service_file: PathBuf::from("/etc/avahi/services/hark.service"),
+            avahi_socket: PathBuf::from("/run/avahi-daemon/socket"),
+        }
+    }
 }
 
 /// Accepted range for `auth.max_failures`.

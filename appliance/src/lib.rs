@@ -31,6 +31,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod db;
+pub mod discovery;
 pub mod events;
 pub mod floor;
 pub mod history;

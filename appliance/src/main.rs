@@ -1,4 +1,4 @@
-use std::process::ExitCode;
+use std::{process::ExitCode, time::Duration};
 
 use anyhow::Context;
 use clap::Parser;
@@ -91,6 +91,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             ))?;
             Ok(())
         }
+        Command::Discover {
+            timeout,
+            interfaces,
+            json,
+        } => {
+            logging::init("warn")?;
+            if !(0.1..=60.0).contains(&timeout) {
+                anyhow::bail!("--timeout must be 0.1–60 seconds, got {timeout}");
+            }
+            let found = hark::discovery::discover(Duration::from_secs_f64(timeout), &interfaces)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&found)?);
+            } else {
+                print!("{}", hark::discovery::format_found(&found));
+            }
+            Ok(())
+        }
         Command::Pair {
             host,
             name,
@@ -98,6 +115,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             json,
         } => {
             logging::init("warn")?;
+            let host = match host {
+                Some(host) => host,
+                None => discovered_host()?,
+            };
             let name = name.unwrap_or_else(|| {
                 gethostname::gethostname()
                     .to_string_lossy()
@@ -314,5 +335,35 @@ fn token_for(given: Option<&str>, target: &str) -> Option<String> {
             eprintln!("warning: {e}");
             None
         }
+    }
+}
+
+/// The one appliance on the LAN, for `hark pair` without a host.
+fn discovered_host() -> anyhow::Result<String> {
+    eprintln!("Looking for Hark on the LAN…");
+    let found = hark::discovery::discover(Duration::from_secs(3), &[])?;
+    match found.as_slice() {
+        [] => anyhow::bail!(
+            "no Hark appliance answered on the LAN; give its address: `hark pair HOST`"
+        ),
+        [one] => {
+            let address = one
+                .address()
+                .with_context(|| format!("{} answered without an address", one.name))?;
+            let port = one.tcp_port.unwrap_or(client::DEFAULT_PORT);
+            eprintln!("Found {} at {address}.", one.name);
+            Ok(match address {
+                std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
+                v4 => format!("{v4}:{port}"),
+            })
+        }
+        several => anyhow::bail!(
+            "several appliances answered; name one: {}",
+            several
+                .iter()
+                .map(|f| format!("`hark pair {}` ({})", f.host, f.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }

@@ -239,6 +239,9 @@ pub async fn run(
         }));
     }
 
+    // On the LAN by name: advertised once the listeners serve.
+    let advertising = advertise(&shared).await;
+
     tracing::info!(version = env!("CARGO_PKG_VERSION"), %serving, "hark is ready");
     let status = format!("serving {serving}");
     notify(&[NotifyState::Ready, NotifyState::Status(&status)]);
@@ -253,6 +256,10 @@ pub async fn run(
     tracing::info!("shutting down");
     notify(&[NotifyState::Stopping, NotifyState::Status("shutting down")]);
     token.cancel();
+    // Withdrawn first: browsers stop offering an appliance that is going.
+    if let Some(advertising) = advertising {
+        let _ = tokio::task::spawn_blocking(move || drop(advertising)).await;
+    }
     shared.tasks.close();
     // Connections let calls in flight finish within `grace`, then cancel
     // them; the margin covers closing their sockets.
@@ -332,6 +339,64 @@ pub fn termination() -> std::io::Result<impl Future<Output = ()>> {
             _ = int.recv() => tracing::info!("received SIGINT"),
         }
     })
+}
+
+/// Advertises the appliance by mDNS (docs/mcp.md, Discovery); a failure is
+/// logged, never fatal: agents can still be given the address.
+async fn advertise(shared: &Shared) -> Option<crate::discovery::Advertising> {
+    let config = shared.config.discovery.clone();
+    if !config.enabled {
+        return None;
+    }
+    let mut advert = crate::discovery::Advert {
+        instance: String::new(),
+        host: {
+            let configured = shared.config.service.hostname.trim();
+            let name = if configured.is_empty() {
+                gethostname::gethostname().to_string_lossy().into_owned()
+            } else {
+                configured.to_owned()
+            };
+            name.split('.').next().unwrap_or("hark").to_lowercase()
+        },
+        tcp_port: None,
+        http_port: None,
+        auth: shared.auth.mode.as_str(),
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    for listener in shared.state.listeners() {
+        let port = crate::discovery::lan_port(&listener.address);
+        match listener.transport {
+            crate::state::TransportKind::Tcp => advert.tcp_port = port,
+            crate::state::TransportKind::Http => advert.http_port = port,
+            _ => {}
+        }
+    }
+    advert.instance = if config.name.trim().is_empty() {
+        format!("Hark on {}", advert.host)
+    } else {
+        config.name.trim().to_owned()
+    };
+    let result =
+        tokio::task::spawn_blocking(move || crate::discovery::advertise(&config, &advert)).await;
+    match result {
+        Ok(Ok(Some(advertising))) => {
+            tracing::info!(how = %advertising.describe(), "advertised on the LAN");
+            Some(advertising)
+        }
+        Ok(Ok(None)) => {
+            tracing::info!("not advertised: no transport listens beyond loopback");
+            None
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "cannot advertise the appliance on the LAN");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "advertising failed");
+            None
+        }
+    }
 }
 
 #[cfg(test)]

@@ -93,6 +93,9 @@ class Daemon:
             "mcp.tcp": {"listen": "127.0.0.1:0"},
             "mcp.http": {"listen": "127.0.0.1:0"},
             "mcp.unix": {"path": str(self.tmp / "run" / "mcp.sock")},
+            # No multicast onto this machine's real network from a test;
+            # the discovery tests turn it on for an interface they made.
+            "discovery": {"enabled": False},
             # The default model, made by appliance/setup-models in tests/run.
             "stt": {"models_dir": str(MODELS)},
             "tts": {"voices_dir": str(VOICES), "onnxruntime": str(ONNXRUNTIME)},

@@ -456,12 +456,18 @@ LAN_CLIENT = textwrap.dedent("""
 """)
 
 
+def veth_names():
+    """The veth pair `other_host` makes: this side, the other host's side."""
+    n = os.getpid() % 10000
+    return f"hkl{n}a", f"hkl{n}b"
+
+
 @pytest.fixture
 def other_host():
     """A network namespace joined to this one by a veth pair: a second host
     on a private /24 made for the test and removed after it."""
     n = os.getpid() % 10000
-    ns, here, there = f"hark-lan-{n}", f"hkl{n}a", f"hkl{n}b"
+    ns, here, there = f"hark-lan-{n}", *veth_names()
     subnet = f"10.{200 + n % 50}.{n % 250}"
     steps = [
         ["ip", "netns", "add", ns],
