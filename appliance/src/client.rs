@@ -270,7 +270,12 @@ pub async fn pair(target: &str, name: &str, scopes: Option<&str>) -> Result<Valu
 
 /// What `hark pair` prints once paired: the token, and how to use it in
 /// the usual clients.
-pub fn format_paired(host: &str, result: &Value, saved_to: Option<&std::path::Path>) -> String {
+pub fn format_paired(
+    host: &str,
+    result: &Value,
+    saved_to: Option<&std::path::Path>,
+    ca_file: Option<&std::path::Path>,
+) -> String {
     let token = result["token"].as_str().unwrap_or("?");
     let name = result["name"].as_str().unwrap_or("?");
     let scopes: Vec<&str> = result["scopes"]
@@ -312,6 +317,17 @@ The token, shown only now (Hark keeps only its hash):
 
 ",
             path.display()
+        ));
+    }
+    if let (Some(port), Some(sha)) = (result["https_port"].as_u64(), result["ca_sha256"].as_str()) {
+        let https = format!("https://{url_host}:{port}/mcp");
+        let ca = ca_file.map_or_else(|| "hark-ca.pem".to_owned(), |p| p.display().to_string());
+        out.push_str(&format!(
+            "HTTPS: {https}, with the appliance's own certificate authority, kept in {ca}.\n\
+             Its SHA-256 fingerprint (the appliance's log and `get_status` show it too):\n  {sha}\n\
+             Trust it: Node-based clients (Claude Code, Cursor) with NODE_EXTRA_CA_CERTS={ca} in their\n\
+             environment; the Python SDK with httpx2.AsyncClient(verify=ssl.create_default_context(cafile=\"{ca}\"));\n\
+             then use {https} in place of {url} below.\n\n"
         ));
     }
     out.push_str(&format!(

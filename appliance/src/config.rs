@@ -669,6 +669,28 @@ pub struct McpConfig {
     /// Connections not (yet) paired: their own budget, apart from
     /// `max_connections`, and a short deadline.
     pub unpaired: UnpairedConfig,
+    /// The HTTP service (`/mcp`, WebSocket, scripts) over TLS.
+    pub https: HttpsConfig,
+}
+
+/// `[mcp.https]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpsConfig {
+    /// Serve HTTPS and WSS, with the appliance's own certificate authority
+    /// (made at first start in `service.state_dir`/tls).
+    pub enabled: bool,
+    /// Address and port to listen on (port 0 picks a free port).
+    pub listen: SocketAddr,
+}
+
+impl Default for HttpsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            listen: SocketAddr::from(([0, 0, 0, 0], 7342)),
+        }
+    }
 }
 
 /// Accepted range for `mcp.unpaired.max_connections`.
@@ -720,6 +742,7 @@ impl Default for McpConfig {
             http: HttpConfig::default(),
             unix: UnixConfig::default(),
             unpaired: UnpairedConfig::default(),
+            https: HttpsConfig::default(),
         }
     }
 }

@@ -46,6 +46,7 @@ pub mod saved;
 pub mod service;
 pub mod state;
 pub mod stt;
+pub mod tls;
 pub mod tts;
 pub mod voices;
 pub mod words;

@@ -154,7 +154,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 http_port: result["http_port"]
                     .as_u64()
                     .and_then(|p| u16::try_from(p).ok()),
+                https_port: result["https_port"]
+                    .as_u64()
+                    .and_then(|p| u16::try_from(p).ok()),
+                ca_file: None,
+                ca_sha256: result["ca_sha256"].as_str().map(str::to_owned),
             };
+            let mut saved = saved;
+            if let Some(pem) = result["ca_pem"].as_str() {
+                match hark::saved::store_ca(&host, pem) {
+                    Ok(path) => saved.ca_file = Some(path),
+                    Err(e) => eprintln!("warning: the appliance's CA certificate is not kept: {e}"),
+                }
+            }
+            let ca_file = saved.ca_file.clone();
             // The token is printed whatever happens to the file: it is
             // shown only this once.
             let kept = match hark::saved::store(&host, saved) {
@@ -164,7 +177,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     None
                 }
             };
-            print!("{}", client::format_paired(&host, &result, kept.as_deref()));
+            print!(
+                "{}",
+                client::format_paired(&host, &result, kept.as_deref(), ca_file.as_deref())
+            );
             Ok(())
         }
         Command::Inject { file } => {

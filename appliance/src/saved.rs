@@ -45,6 +45,14 @@ pub struct Saved {
     pub paired_at: String,
     pub tcp_port: Option<u16>,
     pub http_port: Option<u16>,
+    /// HTTPS, when the appliance serves it: its port, and the file holding
+    /// the appliance's CA certificate (beside this one).
+    #[serde(default)]
+    pub https_port: Option<u16>,
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    #[serde(default)]
+    pub ca_sha256: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -107,6 +115,22 @@ pub fn lookup_in(path: &Path, target: &str) -> Result<Option<Saved>, SavedError>
     Ok(read(path)?.appliances.remove(&host_key(target)))
 }
 
+/// Keeps an appliance's CA certificate beside the tokens, as
+/// `HOST-ca.pem`; returns its path.
+pub fn store_ca(target: &str, pem: &str) -> Result<PathBuf, SavedError> {
+    let dir = path()?.parent().map(Path::to_owned).unwrap_or_default();
+    let file = dir.join(format!("{}-ca.pem", host_key(target).replace(':', "_")));
+    let err = |source| SavedError::Write {
+        path: file.clone(),
+        source,
+    };
+    std::fs::create_dir_all(&dir).map_err(err)?;
+    let tmp = file.with_extension("tmp");
+    std::fs::write(&tmp, pem).map_err(err)?;
+    std::fs::rename(&tmp, &file).map_err(err)?;
+    Ok(file)
+}
+
 /// Keeps `saved` for `target`'s host (replacing an earlier one); returns
 /// the file's path.
 pub fn store(target: &str, saved: Saved) -> Result<PathBuf, SavedError> {
@@ -162,6 +186,9 @@ mod tests {
             paired_at: "2026-12-01T12:00:00Z".into(),
             tcp_port: Some(7340),
             http_port: Some(7341),
+            https_port: None,
+            ca_file: None,
+            ca_sha256: None,
         }
     }
 

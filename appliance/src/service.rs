@@ -89,7 +89,31 @@ pub async fn run(
     let token = CancellationToken::new();
     let grace = config.shutdown_timeout();
 
-    let listeners = Listeners::bind(&config).await?;
+    let mut listeners = Listeners::bind(&config).await?;
+    // HTTPS: the CA and this start's certificate, made off the runtime. A
+    // failure leaves HTTPS off, said in the log; the rest serves.
+    if config.mcp.https.enabled {
+        let (dir, names, addresses) = (
+            config.service.state_dir.join("tls"),
+            tls_names(&config),
+            tls_addresses(),
+        );
+        match tokio::task::spawn_blocking(move || crate::tls::open(&dir, &names, &addresses)).await
+        {
+            Ok(Ok(tls)) => {
+                tracing::info!(fingerprint = %tls.fingerprint, ca = %tls.ca_path.display(), "HTTPS ready");
+                let _ = state.tls.set(tls);
+            }
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "HTTPS is off: its certificate cannot be made");
+                listeners.without_https();
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "HTTPS is off");
+                listeners.without_https();
+            }
+        }
+    }
     let health = Arc::new(Health::default());
     // Which board this is, first: its profile names the sound card the
     // audio engine opens (unless the config names one).
@@ -339,6 +363,46 @@ pub fn termination() -> std::io::Result<impl Future<Output = ()>> {
             _ = int.recv() => tracing::info!("received SIGINT"),
         }
     })
+}
+
+/// The names the HTTPS certificate is for.
+fn tls_names(config: &Config) -> Vec<String> {
+    let mut names = Vec::new();
+    let system = gethostname::gethostname().to_string_lossy().to_lowercase();
+    for name in [config.service.hostname.trim().to_lowercase(), system] {
+        let name = name.trim_end_matches('.').to_owned();
+        if name.is_empty() {
+            continue;
+        }
+        let short = name.split('.').next().unwrap_or(&name).to_owned();
+        for n in [format!("{short}.local"), short, name] {
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+    }
+    for n in ["hark.local", "hark", "localhost"] {
+        if !names.iter().any(|x| x == n) {
+            names.push(n.to_owned());
+        }
+    }
+    names
+}
+
+/// The addresses the HTTPS certificate is for: this start's.
+fn tls_addresses() -> Vec<std::net::IpAddr> {
+    let mut addresses: Vec<std::net::IpAddr> = if_addrs::get_if_addrs()
+        .map(|ifs| ifs.into_iter().map(|i| i.ip()).collect())
+        .unwrap_or_default();
+    for a in [
+        std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+    ] {
+        if !addresses.contains(&a) {
+            addresses.push(a);
+        }
+    }
+    addresses
 }
 
 /// Advertises the appliance by mDNS (docs/mcp.md, Discovery); a failure is

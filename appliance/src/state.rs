@@ -21,7 +21,7 @@ use std::{
 use schemars::JsonSchema;
 use serde::Serialize;
 
-/// The four transports agents reach Hark by.
+/// The transports agents reach Hark by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TransportKind {
@@ -29,6 +29,8 @@ pub enum TransportKind {
     Tcp,
     /// Streamable HTTP at `/mcp`.
     Http,
+    /// The same over TLS (`[mcp.https]`).
+    Https,
     /// WebSocket upgrade at `/mcp`.
     Websocket,
     /// Newline-delimited JSON-RPC over a Unix socket.
@@ -36,10 +38,14 @@ pub enum TransportKind {
 }
 
 impl TransportKind {
+    /// How many there are: the per-transport client counts' length.
+    pub const COUNT: usize = 5;
+
     pub fn as_str(self) -> &'static str {
         match self {
             TransportKind::Tcp => "tcp",
             TransportKind::Http => "http",
+            TransportKind::Https => "https",
             TransportKind::Websocket => "websocket",
             TransportKind::Unix => "unix",
         }
@@ -224,7 +230,7 @@ pub struct Listener {
 pub struct ApplianceState {
     started: Instant,
     next_client: AtomicU64,
-    clients: [AtomicUsize; 4],
+    clients: [AtomicUsize; TransportKind::COUNT],
     /// Every open connection, for `get_status`'s `clients`.
     connections: Mutex<BTreeMap<u64, Weak<ClientIdentity>>>,
     listeners: Mutex<Vec<Listener>>,
@@ -281,6 +287,8 @@ pub struct ApplianceState {
     /// The board has a button (contacts) that works: pairings can be
     /// approved.
     pub has_button: AtomicBool,
+    /// HTTPS's certificate authority, when `[mcp.https]` serves.
+    pub tls: OnceLock<crate::tls::Tls>,
 }
 
 /// Keeps the microphone shown as open while a recording runs, and tells
@@ -354,6 +362,7 @@ impl Default for ApplianceState {
             recorders: Mutex::new(Vec::new()),
             button_held: AtomicBool::new(false),
             has_button: AtomicBool::new(false),
+            tls: OnceLock::new(),
         }
     }
 }
@@ -584,6 +593,21 @@ pub fn peer_of(addr: SocketAddr) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_transport_has_a_client_count() {
+        let last = TransportKind::Unix;
+        assert_eq!(last as usize + 1, TransportKind::COUNT);
+        for t in [
+            TransportKind::Tcp,
+            TransportKind::Http,
+            TransportKind::Https,
+            TransportKind::Websocket,
+            TransportKind::Unix,
+        ] {
+            assert!((t as usize) < TransportKind::COUNT, "{t}");
+        }
+    }
 
     #[test]
     fn connection_guard_counts_per_transport() {

@@ -84,6 +84,7 @@ class Daemon:
     notifications: list[str] = field(default_factory=list)
     tcp: tuple[str, int] | None = None
     http: tuple[str, int] | None = None
+    https: tuple[str, int] | None = None
     unix: str | None = None
 
     def config(self) -> dict:
@@ -151,7 +152,7 @@ class Daemon:
         assert serving, status
         for item in serving.group(1).split():
             kind, _, addr = item.partition("=")
-            if kind in ("tcp", "http"):
+            if kind in ("tcp", "http", "https"):
                 host, _, port = addr.rpartition(":")
                 setattr(self, kind, (host, int(port)))
             elif kind == "unix":

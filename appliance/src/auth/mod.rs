@@ -206,6 +206,9 @@ pub struct AuthStatus {
     pub warning: Option<String>,
     /// How to pair, when this client is unpaired.
     pub how_to_pair: Option<&'static str>,
+    /// SHA-256 of the appliance's HTTPS certificate authority, when it
+    /// serves HTTPS: what `hark pair` printed, to compare.
+    pub https_ca_sha256: Option<String>,
 }
 
 pub const OPEN_WARNING: &str = "auth.mode is \"open\": every host on the network may use the \
@@ -367,6 +370,7 @@ impl Auth {
             scopes: grant.scopes.names(),
             warning,
             how_to_pair: (grant.principal == Principal::Unpaired).then_some(HOW_TO_PAIR),
+            https_ca_sha256: None,
         }
     }
 }

@@ -266,11 +266,17 @@ impl HarkServer {
                     let key = match listener.transport {
                         crate::state::TransportKind::Tcp => "tcp_port",
                         crate::state::TransportKind::Http => "http_port",
+                        crate::state::TransportKind::Https => "https_port",
                         _ => continue,
                     };
                     if let Some(port) = port {
                         result[key] = port.into();
                     }
+                }
+                // HTTPS: the CA to trust, and its fingerprint to compare.
+                if let Some(tls) = self.state.tls.get() {
+                    result["ca_pem"] = tls.ca_pem.clone().into();
+                    result["ca_sha256"] = tls.fingerprint.clone().into();
                 }
                 Ok(result)
             }
@@ -403,7 +409,12 @@ impl ServerHandler for HarkServer {
         // session outlives its connections, and its peer says when it ends.
         let gone = identity
             .as_ref()
-            .filter(|i| i.transport != crate::state::TransportKind::Http)
+            .filter(|i| {
+                !matches!(
+                    i.transport,
+                    crate::state::TransportKind::Http | crate::state::TransportKind::Https
+                )
+            })
             .map(|i| i.gone.clone());
         let present = self.state.inbox.get().map(|inbox| {
             let peer = context.peer.clone();
@@ -474,7 +485,12 @@ impl ServerHandler for HarkServer {
         // connection that ends cancels it sooner.
         let gone = self
             .identity(context)
-            .filter(|i| i.transport != crate::state::TransportKind::Http)
+            .filter(|i| {
+                !matches!(
+                    i.transport,
+                    crate::state::TransportKind::Http | crate::state::TransportKind::Https
+                )
+            })
             .map(|i| i.gone.clone());
         let mut events = self.state.bus.subscribe();
         let _present = self.state.inbox.get().map(|inbox| {

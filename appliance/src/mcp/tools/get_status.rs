@@ -180,7 +180,11 @@ impl HarkServer {
     pub async fn get_status(&self, context: RequestContext<RoleServer>) -> Json<Status> {
         let mut status = Status::of(&self.state);
         let grant = self.grant(&context);
-        status.auth = self.state.auth.get().map(|auth| auth.status(&grant));
+        status.auth = self.state.auth.get().map(|auth| {
+            let mut status = auth.status(&grant);
+            status.https_ca_sha256 = self.state.tls.get().map(|tls| tls.fingerprint.clone());
+            status
+        });
         Json(status)
     }
 }

@@ -257,10 +257,22 @@ async fn refuse_busy(mut stream: tokio::net::TcpStream, refusal: super::budget::
 }
 
 pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
+    serve(shared, listener, None).await;
+}
+
+/// HTTPS (`[mcp.https]`): the same service over TLS.
+pub async fn run_tls(shared: Arc<Shared>, listener: TcpListener, tls: tokio_rustls::TlsAcceptor) {
+    serve(shared, listener, Some(tls)).await;
+}
+
+async fn serve(shared: Arc<Shared>, listener: TcpListener, tls: Option<tokio_rustls::TlsAcceptor>) {
+    let kind = if tls.is_some() {
+        TransportKind::Https
+    } else {
+        TransportKind::Http
+    };
     let mcp = mcp_service(&shared);
-    while let Some((stream, addr)) =
-        super::accept_next(&shared, TransportKind::Http, || listener.accept()).await
-    {
+    while let Some((stream, addr)) = super::accept_next(&shared, kind, || listener.accept()).await {
         let _ = stream.set_nodelay(true);
         super::keepalive(&stream);
         // A fixed send buffer instead of one the kernel grows to megabytes:
@@ -269,19 +281,26 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
         if let Err(e) = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER) {
             tracing::debug!(error = %e, "cannot set the send buffer");
         }
-        let admitted = match shared.admit(TransportKind::Http, Some(addr.ip()), false) {
+        let admitted = match shared.admit(kind, Some(addr.ip()), false) {
             Ok(admitted) => admitted,
             Err(refusal) => {
-                tracing::warn!(peer = %addr, %refusal, "refusing http client");
-                tokio::spawn(refuse_busy(stream, refusal));
+                tracing::warn!(peer = %addr, %refusal, "refusing {kind} client");
+                match &tls {
+                    None => {
+                        tokio::spawn(refuse_busy(stream, refusal));
+                    }
+                    // No plain-text answer on a TLS port: the client sees
+                    // the connection closed.
+                    Some(_) => drop(stream),
+                }
                 continue;
             }
         };
         // Unpaired connections get the short deadline for their requests.
         let unpaired = admitted.unpaired();
-        let guard = shared.connect(TransportKind::Http, peer_of(addr), admitted);
+        let guard = shared.connect(kind, peer_of(addr), admitted);
         let identity = Arc::clone(guard.identity());
-        let span = tracing::info_span!("connection", transport = "http", peer = %addr, client_id = identity.id);
+        let span = tracing::info_span!("connection", transport = %kind, peer = %addr, client_id = identity.id);
         let service = {
             let shared = Arc::clone(&shared);
             let mcp = mcp.clone();
@@ -305,6 +324,7 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
             })
         };
         let shared2 = Arc::clone(&shared);
+        let tls = tls.clone();
         shared.tasks.spawn(
             async move {
                 // A connection must start a request, and a keep-alive
@@ -318,50 +338,85 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
                 if unpaired {
                     request_wait = request_wait.min(shared2.unpaired_deadline());
                 }
-                // hyper's timer only starts once it knows the HTTP version,
-                // so wait for the first bytes here.
-                let mut first = [0u8; 1];
-                if !matches!(
-                    tokio::time::timeout(request_wait, stream.peek(&mut first)).await,
-                    Ok(Ok(1))
-                ) {
-                    tracing::debug!("no request arrived (or the client left); closing");
-                    drop(guard);
-                    return;
-                }
-                let mut builder = auto::Builder::new(TokioExecutor::new());
-                let mut http1 = builder.http1();
-                http1.timer(TokioTimer::new());
-                http1.header_read_timeout(request_wait);
-                // What one connection may have waiting to be written: a
-                // GET /events client that stops reading fills this, then
-                // its own queue, and is dropped, instead of holding
-                // megabytes of events.
-                http1.max_buf_size(HTTP_WRITE_BUFFER);
-                let connection =
-                    builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                tokio::pin!(connection);
-                let close = guard.identity().close.clone();
-                tokio::select! {
-                    result = connection.as_mut() => {
-                        if let Err(e) = result {
-                            tracing::debug!(error = %e, "http connection ended with an error");
+                match tls {
+                    None => {
+                        // hyper's timer only starts once it knows the HTTP
+                        // version, so wait for the first bytes here.
+                        let mut first = [0u8; 1];
+                        if !matches!(
+                            tokio::time::timeout(request_wait, stream.peek(&mut first)).await,
+                            Ok(Ok(1))
+                        ) {
+                            tracing::debug!("no request arrived (or the client left); closing");
+                            drop(guard);
+                            return;
+                        }
+                        serve_connection(&shared2, guard, stream, service, request_wait).await;
+                    }
+                    Some(tls) => {
+                        // The handshake within the same wait: a client that
+                        // opens a TLS connection and stalls holds nothing long.
+                        match tokio::time::timeout(request_wait, tls.accept(stream)).await {
+                            Ok(Ok(stream)) => {
+                                serve_connection(&shared2, guard, stream, service, request_wait)
+                                    .await;
+                            }
+                            Ok(Err(e)) => {
+                                tracing::info!(error = %e, "TLS handshake failed");
+                            }
+                            Err(_) => tracing::debug!("no TLS handshake in time; closing"),
                         }
                     }
-                    () = close.cancelled() => {
-                        tracing::info!("closing an unpaired connection to make way for a newer one");
-                    }
-                    _ = shared2.shutdown.cancelled() => {
-                        connection.as_mut().graceful_shutdown();
-                        let _ = tokio::time::timeout(shared2.config.shutdown_timeout(), connection).await;
-                    }
                 }
-                // Calls this connection was waiting on (an event stream
-                // included) have no one to answer: long-running tools stop.
-                guard.identity().gone.cancel();
-                drop(guard);
             }
             .instrument(span),
         );
     }
+}
+
+/// Serves one HTTP connection (plain or TLS) until it ends, the daemon
+/// shuts down, or it must make way.
+async fn serve_connection<I, S>(
+    shared: &Shared,
+    guard: crate::state::ConnectionGuard,
+    io: I,
+    service: S,
+    request_wait: Duration,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    let mut http1 = builder.http1();
+    http1.timer(TokioTimer::new());
+    http1.header_read_timeout(request_wait);
+    // What one connection may have waiting to be written: a GET /events
+    // client that stops reading fills this, then its own queue, and is
+    // dropped, instead of holding megabytes of events.
+    http1.max_buf_size(HTTP_WRITE_BUFFER);
+    let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+    tokio::pin!(connection);
+    let close = guard.identity().close.clone();
+    tokio::select! {
+        result = connection.as_mut() => {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "http connection ended with an error");
+            }
+        }
+        () = close.cancelled() => {
+            tracing::info!("closing an unpaired connection to make way for a newer one");
+        }
+        _ = shared.shutdown.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(shared.config.shutdown_timeout(), connection).await;
+        }
+    }
+    // Calls this connection was waiting on (an event stream included) have
+    // no one to answer: long-running tools stop.
+    guard.identity().gone.cancel();
+    drop(guard);
 }

@@ -190,6 +190,7 @@ pub fn keepalive(stream: &tokio::net::TcpStream) {
 pub struct Listeners {
     tcp: Option<TcpListener>,
     http: Option<TcpListener>,
+    https: Option<TcpListener>,
     unix: Option<(UnixListener, PathBuf)>,
 }
 
@@ -203,6 +204,10 @@ impl Listeners {
             true => Some(bind_tcp(TransportKind::Http, config.mcp.http.listen).await?),
             false => None,
         };
+        let https = match config.mcp.https.enabled {
+            true => Some(bind_tcp(TransportKind::Https, config.mcp.https.listen).await?),
+            false => None,
+        };
         let unix = match config.mcp.unix.enabled {
             true => Some((
                 stream::bind_unix(&config.mcp.unix.path, config.mcp.unix.mode)?,
@@ -210,7 +215,12 @@ impl Listeners {
             )),
             false => None,
         };
-        Ok(Self { tcp, http, unix })
+        Ok(Self {
+            tcp,
+            http,
+            https,
+            unix,
+        })
     }
 
     /// `(transport, address)` of every bound listener, ports resolved.
@@ -222,10 +232,18 @@ impl Listeners {
         if let Some(addr) = self.http.as_ref().and_then(|l| l.local_addr().ok()) {
             out.push((TransportKind::Http, addr.to_string()));
         }
+        if let Some(addr) = self.https.as_ref().and_then(|l| l.local_addr().ok()) {
+            out.push((TransportKind::Https, addr.to_string()));
+        }
         if let Some((_, path)) = &self.unix {
             out.push((TransportKind::Unix, path.display().to_string()));
         }
         out
+    }
+
+    /// Drops the HTTPS listener (its certificate could not be made).
+    pub fn without_https(&mut self) {
+        self.https = None;
     }
 
     /// Serves every listener until `shared.shutdown` is cancelled. Returns
@@ -247,6 +265,15 @@ impl Listeners {
             loops.push((
                 TransportKind::Http,
                 tokio::spawn(http::run(shared, listener)),
+            ));
+        }
+        if let Some(listener) = self.https
+            && let Some(tls) = shared.state.tls.get()
+        {
+            let (shared, acceptor) = (Arc::clone(shared), tls.acceptor.clone());
+            loops.push((
+                TransportKind::Https,
+                tokio::spawn(http::run_tls(shared, listener, acceptor)),
             ));
         }
         if let Some((listener, path)) = self.unix {
