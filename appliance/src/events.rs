@@ -264,6 +264,11 @@ impl Snapshot {
         !self.listening.is_empty()
     }
 
+    /// The name of what the lights show (`listening`, `pairing`, …).
+    pub fn lights_name(&self) -> &'static str {
+        hark_board::status::Status::of(self.lights()).as_str()
+    }
+
     /// What the lights show for this state (docs/hardware.md).
     pub fn lights(&self) -> hark_board::status::Activity {
         hark_board::status::Activity {

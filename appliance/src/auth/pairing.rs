@@ -39,6 +39,9 @@ pub struct PairRequest {
     pub name: String,
     /// Comma-separated scopes; default `listen,speak`.
     pub scopes: Option<String>,
+    /// A browser asking for the status page (never from JSON-RPC).
+    #[serde(skip)]
+    pub browser: bool,
 }
 
 /// What an approved pairing gives the agent.
@@ -82,7 +85,7 @@ pub enum PairError {
         "Hark was busy in a conversation for all of {seconds} s and could not ask the person; try again in a moment"
     )]
     Busy { seconds: u64 },
-    #[error("the person refused the pairing (a long press of the button)")]
+    #[error("the person refused the pairing (a long press of the button, or on the status page)")]
     Refused,
     #[error(
         "nobody pressed the button within {seconds} s, so the pairing was refused; run `hark pair` again and press the appliance's button briefly while its light spins purple"
@@ -115,6 +118,15 @@ struct Waiting {
     agent: String,
     address: String,
     until: Instant,
+    /// Decides it besides the button (the status page's approve/refuse).
+    decide: Option<tokio::sync::oneshot::Sender<bool>>,
+}
+
+/// The pairing waiting now, for the status page.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pending {
+    pub agent: String,
+    pub address: String,
 }
 
 /// The pairing slot and the per-address request counts.
@@ -199,6 +211,14 @@ pub fn spoken_address(address: Option<IpAddr>) -> String {
     }
 }
 
+/// What Hark says when a browser asks for the status page.
+pub fn browser_prompt(address: Option<IpAddr>) -> String {
+    format!(
+        "A browser at {} wants to open Hark's status page. It could see what Hark hears, change its settings and manage the agents' access. Press the button to allow it.",
+        spoken_address(address)
+    )
+}
+
 /// What Hark says when an agent asks to pair.
 pub fn prompt(name: &str, address: Option<IpAddr>, scopes: Scopes, replaced: bool) -> String {
     let mut words = format!(
@@ -253,8 +273,32 @@ impl Pairings {
             address: address.map_or_else(|| "this appliance".to_owned(), |a| a.to_string()),
             // The floor may take as long again before the question starts.
             until: now + self.timeout * 2,
+            decide: None,
         });
         Ok(Slot(self))
+    }
+
+    fn waiting(&self) -> std::sync::MutexGuard<'_, Option<Waiting>> {
+        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The pairing waiting for the person, if any.
+    pub fn pending(&self) -> Option<Pending> {
+        self.waiting().as_ref().map(|w| Pending {
+            agent: w.agent.clone(),
+            address: w.address.clone(),
+        })
+    }
+
+    /// Approves or refuses the waiting pairing (the status page, besides
+    /// the button); the agent's name, or `None` when none waits for an
+    /// answer.
+    pub fn decide(&self, approve: bool) -> Option<String> {
+        let mut waiting = self.waiting();
+        let w = waiting.as_mut()?;
+        let decide = w.decide.take()?;
+        decide.send(approve).ok()?;
+        Some(w.agent.clone())
     }
 
     /// The whole pairing: asks the person and waits for the button. `gone`
@@ -314,10 +358,30 @@ impl Pairings {
         // The prompt; the time to answer runs from its end. It stops when
         // the pairing ends first (the agent left, or a long press).
         let (progress, mut spoken) = tokio::sync::mpsc::unbounded_channel();
-        let words = prompt(&name, address, scopes, replaced);
+        let words = if request.browser {
+            browser_prompt(address)
+        } else {
+            prompt(&name, address, scopes, replaced)
+        };
         let _prompt = StopSpeech(crate::person::say_tracked(state, words, Some(progress)).await);
+        let (decide, decided) = tokio::sync::oneshot::channel();
+        if let Some(w) = self.waiting().as_mut() {
+            w.decide = Some(decide);
+        }
+        let decided = async move {
+            match decided.await {
+                Ok(true) => Answer::Yes,
+                Ok(false) => Answer::No,
+                Err(_) => std::future::pending().await,
+            }
+        };
         let mut button = ButtonAnswer::default();
-        let answered = button.next(&mut events);
+        let answered = async {
+            tokio::select! {
+                answer = button.next(&mut events) => answer,
+                answer = decided => answer,
+            }
+        };
         let timeout = self.timeout;
         let no_answer = async move {
             while let Some(event) = spoken.recv().await {
@@ -336,7 +400,7 @@ impl Pairings {
             Ok(Answer::Yes) => {}
             Ok(_) => {
                 requested.outcome = "refused";
-                tracing::info!(agent = %name, "pairing refused by a long press");
+                tracing::info!(agent = %name, "pairing refused");
                 drop(requested);
                 drop(turn);
                 crate::person::say(state, "Refused.".to_owned()).await;

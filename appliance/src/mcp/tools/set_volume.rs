@@ -39,28 +39,32 @@ impl HarkServer {
         &self,
         Parameters(SetVolume { volume }): Parameters<SetVolume>,
     ) -> Result<Json<VolumeSet>, String> {
-        let volume = u8::try_from(volume)
-            .ok()
-            .filter(|v| *v <= 100)
-            .ok_or_else(|| format!("volume must be 0–100, got {volume}"))?;
-        let player = self.state.player().ok_or(
-            "there is no speaker: the audio engine is not running (audio.enabled = false)",
-        )?;
-        // The mixer call is a blocking ALSA control operation.
-        let (result, player) =
-            tokio::task::spawn_blocking(move || (player.set_volume(volume), player))
-                .await
-                .map_err(|e| format!("setting the volume failed: {e}"))?;
-        let hardware_control = match result {
-            Ok(()) => player.mixer_control().map(str::to_owned),
-            Err(e) => {
-                tracing::warn!(error = %e, "hardware volume not set; software volume applies");
-                None
-            }
-        };
-        Ok(Json(VolumeSet {
-            volume: player.volume(),
-            hardware_control,
-        }))
+        set(&self.state, i64::from(volume)).await.map(Json)
     }
+}
+
+/// Sets the speaker's volume (0–100): the tool, and the status page.
+pub async fn set(state: &crate::state::ApplianceState, volume: i64) -> Result<VolumeSet, String> {
+    let volume = u8::try_from(volume)
+        .ok()
+        .filter(|v| *v <= 100)
+        .ok_or_else(|| format!("volume must be 0–100, got {volume}"))?;
+    let player = state
+        .player()
+        .ok_or("there is no speaker: the audio engine is not running (audio.enabled = false)")?;
+    // The mixer call is a blocking ALSA control operation.
+    let (result, player) = tokio::task::spawn_blocking(move || (player.set_volume(volume), player))
+        .await
+        .map_err(|e| format!("setting the volume failed: {e}"))?;
+    let hardware_control = match result {
+        Ok(()) => player.mixer_control().map(str::to_owned),
+        Err(e) => {
+            tracing::warn!(error = %e, "hardware volume not set; software volume applies");
+            None
+        }
+    };
+    Ok(VolumeSet {
+        volume: player.volume(),
+        hardware_control,
+    })
 }

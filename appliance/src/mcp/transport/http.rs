@@ -22,7 +22,7 @@ use rmcp::transport::streamable_http_server::{
 use tokio::{io::AsyncWriteExt, net::TcpListener};
 use tracing::Instrument;
 
-use super::{Shared, bearer, scripts, ws};
+use super::{Shared, bearer, page, scripts, ws};
 use crate::{
     auth::Scope,
     mcp::{
@@ -130,6 +130,9 @@ async fn handle(
                 response.headers_mut().insert(header::ALLOW, value);
             }
             return Ok(response);
+        }
+        (path, _) if page::serves(path) => {
+            return Ok(page::handle(shared, identity, grant, request).await);
         }
         _ => {}
     }

@@ -1,0 +1,196 @@
+// Hark's status page: fetches /api/state, then follows /api/events and
+// fetches again (at most every 150 ms) when something happens.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+
+function show(id, on) { $(id).hidden = !on; }
+
+function text(id, value) { $(id).textContent = value == null ? "" : String(value); }
+
+function cell(row, value) {
+  const td = document.createElement("td");
+  td.textContent = value == null ? "" : String(value);
+  row.appendChild(td);
+  return td;
+}
+
+function rows(id, items, fill) {
+  const body = $(id).querySelector("tbody");
+  body.replaceChildren();
+  for (const item of items) {
+    const row = document.createElement("tr");
+    fill(row, item);
+    body.appendChild(row);
+  }
+}
+
+function fail(message) {
+  text("error", message);
+  show("error", !!message);
+}
+
+async function post(path, body) {
+  const response = await fetch(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body || {}),
+  });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    throw new Error((data.error && data.error.message) || response.statusText);
+  }
+  return data;
+}
+
+function locked(why) {
+  show("unlocked", false);
+  show("locked", true);
+  text("locked-why", why);
+  text("lights", "locked");
+  if (events) { events.close(); events = null; }
+}
+
+function render(data) {
+  const s = data.status;
+  show("locked", false);
+  show("unlocked", true);
+  const lights = $("lights");
+  lights.dataset.lights = data.lights;
+  lights.textContent = data.lights;
+  const warning = s.auth && s.auth.warning;
+  text("warning", warning);
+  show("warning", !!warning);
+  text("now-mic", s.muted ? "muted" : s.recording ? "open (listening)" : "closed");
+  text("now-speaker", s.speaking ? "speaking" : "quiet");
+  const holder = s.floor && s.floor.holder;
+  text("now-floor", holder ? `${holder.who} (${holder.tool})` : "free");
+  text("now-queue", s.floor && s.floor.queue.length ? s.floor.queue.map((p) => p.who).join(", ") : "nobody");
+  text("now-inbox", s.messages_waiting);
+  show("sim-board", data.simulated_board);
+
+  show("pairing", !!data.pairing);
+  if (data.pairing) {
+    text("pairing-who", `${data.pairing.agent} from ${data.pairing.address} asks to use Hark.`);
+  }
+  rows("clients", s.clients, (row, c) => {
+    cell(row, c.name); cell(row, c.transport); cell(row, c.peer); cell(row, c.access);
+    cell(row, Array.isArray(c.doing) ? c.doing.join(", ") : c.doing);
+  });
+  rows("tokens", data.tokens, (row, t) => {
+    cell(row, t.name); cell(row, t.scopes.join(", ")); cell(row, t.created);
+    cell(row, t.last_used ? `${t.last_used} from ${t.last_address || "?"}` : "never");
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = "Revoke";
+    button.dataset.revoke = t.name;
+    button.addEventListener("click", () => act("/api/revoke", { name: t.name }));
+    cell(row, "").appendChild(button);
+  });
+  rows("history", data.history, (row, h) => {
+    cell(row, h.at); cell(row, h.kind); cell(row, h.agent || (h.kind === "spoken" ? "Hark" : "person"));
+    cell(row, h.text);
+  });
+  if (document.activeElement !== $("volume") && s.volume != null) {
+    $("volume").value = s.volume;
+  }
+  text("volume-value", s.volume == null ? "no speaker" : s.volume);
+  const subsystems = $("subsystems");
+  subsystems.replaceChildren();
+  for (const [name, state] of Object.entries(s.subsystems)) {
+    const dt = document.createElement("dt");
+    dt.textContent = name;
+    const dd = document.createElement("dd");
+    dd.textContent = state;
+    subsystems.append(dt, dd);
+  }
+  text("log", data.log.join("\n"));
+  text("version", `Hark ${s.version}, up ${Math.round(s.uptime_seconds)} s`);
+}
+
+let events = null;
+let pending = null;
+
+function refreshSoon() {
+  if (pending) return;
+  pending = setTimeout(() => { pending = null; refresh(); }, 150);
+}
+
+function follow() {
+  if (events) return;
+  events = new EventSource("/api/events");
+  events.onmessage = () => refreshSoon();
+  const names = ["listening_started", "listening_ended", "speaking_started", "speaking_ended",
+    "speaker", "button", "mute", "floor_granted", "floor_released", "floor_queued",
+    "pairing_requested", "pairing_ended", "utterance_transcribed", "inbox_arrived",
+    "inbox_taken", "answer_awaited", "answer_ended", "transcription_started", "transcription_ended",
+    "health"];
+  for (const name of names) {
+    events.addEventListener(name, (e) => {
+      text("last-event", `${name}: ${e.data}`);
+      refreshSoon();
+    });
+  }
+  events.onerror = () => { /* EventSource reconnects by itself */ };
+}
+
+async function refresh() {
+  try {
+    const response = await fetch("/api/state");
+    if (response.status === 401) {
+      const data = await response.json().catch(() => ({}));
+      locked(data.error && data.error.type === "PermissionDeniedError"
+        ? "This browser's token has no admin scope, which the status page needs."
+        : "This browser may not open Hark's status page yet.");
+      return;
+    }
+    if (!response.ok) throw new Error(`the appliance answered ${response.status}`);
+    render(await response.json());
+    fail("");
+    follow();
+  } catch (e) {
+    fail(`Cannot reach Hark: ${e.message}`);
+  }
+}
+
+async function act(path, body) {
+  try {
+    await post(path, body);
+    fail("");
+  } catch (e) {
+    fail(e.message);
+  }
+  refresh();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("pair-browser").addEventListener("click", async () => {
+    $("pair-browser").disabled = true;
+    text("pair-progress", "Hark is asking. Press the button on the appliance now…");
+    try {
+      await post("/api/pair");
+      text("pair-progress", "Allowed.");
+      refresh();
+    } catch (e) {
+      text("pair-progress", e.message);
+    }
+    $("pair-browser").disabled = false;
+  });
+  $("login").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    try {
+      await post("/api/login", { token: $("login-token").value });
+      $("login-token").value = "";
+      refresh();
+    } catch (err) {
+      text("pair-progress", err.message);
+    }
+  });
+  $("pairing-approve").addEventListener("click", () => act("/api/pairing", { approve: true }));
+  $("pairing-refuse").addEventListener("click", () => act("/api/pairing", { approve: false }));
+  $("volume").addEventListener("change", () => act("/api/volume", { volume: Number($("volume").value) }));
+  $("ptt").addEventListener("pointerdown", () => act("/api/button", { action: "hold" }));
+  $("ptt").addEventListener("pointerup", () => act("/api/button", { action: "release" }));
+  $("logout").addEventListener("click", async () => { await act("/api/logout"); });
+  refresh();
+});

@@ -1,0 +1,180 @@
+"""The status page in a real browser: Debian's headless Chromium driven by
+playwright-core (tests/node/browser.mjs). An unpaired browser is refused
+and offered pairing; the person allows it with the (simulated) button; the
+page then follows the appliance live (a tool call shows at once), approves
+another agent's pairing, revokes a token, and refuses requests from another
+origin even with the browser's cookie. Screenshots go to
+tests/.output/status-page/. Loopback with `trust_loopback = false`, so the
+browser is a stranger until paired."""
+
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from harness import REPO, Daemon, LineClient, call, hark, response, wait_for
+from test_pairing import asking, lights, raw_pair, tokens
+
+NODE = REPO / "tests" / "node" / "node_modules" / ".bin" / "node"
+SCRIPT = REPO / "tests" / "node" / "browser.mjs"
+SHOTS = REPO / "tests" / ".output" / "status-page"
+PAGE = {"auth": {"trust_loopback": False, "pair_timeout_secs": 20}}
+
+
+class Browser:
+    def __init__(self):
+        self.proc = subprocess.Popen([str(NODE), str(SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, cwd=SCRIPT.parent)
+        self.lock = threading.Lock()
+
+    def __call__(self, command, **args):
+        with self.lock:
+            self.proc.stdin.write(json.dumps({"do": command, **args}) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        assert line, self.proc.stderr.read()
+        reply = json.loads(line)
+        if "error" in reply:
+            raise AssertionError(f"{command}: {reply['error']}")
+        return reply["ok"]
+
+    def close(self):
+        try:
+            self("close")
+        finally:
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def browser():
+    if not Path("/usr/bin/chromium").exists():
+        pytest.fail("chromium is not installed (tests/setup.sh installs it)")
+    b = Browser()
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="module")
+def appliance(tmp_path_factory):
+    d = Daemon(tmp_path_factory.mktemp("hark-page"), dict(PAGE)).start()
+    yield d
+    assert d.stop(timeout=15) == 0, d.log()
+
+
+def shot(browser, name):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    return browser("screenshot", path=str(SHOTS / f"{name}.png"))
+
+
+def test_the_page_refuses_an_unpaired_browser_then_pairs_it_and_follows_live(appliance, browser):
+    d = appliance
+    url = f"http://127.0.0.1:{d.http[1]}/"
+    browser("goto", url=url)
+    browser("wait_text", selector="#locked h2", contains="not paired")
+    assert not browser("visible", selector="#unlocked")
+    assert "status page" in browser("text", selector="#locked-why")
+    assert browser("text", selector="#error") == ""
+    shot(browser, "1-unpaired")
+    # The page's data is refused without pairing, whatever the page shows.
+    r = httpx.get(f"http://127.0.0.1:{d.http[1]}/api/state", timeout=10)
+    assert r.status_code == 401 and r.json()["error"]["type"] == "NotPairedError"
+
+    # Pair this browser: Hark asks aloud, the person presses.
+    browser("click", selector="#pair-browser")
+    assert asking(d), d.log()
+    shot(browser, "2-asking")
+    hark(d, "button", "press")
+    browser("wait_text", selector="#version", contains="Hark ", timeout=30000)
+    assert browser("visible", selector="#unlocked")
+    cookie = next(c for c in browser("cookies") if c["name"] == "hark_session")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["value"].startswith("hark_")
+    browser_token = [n for n in tokens(d) if n.startswith("browser-")]
+    assert len(browser_token) == 1 and tokens(d)[browser_token[0]]["scopes"] == ["listen", "speak", "files", "admin"]
+    shot(browser, "3-paired")
+
+    # Live: an agent starts listening; the page shows it without reloading.
+    local = LineClient.unix(d, timeout=30)
+    local.initialize("kitchen-agent")
+    local.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": "transcribe_voice", "arguments": {"timeout_seconds": 6}}})
+    browser("wait_text", selector="#now-mic", contains="open", timeout=10000)
+    browser("wait_text", selector="#lights", contains="listening", timeout=10000)
+    browser("wait_text", selector="#now-floor", contains="kitchen-agent", timeout=10000)
+    shot(browser, "4-listening")
+    response(local, 7)
+    browser("wait_text", selector="#now-mic", contains="closed", timeout=10000)
+    local.close()
+    assert browser("errors") == []
+
+
+def test_the_page_approves_a_pairing_revokes_and_refuses_other_origins(appliance, browser):
+    d = appliance
+    base = f"http://127.0.0.1:{d.http[1]}"
+    # An admin token opens the page too.
+    admin = json.loads(hark(d, "token", "create", "page-admin", "--scopes", "all", "--json").stdout)["token"]
+    browser("goto", url=base + "/")
+    browser("wait_text", selector="#locked h2", contains="not paired")
+    r = browser("fetch", url="/api/login", method="POST", body=json.dumps({"token": admin}))
+    assert r["status"] == 200, r
+    browser("goto", url=base + "/")
+    browser("wait_text", selector="#version", contains="Hark ")
+
+    # Another agent asks to pair; the page shows it and allows it.
+    c = raw_pair(d, {"name": "garden-agent"}, source="127.0.0.9")
+    browser("wait_text", selector="#pairing-who", contains="garden-agent", timeout=20000)
+    assert "127.0.0.9" in browser("text", selector="#pairing-who")
+    shot(browser, "5-pairing")
+    browser("click", selector="#pairing-approve")
+    reply, _ = response(c, "pair")
+    c.close()
+    assert reply["result"]["name"] == "garden-agent", reply
+    assert wait_for(lambda: lights(d) != "pairing", 10)
+
+    # It is listed; revoking it from the page ends it.
+    browser("wait_text", selector="#tokens", contains="garden-agent", timeout=10000)
+    browser("click", selector='button[data-revoke="garden-agent"]')
+    assert wait_for(lambda: "garden-agent" not in tokens(d), 10)
+    t = LineClient.tcp(d, timeout=10)
+    refused = t.request("hark/auth", {"token": reply["result"]["token"]}, id="a")
+    assert refused["error"]["code"] == -32001
+    t.close()
+    shot(browser, "6-revoked")
+
+    # Another origin, even carrying the browser's cookie: refused, unchanged.
+    session = next(x for x in browser("cookies") if x["name"] == "hark_session")["value"]
+    before = call(LineClient.unix(d), "get_status", {})["structuredContent"]["volume"]
+    for headers in [{"Origin": "http://evil.example"}, {"Origin": "http://127.0.0.1:1"}, {}]:
+        r = httpx.post(base + "/api/volume", json={"volume": 3}, timeout=10,
+                       headers={**headers, "Cookie": f"hark_session={session}"})
+        assert r.status_code == 403, (headers, r.status_code, r.text)
+    assert call(LineClient.unix(d), "get_status", {})["structuredContent"]["volume"] == before
+    # From the page itself it works.
+    r = browser("fetch", url="/api/volume", method="POST", body=json.dumps({"volume": 42}))
+    assert r["status"] == 200 and json.loads(r["body"])["volume"] == 42, r
+    # Bad input is named.
+    r = browser("fetch", url="/api/volume", method="POST", body=json.dumps({"volume": 400}))
+    assert r["status"] == 400 and "0–100" in r["body"], r
+    r = browser("fetch", url="/api/volume", method="POST", body=json.dumps({"loudness": 4}))
+    assert r["status"] == 400 and "loudness" in r["body"], r
+    # A token in the URL is refused as everywhere.
+    assert httpx.get(base + "/api/state?token=" + admin, timeout=10).status_code == 400
+    assert browser("errors") == []
+
+
+def test_refusing_a_browser_leaves_it_locked_out(appliance, browser):
+    d = appliance
+    browser("goto", url=f"http://127.0.0.1:{d.http[1]}/")
+    browser("wait_text", selector="#locked h2", contains="not paired")
+    browser("click", selector="#pair-browser")
+    assert asking(d)
+    hark(d, "button", "hold")
+    import time
+    time.sleep(1.2)
+    hark(d, "button", "release")
+    browser("wait_text", selector="#pair-progress", contains="refused", timeout=15000)
+    assert not browser("visible", selector="#unlocked")
+    assert not [c for c in browser("cookies") if c["name"] == "hark_session"]
