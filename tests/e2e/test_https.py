@@ -14,6 +14,7 @@ import ssl
 import subprocess
 
 import anyio
+import httpx
 import httpx2
 import pytest
 from mcp import Client
@@ -55,6 +56,17 @@ def test_the_sdk_trusting_the_appliances_ca_talks_https(start_daemon, tmp_path):
     assert status["auth"]["as"] == "secure-agent"
     assert status["auth"]["https_ca_sha256"] == fingerprint(ca), "the fingerprint of the CA served"
     assert any(t["transport"] == "https" and t["address"].endswith(f":{port}") for t in status["transports"])
+    # Without a token, over HTTPS as over HTTP: looking only.
+    async def unpaired():
+        http = httpx2.AsyncClient(verify=trusted, timeout=30)
+        async with http, Client(streamable_http_client(f"https://127.0.0.1:{port}/mcp", http_client=http),
+                                cache=None) as client:
+            r = await client.call_tool("stop_speaking", {})
+            return r.structured_content["error"]["type"]
+    assert anyio.run(unpaired) == "NotPairedError"
+    # The status page is served over HTTPS too, its cookie then Secure.
+    page = httpx.get(f"https://127.0.0.1:{port}/", verify=trusted, timeout=10)
+    assert page.status_code == 200 and "<title>Hark</title>" in page.text
     # localhost is one of its names too.
     assert sdk_status(f"https://localhost:{port}/mcp", token, trusted)["auth"]["as"] == "secure-agent"
 

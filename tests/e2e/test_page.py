@@ -178,3 +178,12 @@ def test_refusing_a_browser_leaves_it_locked_out(appliance, browser):
     browser("wait_text", selector="#pair-progress", contains="refused", timeout=15000)
     assert not browser("visible", selector="#unlocked")
     assert not [c for c in browser("cookies") if c["name"] == "hark_session"]
+
+
+def test_open_mode_opens_the_page_to_everyone_and_says_so(start_daemon, browser):
+    d = start_daemon({"auth": {"mode": "open"}})
+    browser("goto", url=f"http://127.0.0.1:{d.http[1]}/")
+    browser("wait_text", selector="#warning", contains="open", timeout=10000)
+    assert "without pairing" in browser("text", selector="#warning")
+    assert browser("visible", selector="#unlocked")
+    shot(browser, "7-open-mode")
