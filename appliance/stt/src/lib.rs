@@ -12,4 +12,5 @@ pub mod ct2;
 pub mod engine;
 pub mod import;
 pub mod mel;
+pub mod moonshine;
 pub mod vocab;

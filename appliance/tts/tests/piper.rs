@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use hark_tts::piper::{OnnxRuntime, PiperError, PiperModel, normalize};
+use hark_tts::piper::{OnnxRuntime, PiperError, PiperModel, RuntimeError, normalize};
 use hark_tts::voice::{Scales, VoiceConfig, VoiceError};
 
 const SETUP: &str = "run `appliance/setup-voices tests/.voices/lib tests/.voices/voices` in the workspace root first";
@@ -317,7 +317,7 @@ fn the_runtime_loads_once() {
     let other = dir.path().join("libonnxruntime.so.1.31.1");
     std::fs::copy(library(), &other).unwrap();
     match OnnxRuntime::load(&other) {
-        Err(e @ PiperError::RuntimeAlreadyLoaded { .. }) => {
+        Err(e @ RuntimeError::AlreadyLoaded { .. }) => {
             let message = e.to_string();
             assert!(message.contains(&other.display().to_string()), "{message}");
             assert!(

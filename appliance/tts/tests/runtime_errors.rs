@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use hark_tts::piper::{OnnxRuntime, PiperError};
+use hark_tts::piper::{OnnxRuntime, RuntimeError};
 
 const SETUP: &str = "run `appliance/setup-voices tests/.voices/lib tests/.voices/voices` in the workspace root first";
 
@@ -51,7 +51,7 @@ const OrtApiBase *OrtGetApiBase(void) {{ return &base; }}
     build_library(dir, name, &body)
 }
 
-fn message_names(err: &PiperError, path: &Path) {
+fn message_names(err: &RuntimeError, path: &Path) {
     let message = err.to_string();
     assert!(
         message.contains(&path.display().to_string()),
@@ -66,32 +66,23 @@ fn wrong_libraries_are_errors_and_the_right_one_still_loads() {
 
     let missing = dir.path().join("libonnxruntime.so.1.31.1");
     let err = OnnxRuntime::load(&missing).unwrap_err();
-    assert!(matches!(err, PiperError::RuntimeMissing { .. }), "{err:?}");
+    assert!(matches!(err, RuntimeError::Missing { .. }), "{err:?}");
     message_names(&err, &missing);
     assert!(err.to_string().contains("setup-voices"), "{err}");
 
     let text = dir.path().join("libonnxruntime.so");
     std::fs::write(&text, "this is not a library\n").unwrap();
     let err = OnnxRuntime::load(&text).unwrap_err();
-    assert!(
-        matches!(err, PiperError::RuntimeNotLibrary { .. }),
-        "{err:?}"
-    );
+    assert!(matches!(err, RuntimeError::NotLibrary { .. }), "{err:?}");
     message_names(&err, &text);
 
     let empty = dir.path().join("empty.so");
     std::fs::write(&empty, b"").unwrap();
     let err = OnnxRuntime::load(&empty).unwrap_err();
-    assert!(
-        matches!(err, PiperError::RuntimeNotLibrary { .. }),
-        "{err:?}"
-    );
+    assert!(matches!(err, RuntimeError::NotLibrary { .. }), "{err:?}");
 
     let err = OnnxRuntime::load(dir.path()).unwrap_err();
-    assert!(
-        matches!(err, PiperError::RuntimeNotLibrary { .. }),
-        "{err:?}"
-    );
+    assert!(matches!(err, RuntimeError::NotLibrary { .. }), "{err:?}");
 
     // The right header for the other architecture (as a cross build's
     // library would be), the rest garbage.
@@ -109,10 +100,7 @@ fn wrong_libraries_are_errors_and_the_right_one_still_loads() {
     header[18..20].copy_from_slice(&other_machine.to_le_bytes());
     std::fs::write(&foreign, &header).unwrap();
     let err = OnnxRuntime::load(&foreign).unwrap_err();
-    assert!(
-        matches!(err, PiperError::RuntimeNotLibrary { .. }),
-        "{err:?}"
-    );
+    assert!(matches!(err, RuntimeError::NotLibrary { .. }), "{err:?}");
     message_names(&err, &foreign);
 
     // A cut-off copy of the real library (an interrupted copy): glibc's
@@ -123,7 +111,7 @@ fn wrong_libraries_are_errors_and_the_right_one_still_loads() {
         std::fs::write(&truncated, &real[..cut]).unwrap();
         let err = OnnxRuntime::load(&truncated).unwrap_err();
         assert!(
-            matches!(err, PiperError::RuntimeNotLibrary { .. }),
+            matches!(err, RuntimeError::NotLibrary { .. }),
             "{cut}: {err:?}"
         );
         assert!(err.to_string().contains("truncated"), "{err}");
@@ -155,7 +143,7 @@ fn wrong_libraries_are_errors_and_the_right_one_still_loads() {
     assert!(status.success());
     std::fs::remove_file(&dependency).unwrap();
     let err = OnnxRuntime::load(&needs).unwrap_err();
-    assert!(matches!(err, PiperError::RuntimeLoad { .. }), "{err:?}");
+    assert!(matches!(err, RuntimeError::Load { .. }), "{err:?}");
     assert!(err.to_string().contains("libdependency.so"), "{err}");
     message_names(&err, &needs);
 
@@ -166,13 +154,13 @@ fn wrong_libraries_are_errors_and_the_right_one_still_loads() {
         "int unrelated(void) { return 42; }\n",
     );
     let err = OnnxRuntime::load(&unrelated).unwrap_err();
-    assert!(matches!(err, PiperError::RuntimeLoad { .. }), "{err:?}");
+    assert!(matches!(err, RuntimeError::Load { .. }), "{err:?}");
     assert!(err.to_string().contains("OrtGetApiBase"), "{err}");
 
     // An older ONNX Runtime: ort's API 31 needs 1.31.
     let old = fake_onnxruntime(dir.path(), "old", Some("1.28.0"));
     match OnnxRuntime::load(&old) {
-        Err(e @ PiperError::RuntimeVersion { .. }) => {
+        Err(e @ RuntimeError::Version { .. }) => {
             message_names(&e, &old);
             assert!(e.to_string().contains("1.28.0"), "{e}");
             assert!(e.to_string().contains("1.31"), "{e}");
@@ -181,21 +169,18 @@ fn wrong_libraries_are_errors_and_the_right_one_still_loads() {
     }
     let garbled = fake_onnxruntime(dir.path(), "garbled", Some("banana"));
     let err = OnnxRuntime::load(&garbled).unwrap_err();
-    assert!(matches!(err, PiperError::RuntimeVersion { .. }), "{err:?}");
+    assert!(matches!(err, RuntimeError::Version { .. }), "{err:?}");
 
     // A null API base, on which ort asserts: caught, not a crash.
     let null = fake_onnxruntime(dir.path(), "null", None);
     let err = OnnxRuntime::load(&null).unwrap_err();
-    assert!(matches!(err, PiperError::RuntimeLoad { .. }), "{err:?}");
+    assert!(matches!(err, RuntimeError::Load { .. }), "{err:?}");
     message_names(&err, &null);
 
     // None of that loaded anything, so the real library still can.
     let runtime = OnnxRuntime::load(&library()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(runtime.library(), std::fs::canonicalize(library()).unwrap());
     let err = OnnxRuntime::load(&old).unwrap_err();
-    assert!(
-        matches!(err, PiperError::RuntimeAlreadyLoaded { .. }),
-        "{err:?}"
-    );
+    assert!(matches!(err, RuntimeError::AlreadyLoaded { .. }), "{err:?}");
     assert!(OnnxRuntime::load(&library()).is_ok());
 }

@@ -1,0 +1,131 @@
+//! Moonshine tiny-en (from the PyPI package the set-up unpacks into
+//! tests/.models/moonshine-voice) on ONNX Runtime (tests/.voices): known
+//! clips transcribed, and damaged or mismatched models refused by name.
+
+mod common;
+
+use std::path::PathBuf;
+
+use hark_onnx::OnnxRuntime;
+use hark_stt::moonshine::{DECODER, ENCODER, Moonshine, MoonshineError, TOKENIZER};
+
+fn model_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/.models/moonshine-voice");
+    assert!(
+        dir.join("tiny-en").join(DECODER).exists(),
+        "{} is missing: run tests/setup.sh",
+        dir.display()
+    );
+    dir
+}
+
+fn runtime() -> OnnxRuntime {
+    let lib =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/.voices/lib/libonnxruntime.so");
+    OnnxRuntime::load(&lib).expect("ONNX Runtime (appliance/setup-voices installs it)")
+}
+
+fn wav(path: &std::path::Path) -> Vec<f32> {
+    let bytes = std::fs::read(path).expect("wav");
+    // 16 kHz mono 16-bit PCM, its data after the 44-byte header.
+    bytes[44..]
+        .chunks_exact(2)
+        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
+        .collect()
+}
+
+fn words(text: &str) -> Vec<String> {
+    text.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn known_clips_are_transcribed() {
+    let dir = model_dir();
+    let mut model = Moonshine::load(&runtime(), &dir.join("tiny-en"), 2).expect("load");
+    let beckett = model
+        .transcribe(&wav(&dir.join("beckett.wav")))
+        .expect("transcribe");
+    assert_eq!(
+        words(&beckett.text),
+        words("Ever tried. Ever failed. No matter. Try again. Fail again. Fail better."),
+        "{beckett:?}"
+    );
+    assert!(
+        !beckett.truncated && beckett.confidence > 0.5,
+        "{beckett:?}"
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    let spoken = common::piper(
+        tmp.path(),
+        "The meeting has been moved to Thursday afternoon.",
+    );
+    let heard = model.transcribe(&spoken).expect("transcribe");
+    let got = words(&heard.text);
+    for word in ["meeting", "moved", "thursday", "afternoon"] {
+        assert!(
+            got.iter().any(|w| w == word),
+            "{word} not in {:?}",
+            heard.text
+        );
+    }
+    // Silence is no words, not a hallucinated sentence that runs on.
+    let quiet = model.transcribe(&vec![0.0; 16_000]).expect("transcribe");
+    assert!(quiet.tokens.len() <= 12, "{quiet:?}");
+}
+
+#[test]
+fn bad_audio_and_bad_models_are_errors() {
+    let dir = model_dir();
+    let rt = runtime();
+    let mut model = Moonshine::load(&rt, &dir.join("tiny-en"), 1).expect("load");
+    assert!(matches!(model.transcribe(&[]), Err(MoonshineError::Empty)));
+    let long = vec![0.0f32; 16_000 * 31];
+    let e = model.transcribe(&long).unwrap_err();
+    assert!(e.to_string().contains("31.0 s"), "{e}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let copy =
+        |name: &str| std::fs::copy(dir.join("tiny-en").join(name), tmp.path().join(name)).unwrap();
+    // A truncated decoder (an interrupted copy).
+    copy(ENCODER);
+    copy(TOKENIZER);
+    let decoder = std::fs::read(dir.join("tiny-en").join(DECODER)).unwrap();
+    std::fs::write(tmp.path().join(DECODER), &decoder[..decoder.len() / 2]).unwrap();
+    let e = Moonshine::load(&rt, tmp.path(), 1).unwrap_err();
+    assert!(matches!(e, MoonshineError::Model { .. }), "{e:?}");
+    assert!(e.to_string().contains(DECODER), "{e}");
+    // A tokenizer from another model: its size does not match the decoder's.
+    std::fs::copy(dir.join("tiny-en").join(DECODER), tmp.path().join(DECODER)).unwrap();
+    let tokenizer = std::fs::read(dir.join("tiny-en").join(TOKENIZER)).unwrap();
+    std::fs::write(
+        tmp.path().join(TOKENIZER),
+        &tokenizer[..tokenizer.len() / 2],
+    )
+    .unwrap();
+    let e = Moonshine::load(&rt, tmp.path(), 1).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MoonshineError::Tokenizer { .. } | MoonshineError::Mismatch { .. }
+        ),
+        "{e:?}"
+    );
+    // The encoder where the decoder should be.
+    std::fs::copy(
+        dir.join("tiny-en").join(TOKENIZER),
+        tmp.path().join(TOKENIZER),
+    )
+    .unwrap();
+    std::fs::copy(dir.join("tiny-en").join(ENCODER), tmp.path().join(DECODER)).unwrap();
+    let e = Moonshine::load(&rt, tmp.path(), 1).unwrap_err();
+    assert!(matches!(e, MoonshineError::Interface { .. }), "{e:?}");
+    // Missing files name themselves.
+    std::fs::remove_file(tmp.path().join(ENCODER)).unwrap();
+    let e = Moonshine::load(&rt, tmp.path(), 1).unwrap_err();
+    assert!(e.to_string().contains(ENCODER), "{e}");
+}
