@@ -540,6 +540,12 @@ pub struct SttConfig {
     /// memory (145 against 213 MiB for tiny.en) and no slower
     /// (docs/benchmarks.md). Off only to compare.
     pub flash_attn: bool,
+    /// The live engine for the microphone (transcribe_voice, converse,
+    /// confirm, choose, the inbox): a Moonshine model directory, by path or
+    /// by name in `models_dir`; empty: whisper hears the microphone too.
+    /// `model` (whisper) keeps files, subtitles, word timestamps and other
+    /// languages, and takes over if the live engine fails.
+    pub live_model: String,
 }
 
 impl Default for SttConfig {
@@ -560,11 +566,25 @@ impl Default for SttConfig {
             max_audio_bytes: 50_000_000,
             max_audio_seconds: 3600,
             flash_attn: engine.flash_attn,
+            live_model: String::new(),
         }
     }
 }
 
 impl SttConfig {
+    /// The live model's directory, if one is configured.
+    pub fn live_model_dir(&self) -> Option<PathBuf> {
+        let name = self.live_model.trim();
+        if name.is_empty() {
+            return None;
+        }
+        Some(if name.contains('/') {
+            PathBuf::from(name)
+        } else {
+            self.models_dir.join(name)
+        })
+    }
+
     /// The model file `model` names: a path if it contains a slash, else a
     /// name in the model store.
     pub fn model_path(&self) -> PathBuf {

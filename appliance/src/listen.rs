@@ -195,8 +195,9 @@ pub async fn listen(
         .stt
         .get()
         .ok_or_else(|| ListenError::NoEngine("speech-to-text is starting".into()))?;
+    // The live engine for English, whisper otherwise.
     let engine = Arc::clone(
-        stt.engine()
+        stt.microphone(request.language.as_deref())
             .map_err(|why| ListenError::NoEngine(why.to_owned()))?,
     );
     let mic = state.microphone.get().ok_or(ListenError::NoMicrophone)?;
@@ -333,13 +334,35 @@ pub async fn listen(
         history.stash_audio(listen_id, &clip);
     }
     let offset = from as f64 / rate;
-    let mut stt_request = Request::new(clip);
-    stt_request.language = request.language;
+    let mut stt_request = Request::new(clip.clone());
+    stt_request.language = request.language.clone();
     let _abandon = AbandonOnDrop(Arc::clone(&stt_request.cancel));
-    let transcript = engine
+    let mut engine = engine;
+    let transcript = match engine
         .submit(stt_request)?
         .await
-        .map_err(|_| ListenError::EngineStopped)??;
+        .map_err(|_| ListenError::EngineStopped)?
+    {
+        // The live engine failed on this clip: whisper takes it.
+        Err(e @ (SttError::Live(_) | SttError::Unsupported(_))) => {
+            let whisper = stt
+                .engine()
+                .map_err(|why| ListenError::NoEngine(why.to_owned()))?;
+            if Arc::ptr_eq(whisper, &engine) {
+                return Err(e.into());
+            }
+            tracing::warn!(error = %e, "the live engine failed; whisper transcribes this one");
+            engine = Arc::clone(whisper);
+            let mut again = Request::new(clip);
+            again.language = request.language;
+            let _abandon = AbandonOnDrop(Arc::clone(&again.cancel));
+            engine
+                .submit(again)?
+                .await
+                .map_err(|_| ListenError::EngineStopped)??
+        }
+        other => other?,
+    };
     let text = if transcript.text.is_empty() {
         NO_SPEECH.to_owned()
     } else {

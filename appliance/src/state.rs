@@ -566,6 +566,15 @@ impl ApplianceState {
             .insert(name, source);
     }
 
+    /// The function that says a subsystem's state, to wrap it.
+    pub fn subsystem_source(&self, name: &str) -> Option<SubsystemSource> {
+        self.subsystems
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+    }
+
     pub fn subsystem(&self, name: &str) -> SubsystemState {
         let source = self
             .subsystems

@@ -26,6 +26,12 @@ pub struct Microphone {
 
 pub struct SpeechToText {
     engine: Result<Arc<Engine>, String>,
+    /// The live engine for the microphone (`stt.live_model`), when it
+    /// loaded.
+    live: Option<Arc<Engine>>,
+    /// `stt.language`: a language other than English sends the microphone
+    /// to whisper.
+    language: String,
     pub files: AllowedDirs,
     pub limits: decode::Limits,
     /// Default wait for speech, `mcp.record_timeout`.
@@ -99,8 +105,32 @@ impl SpeechToText {
                 }
             }
         };
+        let live = if config.stt.enabled {
+            start_live(config, state)
+        } else {
+            None
+        };
+        if let Some(live) = &live {
+            // The status line says both.
+            let main = state.subsystem_source("stt");
+            let live = Arc::clone(live);
+            state.set_subsystem(
+                "stt",
+                Arc::new(move || {
+                    let whisper = main.as_ref().map(|f| f()).unwrap_or_default();
+                    let activity = if live.busy() { "transcribing" } else { "ready" };
+                    format!(
+                        "{whisper}; live: {activity}, model {} ({})",
+                        live.info().name,
+                        live.info().kind
+                    )
+                }),
+            );
+        }
         Self {
             engine,
+            live,
+            language: config.stt.language.clone(),
             files,
             limits,
             record_timeout,
@@ -117,6 +147,76 @@ impl SpeechToText {
     /// The engine, or why there is none.
     pub fn engine(&self) -> Result<&Arc<Engine>, &str> {
         self.engine.as_ref().map_err(String::as_str)
+    }
+
+    /// The engine that hears the microphone in `language` (`None`: the
+    /// configured one): the live engine for English, else whisper.
+    pub fn microphone(&self, language: Option<&str>) -> Result<&Arc<Engine>, &str> {
+        let language = language
+            .filter(|l| !l.is_empty())
+            .unwrap_or(&self.language)
+            .to_ascii_lowercase();
+        match &self.live {
+            Some(live) if language == "auto" || language == "en" => Ok(live),
+            _ => self.engine(),
+        }
+    }
+
+    /// The live engine, if it runs.
+    pub fn live(&self) -> Option<&Arc<Engine>> {
+        self.live.as_ref()
+    }
+}
+
+/// Loads the live engine (`stt.live_model`): Moonshine on the ONNX Runtime
+/// the voices use. A failure is said in the log and the status, and
+/// whisper hears the microphone instead.
+fn start_live(config: &Config, state: &ApplianceState) -> Option<Arc<Engine>> {
+    let dir = config.stt.live_model_dir()?;
+    let loaded = hark_onnx::OnnxRuntime::load(&config.tts.onnxruntime)
+        .map_err(|e| e.to_string())
+        .and_then(|runtime| {
+            hark_stt::moonshine::MoonshineRecognizer::load(
+                &runtime,
+                &dir,
+                usize::from(config.stt.threads.max(1)),
+            )
+            .map_err(|e| e.to_string())
+        })
+        .and_then(|recognizer| {
+            let bus = state.bus.clone();
+            let hooks = hark_stt::engine::Hooks {
+                queue: config.stt.queue,
+                before_request: Some(crate::memory::make_room),
+                after_request: Some(crate::memory::release_freed),
+                on_busy: Some(BusyHook(Arc::new(move |busy| {
+                    bus.publish(if busy {
+                        Event::TranscriptionStarted
+                    } else {
+                        Event::TranscriptionEnded
+                    })
+                }))),
+            };
+            Engine::from_recognizer(Box::new(recognizer), hooks).map_err(|e| e.to_string())
+        });
+    match loaded {
+        Ok(engine) => {
+            tracing::info!(model = %dir.display(), "the live engine hears the microphone");
+            Some(Arc::new(engine))
+        }
+        Err(why) => {
+            tracing::error!(model = %dir.display(), error = %why, "the live engine is unavailable; whisper hears the microphone");
+            let main = state.subsystem_source("stt");
+            let note = format!("live engine unavailable ({why}); whisper hears the microphone");
+            state.set_subsystem(
+                "stt",
+                Arc::new(move || {
+                    let whisper = main.as_ref().map(|f| f()).unwrap_or_default();
+                    format!("{whisper}; {note}")
+                }),
+            );
+            None
+        }
     }
 }
 

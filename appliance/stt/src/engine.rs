@@ -67,6 +67,10 @@ pub enum SttError {
     UnknownLanguage(String),
     #[error("whisper.cpp failed: {0}")]
     Whisper(String),
+    #[error("the live engine failed: {0}")]
+    Live(String),
+    #[error("not available here: {0}")]
+    Unsupported(String),
 }
 
 /// The engine's settings (the `[stt]` section maps onto this).
@@ -233,6 +237,25 @@ pub struct LanguageGuess {
     pub probability: f32,
 }
 
+/// A speech recogniser the engine's worker runs: whisper.cpp, or the live
+/// engine (Moonshine). It runs on the worker thread only.
+pub trait Recognizer: Send {
+    fn info(&self) -> &ModelInfo;
+    /// Transcribes one request (the worker has checked it is still wanted).
+    fn transcribe(&mut self, request: Request) -> Result<Transcript, SttError>;
+    /// The five likeliest languages (multilingual models only).
+    fn detect(&mut self, audio: &[f32]) -> Result<Vec<LanguageGuess>, SttError>;
+}
+
+/// What the worker tells the daemon, and its queue's size.
+#[derive(Clone, Default)]
+pub struct Hooks {
+    pub queue: usize,
+    pub before_request: Option<fn()>,
+    pub after_request: Option<fn()>,
+    pub on_busy: Option<BusyHook>,
+}
+
 enum Job {
     Transcribe(
         Request,
@@ -297,14 +320,34 @@ impl Engine {
         };
         tracing::info!(model = %info.path.display(), kind = %info.kind, quantisation = %info.quantisation,
             multilingual = info.multilingual, load_ms = info.load_ms, "speech-to-text model loaded");
-        let (tx, rx) = mpsc::sync_channel(config.queue.max(1));
+        let hooks = Hooks {
+            queue: config.queue,
+            before_request: config.before_request,
+            after_request: config.after_request,
+            on_busy: config.on_busy.clone(),
+        };
+        let whisper = Whisper {
+            ctx,
+            multilingual: info.multilingual,
+            name: info.name.clone(),
+            config,
+            info,
+        };
+        Self::from_recognizer(Box::new(whisper), hooks)
+    }
+
+    /// Starts a worker for any recogniser (the live engine).
+    pub fn from_recognizer(
+        recognizer: Box<dyn Recognizer>,
+        hooks: Hooks,
+    ) -> Result<Engine, SttError> {
+        let info = recognizer.info().clone();
+        let (tx, rx) = mpsc::sync_channel(hooks.queue.max(1));
         let queued = Arc::new(AtomicUsize::new(0));
         let busy = Arc::new(AtomicBool::new(false));
         let worker = Worker {
-            ctx,
-            config,
-            multilingual: info.multilingual,
-            name: info.name.clone(),
+            recognizer,
+            hooks,
             queued: Arc::clone(&queued),
             busy: Arc::clone(&busy),
         };
@@ -394,12 +437,33 @@ impl Drop for Engine {
 }
 
 struct Worker {
+    recognizer: Box<dyn Recognizer>,
+    hooks: Hooks,
+    queued: Arc<AtomicUsize>,
+    busy: Arc<AtomicBool>,
+}
+
+/// whisper.cpp: one context, a fresh state per request.
+struct Whisper {
     ctx: WhisperContext,
     config: EngineConfig,
     multilingual: bool,
     name: String,
-    queued: Arc<AtomicUsize>,
-    busy: Arc<AtomicBool>,
+    info: ModelInfo,
+}
+
+impl Recognizer for Whisper {
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    fn transcribe(&mut self, request: Request) -> Result<Transcript, SttError> {
+        Whisper::transcribe(self, request)
+    }
+
+    fn detect(&mut self, audio: &[f32]) -> Result<Vec<LanguageGuess>, SttError> {
+        Whisper::detect(self, audio)
+    }
 }
 
 impl Worker {
@@ -407,10 +471,10 @@ impl Worker {
         while let Ok(job) = jobs.recv() {
             self.queued.fetch_sub(1, Ordering::Relaxed);
             self.busy.store(true, Ordering::Relaxed);
-            if let Some(hook) = &self.config.on_busy {
+            if let Some(hook) = &self.hooks.on_busy {
                 (hook.0)(true);
             }
-            if let Some(before) = self.config.before_request {
+            if let Some(before) = self.hooks.before_request {
                 before();
             }
             // The worker is idle from the moment the result exists: the
@@ -422,7 +486,7 @@ impl Worker {
                     let result = if reply.is_closed() || request.cancel.load(Ordering::Relaxed) {
                         Err(SttError::Cancelled)
                     } else {
-                        self.transcribe(request)
+                        self.recognizer.transcribe(request)
                     };
                     self.idle();
                     let _ = reply.send(result);
@@ -431,13 +495,13 @@ impl Worker {
                     let result = if reply.is_closed() || cancel.load(Ordering::Relaxed) {
                         Err(SttError::Cancelled)
                     } else {
-                        self.detect(&audio)
+                        self.recognizer.detect(&audio)
                     };
                     self.idle();
                     let _ = reply.send(result);
                 }
             }
-            if let Some(after) = self.config.after_request {
+            if let Some(after) = self.hooks.after_request {
                 after();
             }
         }
@@ -445,11 +509,13 @@ impl Worker {
 
     fn idle(&self) {
         self.busy.store(false, Ordering::Relaxed);
-        if let Some(hook) = &self.config.on_busy {
+        if let Some(hook) = &self.hooks.on_busy {
             (hook.0)(false);
         }
     }
+}
 
+impl Whisper {
     /// The language to decode in, checked against the model.
     fn language(&self, requested: Option<&str>) -> Result<Option<String>, SttError> {
         let wanted = requested

@@ -11,6 +11,7 @@
 //! audio so a confused model cannot run on.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use hark_onnx::OnnxRuntime;
@@ -69,6 +70,8 @@ pub enum MoonshineError {
     Mismatch { tokens: usize, vocabulary: usize },
     #[error("no audio to transcribe")]
     Empty,
+    #[error("transcription was cancelled")]
+    Cancelled,
     #[error("{seconds:.1} s of audio is more than the live engine takes ({MAX_SECONDS} s)")]
     TooLong { seconds: f64 },
     #[error("Moonshine failed: {0}")]
@@ -330,6 +333,16 @@ impl Moonshine {
 
     /// Transcribes `audio` (mono, 16 kHz, −1…1).
     pub fn transcribe(&mut self, audio: &[f32]) -> Result<LiveTranscript, MoonshineError> {
+        self.transcribe_until(audio, &AtomicBool::new(false))
+    }
+
+    /// [`Self::transcribe`], abandoned between decoder steps once `cancel`
+    /// is set.
+    pub fn transcribe_until(
+        &mut self,
+        audio: &[f32],
+        cancel: &AtomicBool,
+    ) -> Result<LiveTranscript, MoonshineError> {
         if audio.is_empty() {
             return Err(MoonshineError::Empty);
         }
@@ -372,6 +385,9 @@ impl Moonshine {
         let mut probability = 0.0f64;
         let mut truncated = true;
         for step in 0..budget {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(MoonshineError::Cancelled);
+            }
             let last = [*tokens.last().unwrap_or(&START)];
             let mut inputs = ort::inputs! {
                 "input_ids" => TensorRef::from_array_view(([1usize, 1], &last[..]))?,
@@ -440,15 +456,117 @@ impl Moonshine {
     }
 }
 
+/// Moonshine as the engine's recogniser (the live engine): English only,
+/// no word timestamps (requests that need either go to whisper).
+pub struct MoonshineRecognizer {
+    model: Moonshine,
+    info: crate::engine::ModelInfo,
+}
+
+impl MoonshineRecognizer {
+    pub fn load(runtime: &OnnxRuntime, dir: &Path, threads: usize) -> Result<Self, MoonshineError> {
+        let started = Instant::now();
+        let model = Moonshine::load(runtime, dir, threads)?;
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(Self {
+            model,
+            info: crate::engine::ModelInfo {
+                path: dir.to_owned(),
+                kind: "moonshine".into(),
+                name,
+                multilingual: false,
+                quantisation: "int8".into(),
+                load_ms: started.elapsed().as_millis() as u64,
+            },
+        })
+    }
+}
+
+impl crate::engine::Recognizer for MoonshineRecognizer {
+    fn info(&self) -> &crate::engine::ModelInfo {
+        &self.info
+    }
+
+    fn transcribe(
+        &mut self,
+        request: crate::engine::Request,
+    ) -> Result<crate::engine::Transcript, crate::engine::SttError> {
+        use crate::engine::{Segment, SttError, Transcript};
+        let language = request
+            .language
+            .as_deref()
+            .filter(|l| !l.is_empty())
+            .unwrap_or("auto")
+            .to_ascii_lowercase();
+        if language != "auto" && language != "en" {
+            return Err(SttError::EnglishOnly {
+                language,
+                model: self.info.name.clone(),
+            });
+        }
+        if request.word_timestamps {
+            return Err(SttError::Unsupported(format!(
+                "word timestamps: the live engine {} has none (whisper does)",
+                self.info.name
+            )));
+        }
+        let started = Instant::now();
+        let duration = request.audio.len() as f64 / SAMPLE_RATE as f64;
+        let live = match self.model.transcribe_until(&request.audio, &request.cancel) {
+            Ok(live) => live,
+            Err(MoonshineError::Cancelled) => return Err(SttError::Cancelled),
+            Err(MoonshineError::Empty) => return Err(SttError::Unsupported("no audio".into())),
+            Err(e) => return Err(SttError::Live(e.to_string())),
+        };
+        let segments = if live.text.is_empty() {
+            Vec::new()
+        } else {
+            vec![Segment {
+                start: 0.0,
+                end: duration,
+                text: live.text.clone(),
+                confidence: live.confidence,
+                no_speech_probability: 0.0,
+                words: None,
+            }]
+        };
+        Ok(Transcript {
+            text: live.text,
+            language: "en".into(),
+            language_probability: None,
+            duration,
+            segments,
+            confidence: live.confidence,
+            dropped_segments: 0,
+            audio_ctx: 0,
+            refit: false,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+
+    fn detect(
+        &mut self,
+        _audio: &[f32],
+    ) -> Result<Vec<crate::engine::LanguageGuess>, crate::engine::SttError> {
+        Err(crate::engine::SttError::EnglishOnly {
+            language: "detection".into(),
+            model: self.info.name.clone(),
+        })
+    }
+}
+
 /// The most likely token and its probability.
 fn softmax_best(row: &[f32]) -> Result<(i64, f32), MoonshineError> {
-    let (best, max) = row
-        .iter()
-        .copied()
-        .enumerate()
-        .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, v)| {
-            if v > bv { (i, v) } else { (bi, bv) }
-        });
+    let (best, max) =
+        row.iter()
+            .copied()
+            .enumerate()
+            .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, v)| {
+                if v > bv { (i, v) } else { (bi, bv) }
+            });
     if !max.is_finite() {
         return Err(MoonshineError::Output("the logits are not finite".into()));
     }

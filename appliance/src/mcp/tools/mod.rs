@@ -87,7 +87,9 @@ impl From<SttError> for ToolError {
             SttError::Busy { .. } => "BusyError",
             SttError::Cancelled => "CancelledError",
             SttError::EnglishOnly { .. } | SttError::UnknownLanguage(_) => "LanguageError",
-            SttError::Whisper(_) => "TranscriptionError",
+            SttError::Whisper(_) | SttError::Live(_) | SttError::Unsupported(_) => {
+                "TranscriptionError"
+            }
         };
         ToolError::new(kind, e.to_string())
     }

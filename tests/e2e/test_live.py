@@ -1,0 +1,70 @@
+"""The live engine, end to end: with `stt.live_model` set, Moonshine tiny-en
+(the set-up unpacks it from moonshine-voice 0.1.0) hears the microphone
+while whisper keeps the files; a live model that cannot load is said in
+`get_status` and whisper hears the microphone instead."""
+
+import json
+
+from harness import REPO, LineClient, call, response, status_of, wait_for
+from test_stt import inject, speak, words
+
+MOONSHINE = REPO / "tests" / ".models" / "moonshine-voice" / "tiny-en"
+SENTENCE = "The meeting has been moved to Thursday afternoon."
+
+
+def listen(daemon, wav):
+    c = LineClient.tcp(daemon, timeout=60)
+    c.initialize()
+    c.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "transcribe_voice", "arguments": {"timeout_seconds": 10}}})
+    watcher = LineClient.tcp(daemon)
+    watcher.initialize()
+    assert wait_for(lambda: status_of(watcher)["recording"], 10)
+    inject(daemon, wav)
+    reply, _ = response(c, 7)
+    c.close()
+    watcher.close()
+    return reply["result"]
+
+
+def test_the_live_engine_hears_the_microphone_and_whisper_the_files(start_daemon, tmp_path):
+    audio = tmp_path / "audio"
+    audio.mkdir()
+    d = start_daemon({"stt": {"live_model": str(MOONSHINE), "audio_dirs": [str(audio)]}})
+    c = LineClient.tcp(d)
+    c.initialize()
+    stt = status_of(c)["subsystems"]["stt"]
+    assert "model tiny.en-q8_0" in stt and "live: ready, model tiny-en (moonshine)" in stt, stt
+    result = listen(d, speak(tmp_path / "meeting.wav", SENTENCE))
+    assert not result.get("isError"), result
+    s = result["structuredContent"]
+    assert s["model"] == "tiny-en", s
+    assert {"meeting", "thursday", "afternoon"} <= set(words(s["text"])), s
+    assert s["language"] == "en" and s["transcribe_ms"] is not None
+    # A file still goes to whisper (with word timestamps, which Moonshine lacks).
+    wav = speak(audio / "file.wav", SENTENCE)
+    r = call(c, "transcribe_audio", {"audio_path": str(wav), "word_timestamps": True}, id=3)
+    assert not r["isError"], r
+    assert r["structuredContent"]["model"] == "tiny.en-q8_0", r["structuredContent"]
+    c.close()
+
+
+def test_a_broken_live_model_leaves_whisper_on_the_microphone(start_daemon, tmp_path):
+    broken = tmp_path / "broken-live"
+    broken.mkdir()
+    for name in ["encoder_model.ort", "tokenizer.bin"]:
+        (broken / name).write_bytes((MOONSHINE / name).read_bytes())
+    decoder = (MOONSHINE / "decoder_model_merged.ort").read_bytes()
+    (broken / "decoder_model_merged.ort").write_bytes(decoder[: len(decoder) // 3])
+    d = start_daemon({"stt": {"live_model": str(broken)}})
+    c = LineClient.tcp(d)
+    c.initialize()
+    stt = status_of(c)["subsystems"]["stt"]
+    assert "live engine unavailable" in stt and "decoder_model_merged.ort" in stt, stt
+    assert "whisper hears the microphone" in stt
+    c.close()
+    result = listen(d, speak(tmp_path / "w.wav", "What is the weather going to be like tomorrow morning?"))
+    assert not result.get("isError"), result
+    assert result["structuredContent"]["model"] == "tiny.en-q8_0"
+    assert {"weather", "tomorrow"} <= set(words(result["structuredContent"]["text"]))
+    assert "the live engine is unavailable" in d.log()
