@@ -71,6 +71,13 @@ pub struct SttArgs {
     /// Skip the peers.
     #[arg(long)]
     no_peer: bool,
+    /// The live engine's model: Moonshine tiny-en (`bash tests/setup.sh`
+    /// unpacks it).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.models/moonshine-voice/tiny-en"))]
+    moonshine: PathBuf,
+    /// The ONNX Runtime the live engine runs on (`appliance/setup-voices`).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.voices/lib/libonnxruntime.so"))]
+    onnxruntime: PathBuf,
     /// Internal: load this model, transcribe --probe-audio once and print
     /// the process's memory as JSON (the memory measurement's child).
     #[arg(long, hide = true, requires = "probe_audio")]
@@ -109,6 +116,7 @@ const RATE: f64 = 16_000.0;
 const WHISPER_CPP: &str = "whisper.cpp (pywhispercpp)";
 const WHISPER_CPP_NO_FA: &str = "whisper.cpp (pywhispercpp), flash attention off";
 const FASTER_WHISPER: &str = "faster-whisper";
+const LIVE: &str = "Hark live: Moonshine tiny-en (int8, greedy)";
 
 struct Clip {
     name: &'static str,
@@ -214,6 +222,16 @@ pub fn main(args: SttArgs) -> anyhow::Result<()> {
         });
         load.push((format!("after {name}"), procfs::loadavg()));
     }
+    // The live engine: Moonshine tiny-en on ONNX Runtime, greedy (it has
+    // no beam search), the same threads.
+    eprintln!("[stt] {LIVE}");
+    systems.push(System {
+        name: LIVE.to_owned(),
+        result: live_engine(&args)
+            .and_then(|engine| timed(&args, &engine, &clips))
+            .map_err(|e| format!("{e:#}")),
+    });
+    load.push((format!("after {LIVE}"), procfs::loadavg()));
 
     let mut versions = None;
     let mut memory = Vec::new();
@@ -331,6 +349,23 @@ fn engine(args: &SttArgs, model: &Path, fit: bool, flash: bool) -> anyhow::Resul
     })?)
 }
 
+/// The live engine, as the daemon starts it.
+fn live_engine(args: &SttArgs) -> anyhow::Result<Engine> {
+    let runtime = hark_onnx::OnnxRuntime::load(&args.onnxruntime)?;
+    let recognizer = hark_stt::moonshine::MoonshineRecognizer::load(
+        &runtime,
+        &args.moonshine,
+        usize::from(args.threads.max(1)),
+    )?;
+    Ok(Engine::from_recognizer(
+        Box::new(recognizer),
+        hark_stt::engine::Hooks {
+            queue: 2,
+            ..Default::default()
+        },
+    )?)
+}
+
 /// Hark's engine on every clip: one warm-up, then `--runs` timed calls.
 fn hark(
     args: &SttArgs,
@@ -339,7 +374,11 @@ fn hark(
     flash: bool,
     clips: &[Clip],
 ) -> anyhow::Result<Vec<Timing>> {
-    let engine = engine(args, model, fit, flash)?;
+    timed(args, &engine(args, model, fit, flash)?, clips)
+}
+
+/// `engine` on every clip: one warm-up, then `--runs` timed calls.
+fn timed(args: &SttArgs, engine: &Engine, clips: &[Clip]) -> anyhow::Result<Vec<Timing>> {
     let mut out = Vec::new();
     for clip in clips {
         engine.transcribe_blocking(Request::new(clip.samples.clone()))?;
@@ -356,7 +395,8 @@ fn hark(
                 .times_ms
                 .push(started.elapsed().as_secs_f64() * 1000.0);
             timing.text = transcript.text;
-            timing.audio_ctx = Some((transcript.audio_ctx, transcript.refit));
+            timing.audio_ctx =
+                (transcript.audio_ctx > 0).then_some((transcript.audio_ctx, transcript.refit));
         }
         eprintln!("[stt]   {}: median {:.0} ms", clip.name, timing.median());
         out.push(timing);
