@@ -157,6 +157,29 @@ PY
   rm -rf "$BASE_DIR/wheels"
 fi
 
+# Smart Turn v3.2 (BSD-2), the end-of-turn model, from pipecat-ai 1.14.0: the
+# ONNX file, and the package's numpy feature extractor, which the tests run
+# as the reference Hark's own features are compared with.
+TURN_DIR="$MODELS_DIR/smart-turn"
+if [ ! -f "$TURN_DIR/smart-turn-v3.2-cpu.onnx" ]; then
+  log "fetching pipecat-ai 1.14.0 (Smart Turn v3.2) from PyPI"
+  mkdir -p "$TURN_DIR"
+  "$PYTHON" -m pip download -q --disable-pip-version-check --no-deps -d "$TURN_DIR" "pipecat-ai==1.14.0"
+  "$PYTHON" - "$TURN_DIR" <<'PY'
+import glob, os, sys, zipfile
+out = sys.argv[1]
+wheel = glob.glob(os.path.join(out, "pipecat_ai-*.whl"))[0]
+with zipfile.ZipFile(wheel) as z:
+    for name, target in [
+        ("pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx", "smart-turn-v3.2-cpu.onnx"),
+        ("pipecat/audio/turn/smart_turn/_whisper_features.py", "reference_features.py"),
+    ]:
+        with z.open(name) as src, open(os.path.join(out, target), "wb") as dst:
+            dst.write(src.read())
+os.remove(wheel)
+PY
+fi
+
 # ---- python venvs -------------------------------------------------------------
 PY_VERSION="$("$PYTHON" -c 'import sys; print(sys.version.split()[0])')"
 make_venv() {  # make_venv DIR REQ...

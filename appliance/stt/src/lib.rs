@@ -13,4 +13,5 @@ pub mod engine;
 pub mod import;
 pub mod mel;
 pub mod moonshine;
+pub mod turn;
 pub mod vocab;
