@@ -546,6 +546,8 @@ pub struct SttConfig {
     /// `model` (whisper) keeps files, subtitles, word timestamps and other
     /// languages, and takes over if the live engine fails.
     pub live_model: String,
+    /// The end-of-turn model (`audio.vad.end_of_turn = "smart-turn"`).
+    pub turn_model: PathBuf,
 }
 
 impl Default for SttConfig {
@@ -567,6 +569,7 @@ impl Default for SttConfig {
             max_audio_seconds: 3600,
             flash_attn: engine.flash_attn,
             live_model: String::new(),
+            turn_model: PathBuf::from("/var/lib/hark/models/smart-turn-v3.2-cpu.onnx"),
         }
     }
 }

@@ -240,7 +240,38 @@ pub async fn listen(
         // ends it when it comes up.
         state.add_recorder(&control);
     }
-    let options = Options::new(request.timeout, mic.preroll, mic.vad.clone());
+    let mut options = Options::new(request.timeout, mic.preroll, mic.vad.clone());
+    // End of turn: the model decides at pauses; the detector's own
+    // hang-over becomes the longest pause inside a turn.
+    if mic.vad.end_of_turn == hark_audio::config::EndOfTurnRule::SmartTurn
+        && let Some(model) = state.turn.get()
+    {
+        let model = Arc::clone(model);
+        options.end_of_turn = Some(hark_audio::utterance::EndOfTurn {
+            pause: Duration::from_millis(u64::from(mic.vad.pause_ms)),
+            fallback: Duration::from_millis(u64::from(mic.vad.hangover_ms)),
+            check: Arc::new(move |audio: &[f32]| {
+                let mut model = model
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                match model.complete(audio) {
+                    Ok(p) => {
+                        tracing::debug!(
+                            probability = p,
+                            seconds = audio.len() as f64 / 16_000.0,
+                            "end of turn?"
+                        );
+                        Some(p >= 0.5)
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the end-of-turn model failed; silence decides");
+                        None
+                    }
+                }
+            }),
+        });
+        options.vad.hangover_ms = mic.vad.max_pause_ms;
+    }
     let (ring, ctl) = (Arc::clone(&mic.ring), Arc::clone(&control));
     let mut recorder =
         tokio::task::spawn_blocking(move || utterance::record(&ring, &options, &ctl));
@@ -288,6 +319,7 @@ pub async fn listen(
     };
     let reason = match utterance.reason {
         EndReason::EndOfSpeech => "end_of_speech",
+        EndReason::EndOfTurn => "end_of_turn",
         EndReason::NoSpeech => "timeout",
         EndReason::MaxLength => "max_length",
         EndReason::Stopped => "stopped",

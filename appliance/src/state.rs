@@ -289,6 +289,9 @@ pub struct ApplianceState {
     pub has_button: AtomicBool,
     /// HTTPS's certificate authority, when `[mcp.https]` serves.
     pub tls: OnceLock<crate::tls::Tls>,
+    /// The end-of-turn model, when `audio.vad.end_of_turn = "smart-turn"`
+    /// and it loaded.
+    pub turn: OnceLock<Arc<Mutex<hark_stt::turn::SmartTurn>>>,
 }
 
 /// Keeps the microphone shown as open while a recording runs, and tells
@@ -363,6 +366,7 @@ impl Default for ApplianceState {
             button_held: AtomicBool::new(false),
             has_button: AtomicBool::new(false),
             tls: OnceLock::new(),
+            turn: OnceLock::new(),
         }
     }
 }

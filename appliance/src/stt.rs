@@ -110,6 +110,7 @@ impl SpeechToText {
         } else {
             None
         };
+        start_turn(config, state);
         if let Some(live) = &live {
             // The status line says both.
             let main = state.subsystem_source("stt");
@@ -272,6 +273,39 @@ pub enum CliSttError {
     Decode(#[from] decode::DecodeError),
     #[error(transparent)]
     Stt(#[from] SttError),
+}
+
+/// Loads the end-of-turn model when the config asks for it. Without it the
+/// silence rule ends turns, said in the log and the status.
+fn start_turn(config: &Config, state: &ApplianceState) {
+    if config.audio.vad.end_of_turn != hark_audio::config::EndOfTurnRule::SmartTurn {
+        return;
+    }
+    let path = &config.stt.turn_model;
+    let loaded = hark_onnx::OnnxRuntime::load(&config.tts.onnxruntime)
+        .map_err(|e| e.to_string())
+        .and_then(|runtime| {
+            hark_stt::turn::SmartTurn::load(&runtime, path).map_err(|e| e.to_string())
+        });
+    let main = state.subsystem_source("stt");
+    let note = match loaded {
+        Ok(model) => {
+            tracing::info!(model = %path.display(), "the end-of-turn model decides when the person has finished");
+            let _ = state.turn.set(Arc::new(std::sync::Mutex::new(model)));
+            "end of turn: smart-turn".to_owned()
+        }
+        Err(why) => {
+            tracing::error!(model = %path.display(), error = %why, "the end-of-turn model is unavailable; silence ends turns");
+            format!("end of turn by silence: the end-of-turn model is unavailable ({why})")
+        }
+    };
+    state.set_subsystem(
+        "stt",
+        Arc::new(move || {
+            let before = main.as_ref().map(|f| f()).unwrap_or_default();
+            format!("{before}; {note}")
+        }),
+    );
 }
 
 #[cfg(test)]

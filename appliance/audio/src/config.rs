@@ -261,12 +261,32 @@ pub struct VadConfig {
     /// How readily sound counts as speech, 0.0–1.0 (0.5: the detector's
     /// recommended threshold; higher catches quieter speech and more noise).
     pub sensitivity: f32,
+    /// What ends a turn: `silence` (`hangover_ms` of it) or `smart-turn`
+    /// (at each pause of `pause_ms`, the end-of-turn model decides; a turn
+    /// it keeps calling unfinished ends after `max_pause_ms`).
+    pub end_of_turn: EndOfTurnRule,
+    /// The pause at which the end-of-turn model is asked, ms (100–2000).
+    pub pause_ms: u32,
+    /// The longest pause inside a turn, ms (500–10000).
+    pub max_pause_ms: u32,
+}
+
+/// `audio.vad.end_of_turn`
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndOfTurnRule {
+    #[default]
+    Silence,
+    SmartTurn,
 }
 
 impl Default for VadConfig {
     fn default() -> Self {
         Self {
             hangover_ms: 800,
+            end_of_turn: EndOfTurnRule::Silence,
+            pause_ms: 200,
+            max_pause_ms: 2500,
             min_speech_ms: 200,
             max_utterance_s: 30,
             sensitivity: 0.5,
@@ -383,6 +403,8 @@ impl AudioConfig {
         range("audio.playback.fade_ms", p.fade_ms, 1, 50)?;
         let v = &self.vad;
         range("audio.vad.hangover_ms", v.hangover_ms, 100, 5000)?;
+        range("audio.vad.pause_ms", v.pause_ms, 100, 2000)?;
+        range("audio.vad.max_pause_ms", v.max_pause_ms, 500, 10000)?;
         range("audio.vad.min_speech_ms", v.min_speech_ms, 0, 2000)?;
         range("audio.vad.max_utterance_s", v.max_utterance_s, 1, 120)?;
         range("audio.vad.sensitivity", v.sensitivity, 0.0, 1.0)?;

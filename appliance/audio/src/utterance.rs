@@ -23,6 +23,8 @@ use crate::{
 pub enum EndReason {
     /// The detector heard speech and then the hang-over of silence.
     EndOfSpeech,
+    /// At a pause, the end-of-turn model said the person had finished.
+    EndOfTurn,
     /// No speech began before the timeout.
     NoSpeech,
     /// Speech went on to the maximum utterance length.
@@ -96,6 +98,31 @@ impl Control {
     }
 }
 
+/// Asks whether the person has finished their turn, given the turn's audio
+/// so far: `Some(true)` finished, `Some(false)` not yet, `None` cannot say
+/// (the silence rule decides then).
+pub type TurnCheck = std::sync::Arc<dyn Fn(&[f32]) -> Option<bool> + Send + Sync>;
+
+/// End of turn rather than end of silence: at each pause of `pause`, ask;
+/// the detector's own hang-over (set long: `audio.vad.max_pause_ms`) ends a
+/// turn the model keeps calling unfinished, and `fallback` of silence ends
+/// one it cannot judge.
+#[derive(Clone)]
+pub struct EndOfTurn {
+    pub pause: Duration,
+    pub fallback: Duration,
+    pub check: TurnCheck,
+}
+
+impl std::fmt::Debug for EndOfTurn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndOfTurn")
+            .field("pause", &self.pause)
+            .field("fallback", &self.fallback)
+            .finish()
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Options {
     /// How long to wait for speech to begin.
@@ -107,6 +134,8 @@ pub struct Options {
     pub poll: Duration,
     /// End the recording if no audio arrives for this long (wall clock).
     pub stall: Duration,
+    /// Ask an end-of-turn model at pauses (`None`: the silence rule).
+    pub end_of_turn: Option<EndOfTurn>,
 }
 
 impl Options {
@@ -117,6 +146,7 @@ impl Options {
             vad,
             poll: Duration::from_millis(10),
             stall: Duration::from_secs(3),
+            end_of_turn: None,
         }
     }
 }
@@ -156,6 +186,10 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
     // push-to-talk set, so a tap can undo the hold.
     let mut detected_start: Option<u64> = None;
     let mut last_audio = Instant::now();
+    // The pause last asked about (where its voice stopped), and whether the
+    // model could not say (the silence rule then ends it).
+    let mut asked: Option<u64> = None;
+    let mut undecided = false;
 
     let reason = loop {
         match control.state() {
@@ -208,6 +242,27 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
         }
         if let Some(reason) = ended {
             break reason;
+        }
+        if let (Some(turn), Some((start, voiced_end, quiet)), false) =
+            (&options.end_of_turn, segmenter.pause(), held)
+        {
+            if quiet >= duration_to_samples(turn.pause) && asked != Some(voiced_end) {
+                asked = Some(voiced_end);
+                let from = start.saturating_sub(origin) as usize;
+                let to = (voiced_end.saturating_sub(origin) as usize).min(samples.len());
+                match (turn.check)(&samples[from.min(to)..to]) {
+                    Some(true) => {
+                        speech = Some((start, voiced_end));
+                        break EndReason::EndOfTurn;
+                    }
+                    Some(false) => undecided = false,
+                    None => undecided = true,
+                }
+            }
+            if undecided && quiet >= duration_to_samples(turn.fallback) {
+                speech = Some((start, voiced_end));
+                break EndReason::EndOfSpeech;
+            }
         }
         let now = origin + samples.len() as u64;
         match speech_start {

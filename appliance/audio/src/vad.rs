@@ -72,6 +72,19 @@ impl Segmenter {
         }
     }
 
+    /// While confirmed speech pauses: where it started, where the voice
+    /// last stopped, and how long it has been quiet since (samples).
+    pub fn pause(&self) -> Option<(u64, u64, u64)> {
+        let start = self.start?;
+        (self.confirmed && self.position > self.last_voiced_end).then(|| {
+            (
+                start,
+                self.last_voiced_end,
+                self.position - self.last_voiced_end,
+            )
+        })
+    }
+
     /// Feeds samples; returns the first event they produce, if any. Samples
     /// after an event are kept for the next call.
     pub fn push(&mut self, mut samples: &[f32]) -> (usize, Option<Event>) {

@@ -1,0 +1,81 @@
+"""End of turn, not end of silence: with `audio.vad.end_of_turn =
+"smart-turn"`, a person who pauses in mid-sentence is not cut off, and a
+finished sentence ends the turn at its first pause (`end_of_turn`); with the
+silence rule the same pause ends the recording. The clips are spoken by the
+appliance's own piper voice; a missing model falls back to silence, said in
+`get_status`."""
+
+import wave
+
+from harness import REPO, LineClient, hark, response, status_of, wait_for
+from test_stt import inject, words
+
+SMART_TURN = REPO / "tests" / ".models" / "smart-turn" / "smart-turn-v3.2-cpu.onnx"
+
+
+def say(daemon, path, text):
+    hark(daemon, "say", "--out", str(path), text, "--host", f"127.0.0.1:{daemon.tcp[1]}")
+    return path
+
+
+def join(out, first, pause_s, second):
+    """first, then pause_s of silence, then second (the same format)."""
+    with wave.open(str(first)) as a, wave.open(str(second)) as b:
+        params = a.getparams()
+        frames = a.readframes(a.getnframes())
+        silence = b"\0" * (int(params.framerate * pause_s) * params.sampwidth * params.nchannels)
+        rest = b.readframes(b.getnframes())
+    with wave.open(str(out), "wb") as w:
+        w.setparams(params)
+        w.writeframes(frames + silence + rest)
+    return out
+
+
+def listen(daemon, wav):
+    c = LineClient.tcp(daemon, timeout=60)
+    c.initialize()
+    c.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "transcribe_voice", "arguments": {"timeout_seconds": 10}}})
+    watcher = LineClient.tcp(daemon)
+    watcher.initialize()
+    assert wait_for(lambda: status_of(watcher)["recording"], 10)
+    inject(daemon, wav)
+    reply, _ = response(c, 7)
+    c.close()
+    watcher.close()
+    return reply["result"]["structuredContent"]
+
+
+def test_a_pause_in_mid_sentence_does_not_end_the_turn(start_daemon, tmp_path):
+    smart = start_daemon({"audio.vad": {"end_of_turn": "smart-turn", "hangover_ms": 500},
+                          "stt": {"turn_model": str(SMART_TURN)}})
+    c = LineClient.tcp(smart)
+    c.initialize()
+    assert "end of turn: smart-turn" in status_of(c)["subsystems"]["stt"]
+    c.close()
+    # Trailing off as people do when they stop to think (Smart Turn hears
+    # "so I was thinking that we could" as unfinished, 0.02).
+    first = say(smart, tmp_path / "a.wav", "So I was thinking that we could")
+    second = say(smart, tmp_path / "b.wav", "go to the park on Saturday morning.")
+    clip = join(tmp_path / "paused.wav", first, 0.9, second)
+
+    heard = listen(smart, clip)
+    got = set(words(heard["text"]))
+    assert {"thinking", "park", "saturday"} <= got, heard
+    assert heard["end_reason"] == "end_of_turn", heard
+
+    # The silence rule cuts the same clip at the pause.
+    plain = start_daemon({"audio.vad": {"hangover_ms": 500}})
+    heard = listen(plain, clip)
+    assert heard["end_reason"] == "end_of_speech" and "park" not in set(words(heard["text"])), heard
+
+
+def test_without_its_model_silence_ends_turns_and_says_so(start_daemon, tmp_path):
+    d = start_daemon({"audio.vad": {"end_of_turn": "smart-turn"}, "stt": {"turn_model": str(tmp_path / "none.onnx")}})
+    c = LineClient.tcp(d)
+    c.initialize()
+    stt = status_of(c)["subsystems"]["stt"]
+    assert "end of turn by silence" in stt and "none.onnx" in stt, stt
+    c.close()
+    heard = listen(d, say(d, tmp_path / "s.wav", "Please turn off the lights in the kitchen."))
+    assert heard["end_reason"] == "end_of_speech" and "kitchen" in set(words(heard["text"])), heard
