@@ -7,8 +7,9 @@ appliance's own piper voice; a missing model falls back to silence, said in
 
 import wave
 
-from harness import REPO, LineClient, hark, response, status_of, wait_for
-from test_stt import inject, words
+from harness import REPO, LineClient, hark, status_of
+from test_live import listen
+from test_stt import words
 
 SMART_TURN = REPO / "tests" / ".models" / "smart-turn" / "smart-turn-v3.2-cpu.onnx"
 
@@ -29,21 +30,6 @@ def join(out, first, pause_s, second):
         w.setparams(params)
         w.writeframes(frames + silence + rest)
     return out
-
-
-def listen(daemon, wav):
-    c = LineClient.tcp(daemon, timeout=60)
-    c.initialize()
-    c.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-            "params": {"name": "transcribe_voice", "arguments": {"timeout_seconds": 10}}})
-    watcher = LineClient.tcp(daemon)
-    watcher.initialize()
-    assert wait_for(lambda: status_of(watcher)["recording"], 10)
-    inject(daemon, wav)
-    reply, _ = response(c, 7)
-    c.close()
-    watcher.close()
-    return reply["result"]["structuredContent"]
 
 
 def test_a_pause_in_mid_sentence_does_not_end_the_turn(start_daemon, tmp_path):
