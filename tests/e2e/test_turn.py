@@ -45,14 +45,14 @@ def test_a_pause_in_mid_sentence_does_not_end_the_turn(start_daemon, tmp_path):
     second = say(smart, tmp_path / "b.wav", "go to the park on Saturday morning.")
     clip = join(tmp_path / "paused.wav", first, 0.9, second)
 
-    heard = listen(smart, clip)
+    heard = listen(smart, clip)["structuredContent"]
     got = set(words(heard["text"]))
     assert {"thinking", "park", "saturday"} <= got, heard
     assert heard["end_reason"] == "end_of_turn", heard
 
     # The silence rule cuts the same clip at the pause.
     plain = start_daemon({"audio.vad": {"hangover_ms": 500}})
-    heard = listen(plain, clip)
+    heard = listen(plain, clip)["structuredContent"]
     assert heard["end_reason"] == "end_of_speech" and "park" not in set(words(heard["text"])), heard
 
 
@@ -63,5 +63,5 @@ def test_without_its_model_silence_ends_turns_and_says_so(start_daemon, tmp_path
     stt = status_of(c)["subsystems"]["stt"]
     assert "end of turn by silence" in stt and "none.onnx" in stt, stt
     c.close()
-    heard = listen(d, say(d, tmp_path / "s.wav", "Please turn off the lights in the kitchen."))
+    heard = listen(d, say(d, tmp_path / "s.wav", "Please turn off the lights in the kitchen."))["structuredContent"]
     assert heard["end_reason"] == "end_of_speech" and "kitchen" in set(words(heard["text"])), heard
