@@ -186,9 +186,10 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
     // push-to-talk set, so a tap can undo the hold.
     let mut detected_start: Option<u64> = None;
     let mut last_audio = Instant::now();
-    // The pause last asked about (where its voice stopped), and whether the
-    // model could not say (the silence rule then ends it).
-    let mut asked: Option<u64> = None;
+    // The pause being asked about (where its voice stopped) and the
+    // silence at which to ask next, and whether the model could not say
+    // (the silence rule then ends it).
+    let mut asked: Option<(u64, u64)> = None;
     let mut undecided = false;
 
     let reason = loop {
@@ -246,11 +247,20 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
         if let (Some(turn), Some((start, voiced_end, quiet)), false) =
             (&options.end_of_turn, segmenter.pause(), held)
         {
-            if quiet >= duration_to_samples(turn.pause) && asked != Some(voiced_end) {
-                asked = Some(voiced_end);
-                let from = start.saturating_sub(origin) as usize;
-                let to = (voiced_end.saturating_sub(origin) as usize).min(samples.len());
-                match (turn.check)(&samples[from.min(to)..to]) {
+            // Asked at the pause, and again each `pause` longer it lasts:
+            // the longer the silence, the surer the model.
+            let step = duration_to_samples(turn.pause).max(1);
+            if asked.is_none_or(|(end, _)| end != voiced_end) {
+                asked = Some((voiced_end, step));
+            }
+            if let Some((_, next)) = asked.as_mut()
+                && quiet >= *next
+            {
+                *next = quiet + step;
+                // The turn so far with the pause after it: the model hears
+                // the silence too, as it was trained to.
+                let from = (start.saturating_sub(origin) as usize).min(samples.len());
+                match (turn.check)(&samples[from..]) {
                     Some(true) => {
                         speech = Some((start, voiced_end));
                         break EndReason::EndOfTurn;
