@@ -39,7 +39,10 @@ def test_the_live_engine_hears_the_microphone_and_whisper_the_files(start_daemon
     assert not result.get("isError"), result
     s = result["structuredContent"]
     assert s["model"] == "tiny-en", s
-    assert {"meeting", "thursday", "afternoon"} <= set(words(s["text"])), s
+    # Joined, so "after noon" and "afternoon" both count: the plumbing is
+    # under test here, the accuracy in hark-bench stt.
+    heard = "".join(words(s["text"]))
+    assert all(w in heard for w in ["meeting", "thursday", "afternoon"]), s
     assert s["language"] == "en" and s["transcribe_ms"] is not None
     # A file still goes to whisper (with word timestamps, which Moonshine lacks).
     wav = speak(audio / "file.wav", SENTENCE)

