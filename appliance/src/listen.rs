@@ -366,34 +366,32 @@ pub async fn listen(
         history.stash_audio(listen_id, &clip);
     }
     let offset = from as f64 / rate;
-    let mut stt_request = Request::new(clip.clone());
-    stt_request.language = request.language.clone();
-    let _abandon = AbandonOnDrop(Arc::clone(&stt_request.cancel));
-    let mut engine = engine;
-    let transcript = match engine
-        .submit(stt_request)?
-        .await
-        .map_err(|_| ListenError::EngineStopped)?
-    {
-        // The live engine failed on this clip: whisper takes it.
-        Err(e @ (SttError::Live(_) | SttError::Unsupported(_))) => {
-            let whisper = stt
-                .engine()
-                .map_err(|why| ListenError::NoEngine(why.to_owned()))?;
-            if Arc::ptr_eq(whisper, &engine) {
-                return Err(e.into());
-            }
-            tracing::warn!(error = %e, "the live engine failed; whisper transcribes this one");
-            engine = Arc::clone(whisper);
-            let mut again = Request::new(clip);
-            again.language = request.language;
-            let _abandon = AbandonOnDrop(Arc::clone(&again.cancel));
-            engine
-                .submit(again)?
-                .await
-                .map_err(|_| ListenError::EngineStopped)??
+    // Whisper takes a clip the live engine fails on; only then is a copy
+    // of the clip kept for it.
+    let mut retry = stt
+        .engine()
+        .ok()
+        .filter(|whisper| !Arc::ptr_eq(whisper, &engine))
+        .map(|whisper| (Arc::clone(whisper), clip.clone()));
+    let (mut engine, mut audio) = (engine, clip);
+    let transcript = loop {
+        let mut stt_request = Request::new(audio);
+        stt_request.language = request.language.clone();
+        let _abandon = AbandonOnDrop(Arc::clone(&stt_request.cancel));
+        match engine
+            .submit(stt_request)?
+            .await
+            .map_err(|_| ListenError::EngineStopped)?
+        {
+            Err(e @ (SttError::Live(_) | SttError::Unsupported(_))) => match retry.take() {
+                Some((whisper, copy)) => {
+                    tracing::warn!(error = %e, "the live engine failed; whisper transcribes this one");
+                    (engine, audio) = (whisper, copy);
+                }
+                None => return Err(e.into()),
+            },
+            other => break other?,
         }
-        other => other?,
     };
     let text = if transcript.text.is_empty() {
         NO_SPEECH.to_owned()

@@ -119,14 +119,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(host) => host,
                 None => discovered_host()?,
             };
-            let name = name.unwrap_or_else(|| {
-                gethostname::gethostname()
-                    .to_string_lossy()
-                    .split('.')
-                    .next()
-                    .unwrap_or("agent")
-                    .to_owned()
-            });
+            // This machine's short host name, as the appliance finds its own.
+            let name = name.unwrap_or_else(|| hark::mcp::transport::guard::short_hostname(""));
             eprintln!(
                 "Asking Hark at {host} to pair `{name}`: press its button briefly within a minute to allow it (hold it to refuse)."
             );
@@ -135,32 +129,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&result)?);
                 return Ok(());
             }
-            let saved = hark::saved::Saved {
-                token: result["token"].as_str().unwrap_or_default().to_owned(),
-                name: result["name"].as_str().unwrap_or_default().to_owned(),
-                scopes: result["scopes"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|v| v.as_str().map(str::to_owned))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                paired_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
-                    .to_string(),
-                tcp_port: result["tcp_port"]
-                    .as_u64()
-                    .and_then(|p| u16::try_from(p).ok()),
-                http_port: result["http_port"]
-                    .as_u64()
-                    .and_then(|p| u16::try_from(p).ok()),
-                https_port: result["https_port"]
-                    .as_u64()
-                    .and_then(|p| u16::try_from(p).ok()),
-                ca_file: None,
-                ca_sha256: result["ca_sha256"].as_str().map(str::to_owned),
-            };
-            let mut saved = saved;
+            // The answer's fields are the kept record's, by name.
+            let mut saved: hark::saved::Saved = serde_json::from_value(result.clone())
+                .context("the appliance's answer to hark/pair is not a pairing")?;
+            saved.paired_at =
+                humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
             if let Some(pem) = result["ca_pem"].as_str() {
                 match hark::saved::store_ca(&host, pem) {
                     Ok(path) => saved.ca_file = Some(path),

@@ -6,7 +6,6 @@
 
 use std::{
     collections::BTreeMap,
-    io::Write,
     path::{Path, PathBuf},
 };
 
@@ -42,8 +41,11 @@ pub struct Saved {
     pub name: String,
     pub scopes: Vec<String>,
     /// RFC 3339.
+    #[serde(default)]
     pub paired_at: String,
+    #[serde(default)]
     pub tcp_port: Option<u16>,
+    #[serde(default)]
     pub http_port: Option<u16>,
     /// HTTPS, when the appliance serves it: its port, and the file holding
     /// the appliance's CA certificate (beside this one).
@@ -125,9 +127,7 @@ pub fn store_ca(target: &str, pem: &str) -> Result<PathBuf, SavedError> {
         source,
     };
     std::fs::create_dir_all(&dir).map_err(err)?;
-    let tmp = file.with_extension("tmp");
-    std::fs::write(&tmp, pem).map_err(err)?;
-    std::fs::rename(&tmp, &file).map_err(err)?;
+    hark_models::manifest::write_atomic(&dir, &file, pem.as_bytes()).map_err(err)?;
     Ok(file)
 }
 
@@ -150,26 +150,10 @@ pub fn store_in(path: &Path, target: &str, saved: Saved) -> Result<(), SavedErro
     std::fs::create_dir_all(dir).map_err(write_err)?;
     let bytes =
         serde_json::to_vec_pretty(&file).map_err(|e| write_err(std::io::Error::other(e)))?;
-    let tmp = dir.join(format!(".{FILE}.{}", std::process::id()));
-    let written = (|| {
-        use std::os::unix::fs::OpenOptionsExt;
-        // Made unreadable to others before the token is in it.
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(&bytes)?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written.map_err(write_err)
+    let mut bytes = bytes;
+    bytes.push(b'\n');
+    // Made unreadable to others before the token is in it.
+    hark_models::manifest::write_atomic_mode(dir, path, &bytes, 0o600).map_err(write_err)
 }
 
 #[cfg(test)]

@@ -95,7 +95,7 @@ pub async fn run(
     if config.mcp.https.enabled {
         let (dir, names, addresses) = (
             config.service.state_dir.join("tls"),
-            tls_names(&config),
+            crate::mcp::transport::guard::appliance_names(&config.service.hostname),
             tls_addresses(),
         );
         match tokio::task::spawn_blocking(move || crate::tls::open(&dir, &names, &addresses)).await
@@ -365,35 +365,9 @@ pub fn termination() -> std::io::Result<impl Future<Output = ()>> {
     })
 }
 
-/// The names the HTTPS certificate is for.
-fn tls_names(config: &Config) -> Vec<String> {
-    let mut names = Vec::new();
-    let system = gethostname::gethostname().to_string_lossy().to_lowercase();
-    for name in [config.service.hostname.trim().to_lowercase(), system] {
-        let name = name.trim_end_matches('.').to_owned();
-        if name.is_empty() {
-            continue;
-        }
-        let short = name.split('.').next().unwrap_or(&name).to_owned();
-        for n in [format!("{short}.local"), short, name] {
-            if !names.contains(&n) {
-                names.push(n);
-            }
-        }
-    }
-    for n in ["hark.local", "hark", "localhost"] {
-        if !names.iter().any(|x| x == n) {
-            names.push(n.to_owned());
-        }
-    }
-    names
-}
-
 /// The addresses the HTTPS certificate is for: this start's.
 fn tls_addresses() -> Vec<std::net::IpAddr> {
-    let mut addresses: Vec<std::net::IpAddr> = if_addrs::get_if_addrs()
-        .map(|ifs| ifs.into_iter().map(|i| i.ip()).collect())
-        .unwrap_or_default();
+    let mut addresses = crate::mcp::transport::guard::interface_addresses();
     for a in [
         std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
         std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
@@ -414,22 +388,14 @@ async fn advertise(shared: &Shared) -> Option<crate::discovery::Advertising> {
     }
     let mut advert = crate::discovery::Advert {
         instance: String::new(),
-        host: {
-            let configured = shared.config.service.hostname.trim();
-            let name = if configured.is_empty() {
-                gethostname::gethostname().to_string_lossy().into_owned()
-            } else {
-                configured.to_owned()
-            };
-            name.split('.').next().unwrap_or("hark").to_lowercase()
-        },
+        host: crate::mcp::transport::guard::short_hostname(&shared.config.service.hostname),
         tcp_port: None,
         http_port: None,
         auth: shared.auth.mode.as_str(),
         version: env!("CARGO_PKG_VERSION"),
     };
     for listener in shared.state.listeners() {
-        let port = crate::discovery::lan_port(&listener.address);
+        let port = crate::discovery::lan_port(&listener);
         match listener.transport {
             crate::state::TransportKind::Tcp => advert.tcp_port = port,
             crate::state::TransportKind::Http => advert.http_port = port,

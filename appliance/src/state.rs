@@ -41,6 +41,12 @@ impl TransportKind {
     /// How many there are: the per-transport client counts' length.
     pub const COUNT: usize = 5;
 
+    /// Streamable HTTP, plain or over TLS: each request stands alone, and
+    /// a session outlives its connections.
+    pub fn is_http(self) -> bool {
+        matches!(self, TransportKind::Http | TransportKind::Https)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             TransportKind::Tcp => "tcp",
@@ -225,6 +231,13 @@ pub struct Listener {
     pub transport: TransportKind,
     /// `ip:port` or the socket path.
     pub address: String,
+}
+
+impl Listener {
+    /// The address it listens on (none for the Unix socket).
+    pub fn socket_addr(&self) -> Option<SocketAddr> {
+        self.address.parse().ok()
+    }
 }
 
 pub struct ApplianceState {
@@ -570,13 +583,19 @@ impl ApplianceState {
             .insert(name, source);
     }
 
-    /// The function that says a subsystem's state, to wrap it.
-    pub fn subsystem_source(&self, name: &str) -> Option<SubsystemSource> {
-        self.subsystems
+    /// Adds to a subsystem's state line: `more` after what it says now
+    /// (`"ready; model …; live: ready, …"`).
+    pub fn extend_subsystem(&self, name: &'static str, more: SubsystemSource) {
+        let mut subsystems = self
+            .subsystems
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(name)
-            .cloned()
+            .unwrap_or_else(PoisonError::into_inner);
+        let before = subsystems.get(name).cloned();
+        let line: SubsystemSource = Arc::new(move || match &before {
+            Some(before) => format!("{}; {}", before(), more()),
+            None => more(),
+        });
+        subsystems.insert(name, line);
     }
 
     pub fn subsystem(&self, name: &str) -> SubsystemState {
@@ -594,8 +613,9 @@ impl ApplianceState {
 }
 
 /// A subsystem state that does not change.
-pub fn fixed(text: &'static str) -> SubsystemSource {
-    Arc::new(move || text.to_owned())
+pub fn fixed(text: impl Into<String>) -> SubsystemSource {
+    let text = text.into();
+    Arc::new(move || text.clone())
 }
 
 /// Formats a peer address the same way for every TCP-based transport.

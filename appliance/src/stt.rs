@@ -55,14 +55,7 @@ impl SpeechToText {
             Err("speech-to-text is disabled on this appliance (stt.enabled = false)".to_owned())
         } else {
             let mut engine_config = config.stt.engine();
-            let bus = state.bus.clone();
-            engine_config.on_busy = Some(BusyHook(Arc::new(move |busy| {
-                bus.publish(if busy {
-                    Event::TranscriptionStarted
-                } else {
-                    Event::TranscriptionEnded
-                })
-            })));
+            engine_config.on_busy = Some(transcription_events(state));
             match Engine::start(engine_config) {
                 Ok(engine) => {
                     let engine = Arc::new(engine);
@@ -113,15 +106,13 @@ impl SpeechToText {
         start_turn(config, state);
         if let Some(live) = &live {
             // The status line says both.
-            let main = state.subsystem_source("stt");
             let live = Arc::clone(live);
-            state.set_subsystem(
+            state.extend_subsystem(
                 "stt",
                 Arc::new(move || {
-                    let whisper = main.as_ref().map(|f| f()).unwrap_or_default();
                     let activity = if live.busy() { "transcribing" } else { "ready" };
                     format!(
-                        "{whisper}; live: {activity}, model {} ({})",
+                        "live: {activity}, model {} ({})",
                         live.info().name,
                         live.info().kind
                     )
@@ -185,18 +176,13 @@ fn start_live(config: &Config, state: &ApplianceState) -> Option<Arc<Engine>> {
             .map_err(|e| e.to_string())
         })
         .and_then(|recognizer| {
-            let bus = state.bus.clone();
+            // The same queue, memory hooks and events as whisper's.
+            let whisper = config.stt.engine();
             let hooks = hark_stt::engine::Hooks {
-                queue: config.stt.queue,
-                before_request: Some(crate::memory::make_room),
-                after_request: Some(crate::memory::release_freed),
-                on_busy: Some(BusyHook(Arc::new(move |busy| {
-                    bus.publish(if busy {
-                        Event::TranscriptionStarted
-                    } else {
-                        Event::TranscriptionEnded
-                    })
-                }))),
+                queue: whisper.queue,
+                before_request: whisper.before_request,
+                after_request: whisper.after_request,
+                on_busy: Some(transcription_events(state)),
             };
             Engine::from_recognizer(Box::new(recognizer), hooks).map_err(|e| e.to_string())
         });
@@ -207,14 +193,11 @@ fn start_live(config: &Config, state: &ApplianceState) -> Option<Arc<Engine>> {
         }
         Err(why) => {
             tracing::error!(model = %dir.display(), error = %why, "the live engine is unavailable; whisper hears the microphone");
-            let main = state.subsystem_source("stt");
-            let note = format!("live engine unavailable ({why}); whisper hears the microphone");
-            state.set_subsystem(
+            state.extend_subsystem(
                 "stt",
-                Arc::new(move || {
-                    let whisper = main.as_ref().map(|f| f()).unwrap_or_default();
-                    format!("{whisper}; {note}")
-                }),
+                fixed(format!(
+                    "live engine unavailable ({why}); whisper hears the microphone"
+                )),
             );
             None
         }
@@ -287,7 +270,6 @@ fn start_turn(config: &Config, state: &ApplianceState) {
         .and_then(|runtime| {
             hark_stt::turn::SmartTurn::load(&runtime, path).map_err(|e| e.to_string())
         });
-    let main = state.subsystem_source("stt");
     let note = match loaded {
         Ok(model) => {
             tracing::info!(model = %path.display(), "the end-of-turn model decides when the person has finished");
@@ -299,13 +281,20 @@ fn start_turn(config: &Config, state: &ApplianceState) {
             format!("end of turn by silence: the end-of-turn model is unavailable ({why})")
         }
     };
-    state.set_subsystem(
-        "stt",
-        Arc::new(move || {
-            let before = main.as_ref().map(|f| f()).unwrap_or_default();
-            format!("{before}; {note}")
-        }),
-    );
+    state.extend_subsystem("stt", fixed(note));
+}
+
+/// The event stream hears when an engine starts and ends a request (the
+/// lights show "transcribing").
+fn transcription_events(state: &ApplianceState) -> BusyHook {
+    let bus = state.bus.clone();
+    BusyHook(Arc::new(move |busy| {
+        bus.publish(if busy {
+            Event::TranscriptionStarted
+        } else {
+            Event::TranscriptionEnded
+        })
+    }))
 }
 
 #[cfg(test)]

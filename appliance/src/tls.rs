@@ -7,7 +7,6 @@
 //! from DHCP or a restart never asks them to trust anything again.
 
 use std::{
-    io::Write,
     net::IpAddr,
     path::{Path, PathBuf},
     sync::Arc,
@@ -108,26 +107,17 @@ fn read(path: &Path) -> Result<Option<String>, TlsError> {
     }
 }
 
-/// Writes `text` to `path` with `mode`, atomically (a temporary file, then
-/// a rename): a crash leaves the old file or the new, never half of one.
+/// Writes `text` to `path` with `mode`, atomically: a crash leaves the
+/// old file or the new, never half of one.
 fn write(path: &Path, text: &str, mode: u32) -> Result<(), TlsError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let err = |source| TlsError::Io {
-        action: "write",
-        path: path.to_owned(),
-        source,
-    };
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(err)?;
-    f.write_all(text.as_bytes()).map_err(err)?;
-    f.sync_all().map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+    let dir = path.parent().unwrap_or(Path::new("."));
+    hark_models::manifest::write_atomic_mode(dir, path, text.as_bytes(), mode).map_err(|source| {
+        TlsError::Io {
+            action: "write",
+            path: path.to_owned(),
+            source,
+        }
+    })
 }
 
 /// Opens (or makes) the CA in `dir` and issues the server certificate for

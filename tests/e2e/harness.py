@@ -343,6 +343,14 @@ def hark(daemon, *args, timeout=60):
     return r
 
 
+def new_token(daemon, name, scopes="listen,speak", replace=False):
+    """A token made on the appliance (`hark token create`, over the Unix socket)."""
+    args = ["token", "create", name, "--scopes", scopes, "--json"] + (["--replace"] if replace else [])
+    made = json.loads(hark(daemon, *args).stdout)
+    assert made["info"]["name"] == name
+    return made["token"]
+
+
 def status(daemon):
     """get_status over a connection of its own."""
     c = LineClient.tcp(daemon, timeout=10)

@@ -25,8 +25,8 @@ from mcp.client.streamable_http import streamable_http_client
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from harness import (HARK, TOOLS, Daemon, LineClient, call, hark, in_thread, response, status_of,
-                     wait_for)
+from harness import (HARK, TOOLS, Daemon, LineClient, call, hark, in_thread, new_token, response,
+                     status_of, wait_for)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 UNTRUSTED = {"auth": {"trust_loopback": False}}
@@ -41,13 +41,6 @@ def lan(tmp_path_factory):
     yield d
     code = d.stop(timeout=15)
     assert code == 0, d.log()
-
-
-def new_token(daemon, name, scopes="listen,speak", replace=False):
-    args = ["token", "create", name, "--scopes", scopes, "--json"] + (["--replace"] if replace else [])
-    made = json.loads(hark(daemon, *args).stdout)
-    assert made["info"]["name"] == name
-    return made["token"]
 
 
 def error_of(result):

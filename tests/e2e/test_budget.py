@@ -16,13 +16,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from harness import HARK, LineClient, call, hark
+from harness import HARK, LineClient, call, new_token
 
 LIMITS = {"auth": {"trust_loopback": False}, "mcp.unpaired": {"deadline_secs": 3}}
-
-
-def new_token(daemon, name):
-    return json.loads(hark(daemon, "token", "create", name, "--json").stdout)["token"]
 
 
 def connect_from(address, port):

@@ -21,14 +21,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from websockets.sync.client import connect
 
-from harness import HARK, Daemon, hark
+from harness import HARK, Daemon, hark, new_token
 from test_pairing import asking
 
 HTTPS = {"auth": {"trust_loopback": False}, "mcp.https": {"enabled": True, "listen": "127.0.0.1:0"}}
-
-
-def new_token(daemon, name):
-    return json.loads(hark(daemon, "token", "create", name, "--json").stdout)["token"]
 
 
 def fingerprint(pem_path):

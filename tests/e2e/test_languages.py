@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from harness import HARK, REPO, LineClient, call, response, status_of, wait_for
-from test_live import MOONSHINE
-from test_stt import inject, words
+from harness import HARK, REPO, LineClient, call, status_of
+from test_live import MOONSHINE, listen
+from test_stt import words
 
 BASE = REPO / "tests" / ".models" / "whisper-base"
 GERMAN = "Guten Morgen. Heute ist das Wetter schön, und ich gehe in den Park."
@@ -57,17 +57,6 @@ def test_german_and_spanish_are_detected_and_transcribed(start_daemon, base_mode
 def test_the_english_live_engine_hands_german_to_whisper(start_daemon, base_model, tmp_path):
     d = start_daemon({"stt": {"model": str(base_model), "live_model": str(MOONSHINE)}})
     wav = spoken(tmp_path, "de.wav", "de", GERMAN)
-    c = LineClient.tcp(d, timeout=120)
-    c.initialize()
-    c.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-            "params": {"name": "transcribe_voice", "arguments": {"timeout_seconds": 10, "language": "de"}}})
-    watcher = LineClient.tcp(d)
-    watcher.initialize()
-    assert wait_for(lambda: status_of(watcher)["recording"], 10)
-    inject(d, wav)
-    reply, _ = response(c, 7)
-    s = reply["result"]["structuredContent"]
+    s = listen(d, wav, language="de")["structuredContent"]
     assert s["model"] == "base-q8_0" and s["language"] == "de", s
     assert {"guten", "morgen"} <= set(words(s["text"])), s
-    c.close()
-    watcher.close()

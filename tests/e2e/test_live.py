@@ -12,11 +12,12 @@ MOONSHINE = REPO / "tests" / ".models" / "moonshine-voice" / "tiny-en"
 SENTENCE = "The meeting has been moved to Thursday afternoon."
 
 
-def listen(daemon, wav):
-    c = LineClient.tcp(daemon, timeout=60)
+def listen(daemon, wav, **arguments):
+    """transcribe_voice while `wav` is spoken into the microphone; the result."""
+    c = LineClient.tcp(daemon, timeout=120)
     c.initialize()
     c.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-            "params": {"name": "transcribe_voice", "arguments": {"timeout_seconds": 10}}})
+            "params": {"name": "transcribe_voice", "arguments": {"timeout_seconds": 10, **arguments}}})
     watcher = LineClient.tcp(daemon)
     watcher.initialize()
     assert wait_for(lambda: status_of(watcher)["recording"], 10)

@@ -214,6 +214,13 @@ impl Manifest {
 /// leaves the old file or the new one, never a torn one. The voice store
 /// writes its manifest with it too.
 pub fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_mode(dir, path, bytes, 0o666)
+}
+
+/// [`write_atomic`], the new file made with permission bits `mode` (less
+/// the umask) before anything is in it: 0o600 for secrets.
+pub fn write_atomic_mode(dir: &Path, path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let file_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -221,7 +228,12 @@ pub fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
     // One temporary name per process, so two writers never share one.
     let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
     let result = (|| {
-        let mut file = File::create(&tmp)?;
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         fs::rename(&tmp, path)?;

@@ -165,11 +165,15 @@ fn hash(token: &str) -> String {
 }
 
 /// A new token: the prefix and 256 bits from the kernel's generator.
+/// `N` bytes from the kernel's random source.
+pub fn random_bytes<const N: usize>() -> std::io::Result<[u8; N]> {
+    let mut bytes = [0u8; N];
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes))?;
+    Ok(bytes)
+}
+
 fn generate() -> Result<String, TokenError> {
-    let mut bytes = [0u8; RANDOM_BYTES];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(TokenError::Random)?;
+    let bytes = random_bytes::<RANDOM_BYTES>().map_err(TokenError::Random)?;
     Ok(format!(
         "{PREFIX}{}",
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)

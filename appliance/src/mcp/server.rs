@@ -259,10 +259,7 @@ impl HarkServer {
                     .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
                 // Where to use the token: the ports this appliance serves.
                 for listener in self.state.listeners() {
-                    let port = listener
-                        .address
-                        .rsplit_once(':')
-                        .and_then(|(_, p)| p.parse::<u16>().ok());
+                    let port = listener.socket_addr().map(|a| a.port());
                     let key = match listener.transport {
                         crate::state::TransportKind::Tcp => "tcp_port",
                         crate::state::TransportKind::Http => "http_port",
@@ -409,12 +406,7 @@ impl ServerHandler for HarkServer {
         // session outlives its connections, and its peer says when it ends.
         let gone = identity
             .as_ref()
-            .filter(|i| {
-                !matches!(
-                    i.transport,
-                    crate::state::TransportKind::Http | crate::state::TransportKind::Https
-                )
-            })
+            .filter(|i| !i.transport.is_http())
             .map(|i| i.gone.clone());
         let present = self.state.inbox.get().map(|inbox| {
             let peer = context.peer.clone();
@@ -485,12 +477,7 @@ impl ServerHandler for HarkServer {
         // connection that ends cancels it sooner.
         let gone = self
             .identity(context)
-            .filter(|i| {
-                !matches!(
-                    i.transport,
-                    crate::state::TransportKind::Http | crate::state::TransportKind::Https
-                )
-            })
+            .filter(|i| !i.transport.is_http())
             .map(|i| i.gone.clone());
         let mut events = self.state.bus.subscribe();
         let _present = self.state.inbox.get().map(|inbox| {

@@ -6,7 +6,6 @@ mod common;
 
 use std::path::PathBuf;
 
-use hark_onnx::OnnxRuntime;
 use hark_stt::moonshine::{DECODER, ENCODER, Moonshine, MoonshineError, TOKENIZER};
 
 fn model_dir() -> PathBuf {
@@ -17,12 +16,6 @@ fn model_dir() -> PathBuf {
         dir.display()
     );
     dir
-}
-
-fn runtime() -> OnnxRuntime {
-    let lib =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/.voices/lib/libonnxruntime.so");
-    OnnxRuntime::load(&lib).expect("ONNX Runtime (appliance/setup-voices installs it)")
 }
 
 fn wav(path: &std::path::Path) -> Vec<f32> {
@@ -45,7 +38,8 @@ fn words(text: &str) -> Vec<String> {
 #[test]
 fn known_clips_are_transcribed() {
     let dir = model_dir();
-    let mut model = Moonshine::load(&runtime(), &dir.join("tiny-en"), 2).expect("load");
+    let mut model =
+        Moonshine::load(&common::onnx_runtime(), &dir.join("tiny-en"), 2).expect("load");
     let beckett = model
         .transcribe(&wav(&dir.join("beckett.wav")))
         .expect("transcribe");
@@ -79,7 +73,7 @@ fn known_clips_are_transcribed() {
 #[test]
 fn bad_audio_and_bad_models_are_errors() {
     let dir = model_dir();
-    let rt = runtime();
+    let rt = common::onnx_runtime();
     let mut model = Moonshine::load(&rt, &dir.join("tiny-en"), 1).expect("load");
     assert!(matches!(model.transcribe(&[]), Err(MoonshineError::Empty)));
     let long = vec![0.0f32; 16_000 * 31];

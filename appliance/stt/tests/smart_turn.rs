@@ -8,7 +8,6 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-use hark_onnx::OnnxRuntime;
 use hark_stt::turn::{FRAMES, Features, MODEL, N_MELS, SmartTurn};
 
 fn dir() -> PathBuf {
@@ -19,12 +18,6 @@ fn dir() -> PathBuf {
         dir.display()
     );
     dir
-}
-
-fn runtime() -> OnnxRuntime {
-    let lib =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/.voices/lib/libonnxruntime.so");
-    OnnxRuntime::load(&lib).expect("ONNX Runtime (appliance/setup-voices installs it)")
 }
 
 /// The reference: the package's extractor and onnxruntime in Python, on
@@ -79,7 +72,7 @@ print(float(np.asarray(p).reshape(-1)[0]))
 #[test]
 fn features_and_probabilities_match_the_reference() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut model = SmartTurn::load(&runtime(), &dir().join(MODEL)).expect("load");
+    let mut model = SmartTurn::load(&common::onnx_runtime(), &dir().join(MODEL)).expect("load");
     let features = Features::new();
     for text in [
         "Could you remind me to call the dentist tomorrow morning?",
@@ -107,7 +100,7 @@ fn features_and_probabilities_match_the_reference() {
 #[test]
 fn a_finished_sentence_is_complete_and_a_broken_off_one_is_not() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut model = SmartTurn::load(&runtime(), &dir().join(MODEL)).expect("load");
+    let mut model = SmartTurn::load(&common::onnx_runtime(), &dir().join(MODEL)).expect("load");
     let finished = model
         .complete(&common::piper(
             tmp.path(),
@@ -129,9 +122,11 @@ fn a_wrong_file_is_refused_by_name() {
     let tmp = tempfile::tempdir().unwrap();
     let bad = tmp.path().join("not-a-model.onnx");
     std::fs::write(&bad, b"nothing like a model").unwrap();
-    let e = SmartTurn::load(&runtime(), &bad).err().expect("refused");
+    let e = SmartTurn::load(&common::onnx_runtime(), &bad)
+        .err()
+        .expect("refused");
     assert!(e.to_string().contains("not-a-model.onnx"), "{e}");
-    let e = SmartTurn::load(&runtime(), &tmp.path().join("missing.onnx"))
+    let e = SmartTurn::load(&common::onnx_runtime(), &tmp.path().join("missing.onnx"))
         .err()
         .expect("refused");
     assert!(e.to_string().contains("missing.onnx"), "{e}");

@@ -93,6 +93,18 @@ pub struct Subsystems {
 }
 
 impl Status {
+    /// The status as a client with `grant` sees it: with how it is let in
+    /// (`auth`), and the HTTPS fingerprint to compare.
+    pub fn for_grant(state: &ApplianceState, grant: &crate::auth::Grant) -> Self {
+        let mut status = Self::of(state);
+        status.auth = state.auth.get().map(|auth| {
+            let mut auth = auth.status(grant);
+            auth.https_ca_sha256 = state.tls.get().map(|tls| tls.fingerprint.clone());
+            auth
+        });
+        status
+    }
+
     pub fn of(state: &ApplianceState) -> Self {
         let mut transports = Vec::new();
         for listener in state.listeners() {
@@ -178,14 +190,7 @@ impl HarkServer {
         )
     )]
     pub async fn get_status(&self, context: RequestContext<RoleServer>) -> Json<Status> {
-        let mut status = Status::of(&self.state);
-        let grant = self.grant(&context);
-        status.auth = self.state.auth.get().map(|auth| {
-            let mut status = auth.status(&grant);
-            status.https_ca_sha256 = self.state.tls.get().map(|tls| tls.fingerprint.clone());
-            status
-        });
-        Json(status)
+        Json(Status::for_grant(&self.state, &self.grant(&context)))
     }
 }
 

@@ -115,7 +115,8 @@ impl Held {
         }
     }
 
-    pub fn is_unpaired(&self) -> bool {
+    #[cfg(test)]
+    fn is_unpaired(&self) -> bool {
         matches!(*self.lock(), Some(Slot::Unpaired(_)))
     }
 

@@ -485,8 +485,7 @@ pub async fn serve<S>(
         let unpaired_deadline = shared.unpaired_deadline();
         let idle_watch = async {
             loop {
-                let unpaired = identity.slot.is_unpaired()
-                    && identity.grant().principal == crate::auth::Principal::Unpaired;
+                let unpaired = identity.grant().principal == crate::auth::Principal::Unpaired;
                 let timeout = if unpaired {
                     Some(idle.map_or(unpaired_deadline, |i| i.min(unpaired_deadline)))
                 } else {

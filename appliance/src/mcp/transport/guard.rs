@@ -31,6 +31,49 @@ pub enum Rejection {
     Origin(String),
 }
 
+/// The names the appliance answers to, its usual one first: the host
+/// name (`service.hostname`, and the system's) as given, short and with
+/// `.local`, then `hark.local`, `hark` and `localhost`. The Host check, the
+/// HTTPS certificate and the mDNS records all use these.
+pub fn appliance_names(hostname: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let system = gethostname::gethostname().to_string_lossy().to_lowercase();
+    for name in [hostname.to_lowercase(), system] {
+        let name = name.trim().trim_end_matches('.').to_owned();
+        if name.is_empty() {
+            continue;
+        }
+        let short = name.split('.').next().unwrap_or(&name).to_owned();
+        for n in [format!("{short}.local"), short, name] {
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+    }
+    for n in ["hark.local", "hark", "localhost"] {
+        if !names.iter().any(|x| x == n) {
+            names.push(n.to_owned());
+        }
+    }
+    names
+}
+
+/// The addresses of this machine's interfaces now (none if they cannot be
+/// read).
+pub fn interface_addresses() -> Vec<IpAddr> {
+    if_addrs::get_if_addrs()
+        .map(|ifs| ifs.into_iter().map(|i| i.ip()).collect())
+        .unwrap_or_default()
+}
+
+/// The short host name agents see the appliance by (`kitchen`).
+pub fn short_hostname(hostname: &str) -> String {
+    appliance_names(hostname)
+        .into_iter()
+        .find(|n| !n.contains('.'))
+        .unwrap_or_else(|| "hark".into())
+}
+
 pub struct HostPolicy {
     /// Lower-case host names, and `name:port` entries from the config.
     names: HashSet<String>,
@@ -44,21 +87,7 @@ const ADDRESS_CACHE: Duration = Duration::from_secs(5);
 
 impl HostPolicy {
     pub fn new(hostname: &str, extra_hosts: &[String], extra_origins: &[String]) -> Self {
-        let mut names: HashSet<String> = ["localhost", "hark", "hark.local"]
-            .into_iter()
-            .map(String::from)
-            .collect();
-        let system = gethostname::gethostname().to_string_lossy().to_lowercase();
-        for name in [hostname.to_lowercase(), system] {
-            let name = name.trim().trim_end_matches('.').to_owned();
-            if name.is_empty() {
-                continue;
-            }
-            let short = name.split('.').next().unwrap_or(&name).to_owned();
-            names.insert(format!("{short}.local"));
-            names.insert(short);
-            names.insert(name);
-        }
+        let mut names: HashSet<String> = appliance_names(hostname).into_iter().collect();
         for extra in extra_hosts {
             names.insert(extra.trim().to_lowercase());
         }
@@ -138,10 +167,7 @@ impl HostPolicy {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if cache.0.elapsed() > ADDRESS_CACHE {
-            let addresses = if_addrs::get_if_addrs()
-                .map(|ifs| ifs.into_iter().map(|i| i.ip()).collect())
-                .unwrap_or_default();
-            *cache = (Instant::now(), addresses);
+            *cache = (Instant::now(), interface_addresses());
         }
         cache.1.contains(&ip)
     }

@@ -98,7 +98,7 @@ impl Shared {
         let guard = self.state.connect_with(transport, peer, admitted.close);
         let identity = guard.identity();
         identity.slot.set(admitted.slot);
-        identity.set_grant(self.auth.base(transport, identity.address));
+        identity.set_grant(admitted.base);
         guard
     }
 
@@ -112,14 +112,11 @@ impl Shared {
         address: Option<std::net::IpAddr>,
         paired: bool,
     ) -> Result<Admitted, budget::Refusal> {
-        let trusted = paired
-            || matches!(
-                self.auth.base(transport, address).principal,
-                crate::auth::Principal::Trusted(_)
-            );
+        let base = self.auth.base(transport, address);
+        let trusted = paired || matches!(base.principal, crate::auth::Principal::Trusted(_));
         let close = CancellationToken::new();
         let slot = self.budget.admit(trusted, address, &close)?;
-        Ok(Admitted { slot, close })
+        Ok(Admitted { slot, close, base })
     }
 
     /// How long an unpaired connection may wait with nothing in flight.
@@ -128,11 +125,12 @@ impl Shared {
     }
 }
 
-/// A connection let in: its slot, and the token that closes it (an
-/// unpaired one making way).
+/// A connection let in: its slot, the token that closes it (an unpaired
+/// one making way), and what it may do before any token.
 pub struct Admitted {
     slot: budget::Slot,
     close: CancellationToken,
+    base: crate::auth::Grant,
 }
 
 impl Admitted {

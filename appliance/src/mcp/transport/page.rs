@@ -165,7 +165,12 @@ fn page_grant(
         return grant;
     }
     match session(headers).map(|token| shared.auth.present(&token, identity.address)) {
-        Some(Ok(paired)) => Arc::new(paired),
+        Some(Ok(paired)) => {
+            // As for a bearer token: a paired browser's connection leaves
+            // the unpaired budget (a browser opens several).
+            identity.slot.promote();
+            Arc::new(paired)
+        }
         _ => grant,
     }
 }
@@ -385,7 +390,18 @@ async fn pair(
     if let Err(r) = body::<Empty>(request).await {
         return *r;
     }
-    let name = format!("{BROWSER_PREFIX}{:04x}", rand_u16());
+    // A name of its own: pairing under a name that exists replaces that
+    // token, which must never be another browser's.
+    let name = match crate::auth::tokens::random_bytes::<4>() {
+        Ok(bytes) => format!("{BROWSER_PREFIX}{:08x}", u32::from_le_bytes(bytes)),
+        Err(e) => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "PairingError",
+                format!("no random name for this browser: {e}"),
+            );
+        }
+    };
     let pair = crate::auth::pairing::PairRequest {
         name,
         scopes: Some("all".into()),
@@ -414,23 +430,10 @@ async fn pair(
     }
 }
 
-fn rand_u16() -> u16 {
-    let mut bytes = [0u8; 2];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = std::io::Read::read_exact(&mut f, &mut bytes);
-    }
-    u16::from_le_bytes(bytes)
-}
-
 /// What the page shows.
 async fn page_state(shared: &Arc<Shared>, grant: &Grant) -> Value {
     let state = &shared.state;
-    let mut status = crate::mcp::tools::get_status::Status::of(state);
-    status.auth = state.auth.get().map(|auth| {
-        let mut s = auth.status(grant);
-        s.https_ca_sha256 = state.tls.get().map(|t| t.fingerprint.clone());
-        s
-    });
+    let status = crate::mcp::tools::get_status::Status::for_grant(state, grant);
     let tokens = shared
         .auth
         .store()

@@ -152,3 +152,11 @@ pub fn word_errors(reference: &[String], hypothesis: &[String]) -> usize {
     }
     row[hypothesis.len()]
 }
+
+/// ONNX Runtime as the set-up installs it (tests/.voices), for the live
+/// engine and the end-of-turn model.
+pub fn onnx_runtime() -> hark_onnx::OnnxRuntime {
+    let lib =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/.voices/lib/libonnxruntime.so");
+    hark_onnx::OnnxRuntime::load(&lib).expect("ONNX Runtime (appliance/setup-voices installs it)")
+}
