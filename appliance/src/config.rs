@@ -546,6 +546,17 @@ pub struct SttConfig {
     /// `model` (whisper) keeps files, subtitles, word timestamps and other
     /// languages, and takes over if the live engine fails.
     pub live_model: String,
+    /// While the person speaks, the live engine transcribes what they have
+    /// said so far every this many milliseconds of speech, and listening
+    /// calls get it as progress (`heard so far: …`) and the event stream as
+    /// `utterance_partial`; 0: no partial transcripts. Only with the live
+    /// engine (whisper's 30 s window makes each pass cost as much as the
+    /// final one).
+    pub partial_ms: u32,
+    /// Start the final transcription at the first pause (`audio.vad.pause_ms`)
+    /// instead of when the turn has ended, so the transcript is ready or
+    /// nearly when it does; thrown away if speech resumes.
+    pub speculative: bool,
     /// The end-of-turn model (`audio.vad.end_of_turn = "smart-turn"`).
     pub turn_model: PathBuf,
 }
@@ -569,6 +580,8 @@ impl Default for SttConfig {
             max_audio_seconds: 3600,
             flash_attn: engine.flash_attn,
             live_model: String::new(),
+            partial_ms: 700,
+            speculative: true,
             turn_model: PathBuf::from("/var/lib/hark/models/smart-turn-v3.2-cpu.onnx"),
         }
     }
@@ -965,6 +978,9 @@ impl Config {
             (0.0, 1.0),
         )?;
         check_range("stt.queue", self.stt.queue, (1, 256))?;
+        if self.stt.partial_ms != 0 {
+            check_range("stt.partial_ms", self.stt.partial_ms, (200, 10_000))?;
+        }
         check_range(
             "stt.max_audio_bytes",
             self.stt.max_audio_bytes,

@@ -81,6 +81,14 @@ pub enum Event {
     TranscriptionStarted,
     /// Speech to text finished a request.
     TranscriptionEnded,
+    /// What the person has said so far, while they speak (the live
+    /// engine's partial transcript; `utterance_transcribed` has the final
+    /// words).
+    UtterancePartial {
+        listen: u64,
+        agent: Option<String>,
+        text: String,
+    },
     /// A recording's words.
     UtteranceTranscribed {
         listen: u64,
@@ -252,6 +260,7 @@ impl Snapshot {
             | Event::FloorGranted { .. }
             | Event::FloorQueued { .. }
             | Event::FloorReleased { .. }
+            | Event::UtterancePartial { .. }
             | Event::UtteranceTranscribed { .. }
             | Event::SpeakingStarted { .. }
             | Event::SpeakingEnded { .. }

@@ -134,6 +134,10 @@ pub struct Heard {
     /// Transcription time, milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transcribe_ms: Option<u64>,
+    /// The transcription began at the first pause, before the turn had
+    /// ended (`stt.speculative`), and was kept since the turn ended there.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub speculative: bool,
     /// The recording's number on the event stream (not part of results).
     #[serde(skip)]
     #[schemars(skip)]
@@ -144,6 +148,12 @@ pub struct Heard {
 /// `transcribing`): a tool turns them into progress notifications.
 pub trait Progress: Send {
     fn report(&mut self, step: &'static str) -> impl Future<Output = ()> + Send;
+
+    /// What the person has said so far, while they speak.
+    fn partial(&mut self, text: &str) -> impl Future<Output = ()> + Send {
+        let _ = text;
+        async {}
+    }
 }
 
 /// Reports nothing.
@@ -169,6 +179,143 @@ impl Drop for AbandonOnDrop {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
     }
+}
+
+/// The part of a recording that goes to speech to text: the detector's
+/// speech span, from [`LEAD`] before it to [`TAIL`] after (as far as the
+/// recording goes), as sample offsets.
+fn clip_range((start, end): (Duration, Duration), len: usize) -> std::ops::Range<usize> {
+    let rate = 16_000.0;
+    let from = (start.saturating_sub(LEAD).as_secs_f64() * rate) as usize;
+    let to = (((end + TAIL).as_secs_f64() * rate) as usize).min(len);
+    from.min(to)..to
+}
+
+/// What a recording shows while it goes on, copied off the recorder's
+/// thread (see [`utterance::SoFar`]).
+enum Glimpse {
+    /// The speech so far, for a partial transcript.
+    Speaking(Vec<f32>),
+    /// The first pause: the clip the turn's transcription would get if the
+    /// turn ends here, where it starts in the recording, and the span.
+    Paused {
+        clip: Vec<f32>,
+        from: usize,
+        speech: (Duration, Duration),
+    },
+    Resumed,
+}
+
+/// A transcription running on the engine ahead of the end of the turn;
+/// dropping it abandons it.
+struct Pass {
+    reply: tokio::sync::oneshot::Receiver<Result<hark_stt::engine::Transcript, SttError>>,
+    _abandon: AbandonOnDrop,
+}
+
+impl Pass {
+    fn submit(
+        engine: &hark_stt::engine::Engine,
+        audio: Vec<f32>,
+        language: Option<String>,
+    ) -> Option<Self> {
+        let mut request = Request::new(audio);
+        request.language = language;
+        let abandon = AbandonOnDrop(Arc::clone(&request.cancel));
+        match engine.submit(request) {
+            Ok(reply) => Some(Self {
+                reply,
+                _abandon: abandon,
+            }),
+            Err(e) => {
+                tracing::debug!(error = %e, "no transcription ahead of the turn's end");
+                None
+            }
+        }
+    }
+
+    /// The transcript, or `None` if the engine dropped the request.
+    async fn done(&mut self) -> Option<Result<hark_stt::engine::Transcript, SttError>> {
+        (&mut self.reply).await.ok()
+    }
+}
+
+/// Waits for the pass, if there is one; forever otherwise (a disabled
+/// `select!` branch).
+async fn finished(
+    pass: &mut Option<Pass>,
+) -> Option<Result<hark_stt::engine::Transcript, SttError>> {
+    match pass {
+        Some(pass) => pass.done().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The final pass begun at the first pause: its clip (kept for the history
+/// and for whisper if the live engine fails), and its result once it is in.
+struct Speculative {
+    speech: (Duration, Duration),
+    from: usize,
+    clip: Vec<f32>,
+    pass: Option<Pass>,
+    result: Option<Result<hark_stt::engine::Transcript, SttError>>,
+}
+
+/// Waits for the early pass, if one runs; forever otherwise.
+async fn early(
+    speculative: &mut Option<Speculative>,
+) -> Option<Result<hark_stt::engine::Transcript, SttError>> {
+    match speculative {
+        Some(early) => finished(&mut early.pass).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Tells the event stream and the listening call what the person has said
+/// so far.
+async fn so_far_heard(
+    state: &ApplianceState,
+    agent: &Option<String>,
+    listen: u64,
+    text: &str,
+    progress: &mut impl Progress,
+) {
+    if text.is_empty() {
+        return;
+    }
+    state.bus.publish(Event::UtterancePartial {
+        listen,
+        agent: agent.clone(),
+        text: text.to_owned(),
+    });
+    progress.partial(text).await;
+}
+
+/// The watcher that copies what the recorder shows into `glimpses`
+/// (bounded: a partial that finds it full is skipped; a lost pause only
+/// means no early start, since the final span is compared before an early
+/// result is used).
+fn watcher(glimpses: tokio::sync::mpsc::Sender<Glimpse>) -> utterance::Watcher {
+    Arc::new(move |so_far| {
+        let glimpse = match so_far {
+            utterance::SoFar::Speaking { audio, start } => {
+                let from = clip_range((start, start), audio.len()).start;
+                Glimpse::Speaking(audio[from..].to_vec())
+            }
+            utterance::SoFar::Paused { audio, speech } => {
+                let range = clip_range(speech, audio.len());
+                Glimpse::Paused {
+                    from: range.start,
+                    clip: audio[range].to_vec(),
+                    speech,
+                }
+            }
+            utterance::SoFar::Resumed => Glimpse::Resumed,
+        };
+        if glimpses.try_send(glimpse).is_err() {
+            tracing::debug!("listening fell behind the recording; a glimpse was skipped");
+        }
+    })
 }
 
 pub fn play(state: &ApplianceState, earcon: Earcon) {
@@ -272,6 +419,21 @@ pub async fn listen(
         });
         options.vad.hangover_ms = mic.vad.max_pause_ms;
     }
+    // Transcribe ahead of the end of the turn: partial transcripts while
+    // the person speaks (the live engine only: it costs a few tens of ms
+    // per pass), and the final pass begun at the first pause.
+    let live = stt.live().is_some_and(|live| Arc::ptr_eq(live, &engine));
+    let partial_every = stt.partial_every.filter(|_| live);
+    let (glimpse_tx, mut glimpses) = tokio::sync::mpsc::channel(8);
+    if partial_every.is_some() || stt.speculative {
+        options.watch = Some(utterance::Watch {
+            every: partial_every,
+            pause: Duration::from_millis(u64::from(mic.vad.pause_ms)),
+            watcher: watcher(glimpse_tx),
+        });
+    }
+    let mut partial: Option<Pass> = None;
+    let mut speculative: Option<Speculative> = None;
     let (ring, ctl) = (Arc::clone(&mic.ring), Arc::clone(&control));
     let mut recorder =
         tokio::task::spawn_blocking(move || utterance::record(&ring, &options, &ctl));
@@ -281,6 +443,36 @@ pub async fn listen(
     let mut announced = false;
     let utterance = loop {
         tokio::select! {
+            // Ahead of the recorder: the glimpse of a pause it shows just
+            // before it ends the turn there starts the final pass.
+            biased;
+            Some(glimpse) = glimpses.recv() => match glimpse {
+                Glimpse::Speaking(audio) => {
+                    // One pass at a time: one still running is skipped.
+                    if partial.is_none() && speculative.is_none() {
+                        partial = Pass::submit(&engine, audio, request.language.clone());
+                    }
+                }
+                Glimpse::Paused { clip, from, speech } => {
+                    // The pause's pass matters more than one on less audio.
+                    partial = None;
+                    if stt.speculative {
+                        tracing::debug!(speech = ?speech, "the final transcription starts early, at a pause");
+                    }
+                    speculative = stt.speculative.then(|| Speculative {
+                        speech,
+                        from,
+                        pass: Pass::submit(&engine, clip.clone(), request.language.clone()),
+                        clip,
+                        result: None,
+                    });
+                }
+                Glimpse::Resumed => {
+                    if speculative.take().is_some() {
+                        tracing::debug!("the early transcription is thrown away: speech resumed");
+                    }
+                }
+            },
             done = &mut recorder => {
                 break done.map_err(|e| ListenError::Recorder(e.to_string()))?;
             }
@@ -315,8 +507,24 @@ pub async fn listen(
                     progress.report("speech detected").await;
                 }
             }
+            done = finished(&mut partial) => {
+                partial = None;
+                if let Some(Ok(so_far)) = done {
+                    so_far_heard(state, &request.agent, recording.id, &so_far.text, progress).await;
+                }
+            }
+            done = early(&mut speculative) => {
+                if let Some(early) = speculative.as_mut() {
+                    early.pass = None;
+                    if let Some(Ok(so_far)) = &done {
+                        so_far_heard(state, &request.agent, recording.id, &so_far.text, progress).await;
+                    }
+                    early.result = done;
+                }
+            }
         }
     };
+    drop(partial);
     let reason = match utterance.reason {
         EndReason::EndOfSpeech => "end_of_speech",
         EndReason::EndOfTurn => "end_of_turn",
@@ -353,19 +561,31 @@ pub async fn listen(
             confidence: None,
             model: None,
             transcribe_ms: None,
+            speculative: false,
             listen: listen_id,
         });
     };
 
     progress.report("transcribing").await;
-    let rate = 16_000.0;
-    let from = ((start.saturating_sub(LEAD)).as_secs_f64() * rate) as usize;
-    let to = (((end + TAIL).as_secs_f64() * rate) as usize).min(utterance.samples.len());
-    let clip = utterance.samples[from.min(to)..to].to_vec();
+    // The pass begun at the pause is the turn's if the turn ended there.
+    let early = speculative.filter(|early| {
+        let kept = early.speech == (start, end);
+        if !kept {
+            tracing::debug!("the early transcription is thrown away: the turn ended later");
+        }
+        kept
+    });
+    let (from, clip, mut early) = match early {
+        Some(mut early) => (early.from, std::mem::take(&mut early.clip), Some(early)),
+        None => {
+            let range = clip_range((start, end), utterance.samples.len());
+            (range.start, utterance.samples[range].to_vec(), None)
+        }
+    };
     if let Some(history) = state.history.get() {
         history.stash_audio(listen_id, &clip);
     }
-    let offset = from as f64 / rate;
+    let offset = from as f64 / 16_000.0;
     // Whisper takes a clip the live engine fails on; only then is a copy
     // of the clip kept for it.
     let mut retry = stt
@@ -374,15 +594,33 @@ pub async fn listen(
         .filter(|whisper| !Arc::ptr_eq(whisper, &engine))
         .map(|whisper| (Arc::clone(whisper), clip.clone()));
     let (mut engine, mut audio) = (engine, clip);
+    let mut from_early;
     let transcript = loop {
-        let mut stt_request = Request::new(audio);
-        stt_request.language = request.language.clone();
-        let _abandon = AbandonOnDrop(Arc::clone(&stt_request.cancel));
-        match engine
-            .submit(stt_request)?
-            .await
-            .map_err(|_| ListenError::EngineStopped)?
-        {
+        let outcome = match early.take() {
+            Some(Speculative {
+                result: Some(result),
+                ..
+            }) => Some(result),
+            Some(Speculative {
+                pass: Some(mut pass),
+                ..
+            }) => pass.done().await,
+            _ => None,
+        };
+        from_early = outcome.is_some();
+        let outcome = match outcome {
+            Some(outcome) => outcome,
+            None => {
+                let mut stt_request = Request::new(std::mem::take(&mut audio));
+                stt_request.language = request.language.clone();
+                let _abandon = AbandonOnDrop(Arc::clone(&stt_request.cancel));
+                engine
+                    .submit(stt_request)?
+                    .await
+                    .map_err(|_| ListenError::EngineStopped)?
+            }
+        };
+        match outcome {
             Err(e @ (SttError::Live(_) | SttError::Unsupported(_))) => match retry.take() {
                 Some((whisper, copy)) => {
                     tracing::warn!(error = %e, "the live engine failed; whisper transcribes this one");
@@ -422,6 +660,7 @@ pub async fn listen(
         confidence: Some(transcript.confidence),
         model: Some(engine.info().name.clone()),
         transcribe_ms: Some(transcript.elapsed_ms),
+        speculative: from_early,
         listen: listen_id,
     };
     if heard.speech {

@@ -38,6 +38,11 @@ pub struct SpeechToText {
     pub record_timeout: Duration,
     /// `stt.enabled`: without it, no engine is no failure.
     enabled: bool,
+    /// `stt.partial_ms`: how often the live engine transcribes speech so
+    /// far (`None`: never).
+    pub partial_every: Option<Duration>,
+    /// `stt.speculative`: start the final pass at the first pause.
+    pub speculative: bool,
 }
 
 impl SpeechToText {
@@ -127,6 +132,9 @@ impl SpeechToText {
             limits,
             record_timeout,
             enabled: config.stt.enabled,
+            partial_every: (config.stt.partial_ms > 0)
+                .then(|| Duration::from_millis(u64::from(config.stt.partial_ms))),
+            speculative: config.stt.speculative,
         }
     }
 

@@ -292,6 +292,21 @@ def response(c, id):
         notes.append(m)
 
 
+def start_listening(daemon, id, arguments=None, meta=None, timeout=120):
+    """Sends transcribe_voice over TCP and waits until the microphone is
+    open; the caller's client and a second one for status."""
+    c = LineClient.tcp(daemon, timeout=timeout)
+    c.initialize()
+    params = {"name": "transcribe_voice", "arguments": {"timeout_seconds": 10, **(arguments or {})}}
+    if meta:
+        params["_meta"] = meta
+    c.send({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+    watcher = LineClient.tcp(daemon)
+    watcher.initialize()
+    assert wait_for(lambda: status_of(watcher)["recording"], 10)
+    return c, watcher
+
+
 def wait_for(predicate, timeout=10.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

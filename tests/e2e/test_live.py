@@ -5,7 +5,7 @@ while whisper keeps the files; a live model that cannot load is said in
 
 import json
 
-from harness import REPO, LineClient, call, response, status_of, wait_for
+from harness import REPO, LineClient, call, response, start_listening, status_of
 from test_stt import inject, speak, words
 
 MOONSHINE = REPO / "tests" / ".models" / "moonshine-voice" / "tiny-en"
@@ -14,13 +14,7 @@ SENTENCE = "The meeting has been moved to Thursday afternoon."
 
 def listen(daemon, wav, **arguments):
     """transcribe_voice while `wav` is spoken into the microphone; the result."""
-    c = LineClient.tcp(daemon, timeout=120)
-    c.initialize()
-    c.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-            "params": {"name": "transcribe_voice", "arguments": {"timeout_seconds": 10, **arguments}}})
-    watcher = LineClient.tcp(daemon)
-    watcher.initialize()
-    assert wait_for(lambda: status_of(watcher)["recording"], 10)
+    c, watcher = start_listening(daemon, 7, arguments)
     inject(daemon, wav)
     reply, _ = response(c, 7)
     c.close()

@@ -123,6 +123,47 @@ impl std::fmt::Debug for EndOfTurn {
     }
 }
 
+/// What the recorder shows of a recording while it goes on, so speech can
+/// be transcribed before the person has finished. `audio` is everything
+/// recorded so far (from the pre-roll on); spans are offsets into it.
+#[derive(Debug, Clone, Copy)]
+pub enum SoFar<'a> {
+    /// Speech goes on; it began at `start`.
+    Speaking { audio: &'a [f32], start: Duration },
+    /// Speech paused for `Watch::pause` (shown once a pause): if the
+    /// recording ends at this pause, its speech span is `speech`, exactly.
+    Paused {
+        audio: &'a [f32],
+        speech: (Duration, Duration),
+    },
+    /// Speech went on after a pause shown with [`SoFar::Paused`].
+    Resumed,
+}
+
+/// Where the recorder shows its [`SoFar`]s. Called on the recorder's
+/// thread: it must return at once (copy what it needs and hand it on).
+pub type Watcher = std::sync::Arc<dyn Fn(SoFar<'_>) + Send + Sync>;
+
+/// How often, and to whom, a recording shows itself while speech goes on.
+#[derive(Clone)]
+pub struct Watch {
+    /// A [`SoFar::Speaking`] each time this much more speech is recorded
+    /// (`None`: only pauses are shown).
+    pub every: Option<Duration>,
+    /// Silence after the voice stops that counts as a pause.
+    pub pause: Duration,
+    pub watcher: Watcher,
+}
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watch")
+            .field("every", &self.every)
+            .field("pause", &self.pause)
+            .finish()
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Options {
     /// How long to wait for speech to begin.
@@ -136,6 +177,8 @@ pub struct Options {
     pub stall: Duration,
     /// Ask an end-of-turn model at pauses (`None`: the silence rule).
     pub end_of_turn: Option<EndOfTurn>,
+    /// Show the recording while speech goes on.
+    pub watch: Option<Watch>,
 }
 
 impl Options {
@@ -147,6 +190,7 @@ impl Options {
             poll: Duration::from_millis(10),
             stall: Duration::from_secs(3),
             end_of_turn: None,
+            watch: None,
         }
     }
 }
@@ -170,6 +214,55 @@ fn duration_to_samples(d: Duration) -> u64 {
     (d.as_secs_f64() * f64::from(PIPELINE_RATE)) as u64
 }
 
+/// Shows the recording to `watch` where it is due: a pause once, when it
+/// has lasted `watch.pause`; the end of that pause when speech resumes; and
+/// speech every `watch.every` while it goes on.
+fn show(
+    watch: &Watch,
+    samples: &[f32],
+    origin: u64,
+    speech_start: Option<u64>,
+    pause: Option<(u64, u64, u64)>,
+    (shown_at, shown_pause): (&mut Option<u64>, &mut Option<u64>),
+) {
+    let Some(start) = speech_start else {
+        return;
+    };
+    let now = origin + samples.len() as u64;
+    let at = |sample: u64| samples_to_duration(sample.saturating_sub(origin));
+    // A pause shown, then voice again (a later voiced end, or voice now):
+    // what was shown is no longer where speech ends.
+    let voiced_end = pause.map(|(_, end, _)| end);
+    if let Some(end) = *shown_pause
+        && voiced_end != Some(end)
+    {
+        *shown_pause = None;
+        (watch.watcher)(SoFar::Resumed);
+    }
+    if let Some((start, end, quiet)) = pause
+        && quiet >= duration_to_samples(watch.pause)
+    {
+        if *shown_pause != Some(end) {
+            *shown_pause = Some(end);
+            (watch.watcher)(SoFar::Paused {
+                audio: samples,
+                speech: (at(start), at(end)),
+            });
+        }
+        return;
+    }
+    if let Some(every) = watch.every {
+        let due = shown_at.unwrap_or(start) + duration_to_samples(every).max(1);
+        if now >= due {
+            *shown_at = Some(now);
+            (watch.watcher)(SoFar::Speaking {
+                audio: samples,
+                start: at(start),
+            });
+        }
+    }
+}
+
 /// Records one utterance from `ring`. Blocking: run it on its own thread
 /// (or `spawn_blocking`), never on the async runtime's threads.
 pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
@@ -191,6 +284,10 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
     // (the silence rule then ends it).
     let mut asked: Option<(u64, u64)> = None;
     let mut undecided = false;
+    // Where the last `SoFar::Speaking` was shown, and the pause (its
+    // voice's end) last shown as `SoFar::Paused`.
+    let mut shown_at: Option<u64> = None;
+    let mut shown_pause: Option<u64> = None;
 
     let reason = loop {
         match control.state() {
@@ -243,6 +340,16 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
         }
         if let Some(reason) = ended {
             break reason;
+        }
+        if let Some(watch) = &options.watch {
+            show(
+                watch,
+                &samples,
+                origin,
+                speech_start,
+                segmenter.pause().filter(|_| !held),
+                (&mut shown_at, &mut shown_pause),
+            );
         }
         if let (Some(turn), Some((start, voiced_end, quiet)), false) =
             (&options.end_of_turn, segmenter.pause(), held)

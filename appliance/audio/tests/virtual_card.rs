@@ -434,6 +434,89 @@ fn push_to_talk_holds_through_pauses(env: &Env) {
     println!("push_to_talk_holds_through_pauses: ok ({recorded:.1} s held)");
 }
 
+/// What a watcher was shown, in order: `S` speech so far (its length in
+/// samples), `P` a pause (its speech span), `R` resumed.
+#[derive(Debug, Clone, PartialEq)]
+enum Shown {
+    S(usize),
+    P(Duration, Duration),
+    R,
+}
+
+fn a_recording_shows_speech_and_pauses_as_it_goes(env: &Env) {
+    let first = speech_clip(&env.dir, "Put the kettle on and");
+    let second = speech_clip(&env.dir, "then call my sister about dinner.");
+    let mut clip = vec![0.0f32; 8_000];
+    clip.extend_from_slice(&first);
+    // With espeak's own trailing silence, a pause shorter than the
+    // 800 ms hang-over: not the end.
+    clip.extend(vec![0.0f32; 4_800]);
+    clip.extend_from_slice(&second);
+    clip.extend(vec![0.0f32; 24_000]);
+    let (mic, capture) = capturing(env, 1, 16_000);
+    let shown = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&shown);
+    let mut options = Options::new(
+        Duration::from_secs(5),
+        Duration::from_millis(300),
+        VadConfig::default(),
+    );
+    options.watch = Some(utterance::Watch {
+        every: Some(Duration::from_millis(500)),
+        pause: Duration::from_millis(200),
+        watcher: Arc::new(move |so_far| {
+            let shown = match so_far {
+                utterance::SoFar::Speaking { audio, .. } => Shown::S(audio.len()),
+                utterance::SoFar::Paused { speech, .. } => Shown::P(speech.0, speech.1),
+                utterance::SoFar::Resumed => Shown::R,
+            };
+            seen.lock().expect("shown").push(shown);
+        }),
+    });
+    let control = Control::default();
+    let ring = capture.ring().clone();
+    let recorder = std::thread::spawn(move || utterance::record(&ring, &options, &control));
+    std::thread::sleep(Duration::from_millis(100));
+    mic.inject(&s16(&clip));
+    let utterance = recorder.join().expect("recorder");
+    assert_eq!(utterance.reason, EndReason::EndOfSpeech);
+    let (start, end) = utterance.speech.expect("speech timing");
+    let shown = shown.lock().expect("shown").clone();
+    let pauses: Vec<_> = shown
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| matches!(s, Shown::P(..)).then_some(i))
+        .collect();
+    // The mid-sentence pause, taken back when speech resumed, then the
+    // final one: its span is exactly the recording's.
+    assert_eq!(pauses.len(), 2, "{shown:?}");
+    assert_eq!(shown[pauses[0] + 1], Shown::R, "{shown:?}");
+    assert_eq!(shown[pauses[1]], Shown::P(start, end), "{shown:?}");
+    assert_eq!(pauses[1], shown.len() - 1, "nothing after the last pause");
+    let Shown::P(first_start, first_end) = shown[pauses[0]] else {
+        unreachable!()
+    };
+    assert_eq!(first_start, start);
+    let first_half = first_end.as_secs_f64() - start.as_secs_f64();
+    let spoken = true_end(&first) as f64 / 16_000.0;
+    assert!(
+        (first_half - spoken).abs() < 0.25,
+        "the first pause ends the first half: {first_half:.2} s against {spoken:.2} s"
+    );
+    // Speech so far every 500 ms of it, growing, on both sides of the pause.
+    let sizes: Vec<usize> = shown
+        .iter()
+        .filter_map(|s| if let Shown::S(n) = s { Some(*n) } else { None })
+        .collect();
+    assert!(sizes.windows(2).all(|w| w[0] < w[1]), "{sizes:?}");
+    assert!(matches!(shown[0], Shown::S(_)), "{shown:?}");
+    assert!(
+        shown[pauses[0]..pauses[1]].iter().any(|s| matches!(s, Shown::S(_))),
+        "{shown:?}"
+    );
+    println!("a_recording_shows_speech_and_pauses_as_it_goes: ok ({} shown)", shown.len());
+}
+
 fn a_tap_leaves_the_recording_to_the_detector(env: &Env) {
     let speech = speech_clip(&env.dir, "Remind me to water the plants.");
     let (mic, capture) = capturing(env, 1, 16_000);
@@ -833,6 +916,10 @@ fn main() {
         ),
         ("resample_48k", resample_48k),
         ("end_of_speech", end_of_speech),
+        (
+            "a_recording_shows_speech_and_pauses_as_it_goes",
+            a_recording_shows_speech_and_pauses_as_it_goes,
+        ),
         ("silence_times_out", silence_times_out),
         ("pre_roll_keeps_the_onset", pre_roll_keeps_the_onset),
         (

@@ -47,6 +47,8 @@ pub struct ListenProgress<'a> {
     context: &'a RequestContext<RoleServer>,
     step: f64,
     total: Option<f64>,
+    /// Partial transcripts sent since the last step.
+    partials: u32,
 }
 
 impl<'a> ListenProgress<'a> {
@@ -57,6 +59,7 @@ impl<'a> ListenProgress<'a> {
             context,
             step: first,
             total,
+            partials: 0,
         }
     }
 }
@@ -65,6 +68,24 @@ impl listen::Progress for ListenProgress<'_> {
     async fn report(&mut self, step: &'static str) {
         super::progress(self.context, self.step, self.total, step).await;
         self.step += 1.0;
+        self.partials = 0;
+    }
+
+    /// Between the step before ("speech detected") and the next
+    /// ("transcribing"): progress must rise with every notification, and
+    /// the steps' count stays what the total says, however many partial
+    /// transcripts there are (the n-th is at 1 - 1/(n+1) of the way).
+    async fn partial(&mut self, text: &str) {
+        self.partials += 1;
+        let n = f64::from(self.partials);
+        let at = self.step - 1.0 + n / (n + 1.0);
+        super::progress(
+            self.context,
+            at,
+            self.total,
+            &format!("heard so far: {text}"),
+        )
+        .await;
     }
 }
 

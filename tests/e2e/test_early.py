@@ -1,0 +1,105 @@
+"""Transcription ahead of the end of the turn, end to end: while the person
+speaks, the live engine's partial transcripts reach the listening call as
+progress and the event stream as `utterance_partial`; the final pass starts
+at the first pause and is kept when the turn ends there (`speculative`),
+thrown away when speech resumes, and abandoned when the client cancels."""
+
+from harness import response, start_listening, status_of, wait_for
+from test_live import MOONSHINE
+from test_room import Events
+from test_stt import inject, speak, words
+from test_turn import SMART_TURN, join, say
+
+LIVE = {"stt": {"live_model": str(MOONSHINE), "turn_model": str(SMART_TURN), "partial_ms": 500},
+        "audio.vad": {"end_of_turn": "smart-turn"}}
+
+
+def listen_with_progress(daemon, wav, id=7):
+    """transcribe_voice with a progress token while `wav` is spoken; the
+    result and the progress notifications."""
+    c, watcher = start_listening(daemon, id, meta={"progressToken": "turn"})
+    inject(daemon, wav)
+    reply, notes = response(c, id)
+    c.close()
+    watcher.close()
+    progress = [n["params"] for n in notes if n.get("method") == "notifications/progress"]
+    return reply["result"], progress
+
+
+def test_partial_transcripts_arrive_while_the_person_speaks(start_daemon, tmp_path):
+    d = start_daemon(LIVE)
+    events = Events(d)
+    clip = say(d, tmp_path / "long.wav",
+               "The meeting has been moved to Thursday afternoon, so please tell everyone on the team "
+               "before lunch tomorrow.")
+    result, progress = listen_with_progress(d, clip)
+    events.stop = True
+    s = result["structuredContent"]
+    assert not result.get("isError"), result
+    assert s["model"] == "tiny-en" and s["end_reason"] == "end_of_turn", s
+    # The final pass began at the pause the turn ended at.
+    assert s["speculative"] is True, s
+
+    messages = [p["message"] for p in progress]
+    partials = [m for m in messages if m.startswith("heard so far: ")]
+    assert messages[:2] == ["listening", "speech detected"] and messages[-1] == "transcribing", messages
+    assert len(partials) >= 2, messages
+    values = [p["progress"] for p in progress]
+    assert values == sorted(values) and len(set(values)) == len(values), values
+    assert all(p.get("total") in (None, 3) and p["progress"] <= 3 for p in progress), progress
+    # Partial transcripts grow with the speech; the early ones lack the end.
+    assert "lunch" not in words(partials[0]) and "meeting" in words(" ".join(partials)), partials
+
+    # On the event stream, partials of this recording came before the
+    # microphone closed: they are of speech still going on.
+    ended = next(e for e in events.of("listening_ended"))
+    listen = ended["listen"]
+    mine = [e for e in events.of("utterance_partial") if e["listen"] == listen]
+    assert mine and mine[0]["seq"] < ended["seq"], events.events
+    final = next(e for e in events.of("utterance_transcribed") if e["listen"] == listen)
+    assert final["text"] == s["text"] and final["seq"] > mine[-1]["seq"]
+
+
+def test_the_early_pass_is_thrown_away_when_speech_resumes(start_daemon, tmp_path):
+    d = start_daemon(LIVE)
+    first = say(d, tmp_path / "a.wav", "So I was thinking that we could")
+    second = say(d, tmp_path / "b.wav", "go to the park on Saturday morning.")
+    clip = join(tmp_path / "paused.wav", first, 0.9, second)
+    result, progress = listen_with_progress(d, clip)
+    s = result["structuredContent"]
+    # Had the pass begun at the pause been kept, the second half would be
+    # missing; the one begun at the final pause is the turn's.
+    assert {"thinking", "park", "saturday"} <= set(words(s["text"])), s
+    assert s["end_reason"] == "end_of_turn" and s["speculative"] is True, s
+    assert "the early transcription is thrown away: speech resumed" in d.log()
+    # The pause's own pass was shown as what had been said so far.
+    halves = [p["message"] for p in progress if p["message"].startswith("heard so far: ")]
+    assert any("thinking" in words(m) and "park" not in words(m) for m in halves), halves
+
+
+def test_whisper_starts_at_the_pause_and_a_cancel_abandons_it(start_daemon, tmp_path):
+    # No live engine: whisper and the silence rule (800 ms), the final pass
+    # still started at the 200 ms pause.
+    d = start_daemon({})
+    wav = speak(tmp_path / "s.wav", "Please turn off the lights in the kitchen.")
+    result, progress = listen_with_progress(d, wav)
+    s = result["structuredContent"]
+    assert s["end_reason"] == "end_of_speech" and s["speculative"] is True, s
+    assert "kitchen" in words(s["text"]), s
+    # No partials from whisper (each would cost a whole pass).
+    assert not [p for p in progress if p["message"].startswith("heard so far")], progress
+
+    # The client cancels between the first pause and the end of the turn,
+    # while the early pass runs: the appliance answers the next call.
+    c, watcher = start_listening(d, 9, timeout=60)
+    log_at = len(d.log())
+    inject(d, wav)
+    assert wait_for(lambda: "starts early, at a pause" in d.log()[log_at:], 20)
+    c.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}})
+    assert wait_for(lambda: not status_of(watcher)["recording"], 10)
+    assert wait_for(lambda: status_of(watcher)["subsystems"]["stt"].startswith("ready"), 20), \
+        status_of(watcher)
+    c.close()
+    result, _ = listen_with_progress(d, wav, id=11)
+    assert "kitchen" in words(result["structuredContent"]["text"]), result
+    watcher.close()
