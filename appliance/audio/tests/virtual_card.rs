@@ -511,10 +511,15 @@ fn a_recording_shows_speech_and_pauses_as_it_goes(env: &Env) {
     assert!(sizes.windows(2).all(|w| w[0] < w[1]), "{sizes:?}");
     assert!(matches!(shown[0], Shown::S(_)), "{shown:?}");
     assert!(
-        shown[pauses[0]..pauses[1]].iter().any(|s| matches!(s, Shown::S(_))),
+        shown[pauses[0]..pauses[1]]
+            .iter()
+            .any(|s| matches!(s, Shown::S(_))),
         "{shown:?}"
     );
-    println!("a_recording_shows_speech_and_pauses_as_it_goes: ok ({} shown)", shown.len());
+    println!(
+        "a_recording_shows_speech_and_pauses_as_it_goes: ok ({} shown)",
+        shown.len()
+    );
 }
 
 fn a_tap_leaves_the_recording_to_the_detector(env: &Env) {
