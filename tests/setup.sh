@@ -114,8 +114,10 @@ fi
 # Moonshine tiny-en (MIT), the live speech engine: moonshine-voice 0.1.0 is the
 # last release with the weights inside (later ones download at run time).
 # Its model files and a sample clip.
+# appliance/setup-models shares this layout (it may have made the model files
+# without the clip).
 MOONSHINE_DIR="$MODELS_DIR/moonshine-voice"
-if [ ! -f "$MOONSHINE_DIR/tiny-en/decoder_model_merged.ort" ]; then
+if [ ! -f "$MOONSHINE_DIR/tiny-en/decoder_model_merged.ort" ] || [ ! -f "$MOONSHINE_DIR/beckett.wav" ]; then
   log "fetching moonshine-voice 0.1.0 (Moonshine tiny-en) from PyPI"
   unpack_wheel "$MOONSHINE_DIR" "moonshine-voice==0.1.0"
   assets="$MOONSHINE_DIR/unpacked/moonshine_voice/assets"
@@ -141,15 +143,17 @@ if [ ! -f "$BASE_DIR/model.bin" ]; then
 fi
 
 # Smart Turn v3.2 (BSD-2), the end-of-turn model, from pipecat-ai 1.14.0: the
-# ONNX file, and the package's numpy feature extractor, which the tests run
-# as the reference Hark's own features are compared with.
+# ONNX file, its licence, and the package's numpy feature extractor, which the
+# tests run as the reference Hark's own features are compared with.
+# appliance/setup-models shares this layout (without the extractor).
 TURN_DIR="$MODELS_DIR/smart-turn"
-if [ ! -f "$TURN_DIR/smart-turn-v3.2-cpu.onnx" ]; then
+if [ ! -f "$TURN_DIR/smart-turn-v3.2-cpu.onnx" ] || [ ! -f "$TURN_DIR/reference_features.py" ]; then
   log "fetching pipecat-ai 1.14.0 (Smart Turn v3.2) from PyPI"
   unpack_wheel "$TURN_DIR" "pipecat-ai==1.14.0"
   turn="$TURN_DIR/unpacked/pipecat/audio/turn/smart_turn"
   mv "$turn/data/smart-turn-v3.2-cpu.onnx" "$TURN_DIR/"
   mv "$turn/_whisper_features.py" "$TURN_DIR/reference_features.py"
+  mv "$TURN_DIR"/unpacked/pipecat_ai-1.14.0.dist-info/licenses/LICENSE "$TURN_DIR/"
   rm -rf "$TURN_DIR/unpacked"
 fi
 

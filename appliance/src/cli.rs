@@ -260,19 +260,24 @@ pub enum ModelsCommand {
         dir: Option<PathBuf>,
     },
     /// Add a model: a CTranslate2 whisper folder (model.bin, vocabulary.txt)
-    /// is converted to ggml in the chosen weight format; a ggml file is
-    /// copied in.
+    /// is converted to ggml in the chosen weight format; a ggml file, a
+    /// Moonshine folder (encoder_model.ort, decoder_model_merged.ort,
+    /// tokenizer.bin, and its LICENSE if there) or a Smart Turn .onnx file
+    /// is copied in.
     Import {
-        /// The CTranslate2 model folder, or a ggml .bin file.
+        /// The CTranslate2 or Moonshine model folder, a ggml .bin file or a
+        /// Smart Turn .onnx file.
         source: PathBuf,
         /// The name to install it under [default: from the source, e.g.
-        /// `tiny.en-q8_0`].
+        /// `tiny.en-q8_0`, `moonshine-tiny-en` for a folder `tiny-en`,
+        /// `smart-turn-v3.2` for `smart-turn-v3.2-cpu.onnx`].
         #[arg(long)]
         name: Option<String>,
         /// Weights for a converted model: f16, q8_0, q5_1, q5_0 or q4_0.
         #[arg(long, short = 'q', default_value = "q8_0")]
         quantisation: String,
-        /// Write the converted model to this file instead of the store.
+        /// Write the converted model to this file instead of the store
+        /// (CTranslate2 folders only).
         #[arg(long, short = 'o')]
         output: Option<PathBuf>,
         /// Replace an installed model of the same name.
@@ -281,14 +286,15 @@ pub enum ModelsCommand {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
-    /// Check installed models against the manifest's sizes and SHA-256.
+    /// Check installed models against the manifest's sizes and SHA-256
+    /// (every file of a Moonshine folder, naming the ones that changed).
     Verify {
         /// One model [default: all].
         name: Option<String>,
         #[arg(long)]
         dir: Option<PathBuf>,
     },
-    /// Delete an installed model.
+    /// Delete an installed model (a Moonshine folder with all its files).
     Remove {
         name: String,
         #[arg(long)]

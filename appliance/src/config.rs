@@ -541,8 +541,9 @@ pub struct SttConfig {
     /// (docs/benchmarks.md). Off only to compare.
     pub flash_attn: bool,
     /// The live engine for the microphone (transcribe_voice, converse,
-    /// confirm, choose, the inbox): a Moonshine model directory, by path or
-    /// by name in `models_dir`; empty: whisper hears the microphone too.
+    /// confirm, choose, the inbox): a Moonshine model directory, by path
+    /// (with a `/`) or by name in `models_dir` (`moonshine-tiny-en`, see
+    /// `hark models list`); empty: whisper hears the microphone too.
     /// `model` (whisper) keeps files, subtitles, word timestamps and other
     /// languages, and takes over if the live engine fails.
     pub live_model: String,
@@ -557,8 +558,10 @@ pub struct SttConfig {
     /// instead of when the turn has ended, so the transcript is ready or
     /// nearly when it does; thrown away if speech resumes.
     pub speculative: bool,
-    /// The end-of-turn model (`audio.vad.end_of_turn = "smart-turn"`).
-    pub turn_model: PathBuf,
+    /// The end-of-turn model (`audio.vad.end_of_turn = "smart-turn"`): a
+    /// Smart Turn ONNX file, by path (with a `/`) or by name in
+    /// `models_dir` (the set-up installs `smart-turn-v3.2`).
+    pub turn_model: String,
 }
 
 impl Default for SttConfig {
@@ -582,40 +585,43 @@ impl Default for SttConfig {
             live_model: String::new(),
             partial_ms: 700,
             speculative: true,
-            turn_model: PathBuf::from("/var/lib/hark/models/smart-turn-v3.2-cpu.onnx"),
+            turn_model: "smart-turn-v3.2".into(),
         }
     }
 }
 
 impl SttConfig {
-    /// The live model's directory, if one is configured.
-    pub fn live_model_dir(&self) -> Option<PathBuf> {
+    /// The live model's directory, if one is configured, or why the name
+    /// finds none.
+    pub fn live_model_dir(&self) -> Option<Result<PathBuf, hark_models::StoreError>> {
         let name = self.live_model.trim();
         if name.is_empty() {
             return None;
         }
-        Some(if name.contains('/') {
-            PathBuf::from(name)
-        } else {
-            self.models_dir.join(name)
-        })
+        Some(hark_models::resolve(
+            &self.models_dir,
+            name,
+            hark_models::ModelKind::Moonshine,
+        ))
+    }
+
+    /// The end-of-turn model's file, or why the name finds none.
+    pub fn turn_model_path(&self) -> Result<PathBuf, hark_models::StoreError> {
+        hark_models::resolve(
+            &self.models_dir,
+            self.turn_model.trim(),
+            hark_models::ModelKind::SmartTurn,
+        )
     }
 
     /// The model file `model` names: a path if it contains a slash, else a
-    /// name in the model store.
+    /// name in the model store. A name the store cannot find becomes the
+    /// file it would have (`ggml-<name>.bin`), which whisper then reports
+    /// missing.
     pub fn model_path(&self) -> PathBuf {
-        if self.model.contains('/') {
-            return PathBuf::from(&self.model);
-        }
-        // Opening the store creates its directory: only look in one that
-        // exists.
-        let fallback = self.models_dir.join(format!("ggml-{}.bin", self.model));
-        if !self.models_dir.is_dir() {
-            return fallback;
-        }
-        hark_models::Store::open(&self.models_dir)
-            .and_then(|store| store.path(&self.model))
-            .unwrap_or(fallback)
+        let kind = hark_models::ModelKind::Whisper;
+        hark_models::resolve(&self.models_dir, &self.model, kind)
+            .unwrap_or_else(|_| self.models_dir.join(kind.file_name(&self.model)))
     }
 
     pub fn engine(&self) -> hark_stt::engine::EngineConfig {
@@ -1276,5 +1282,44 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("mcp.allowed_origins"), "{err}");
+    }
+
+    #[test]
+    fn turn_and_live_models_resolve_by_store_name_or_path() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let models = dir.path().join("models");
+        let store = hark_models::Store::open(&models).expect("store");
+        let onnx = dir.path().join("smart-turn-v3.2-cpu.onnx");
+        std::fs::write(&onnx, b"\x08\x0a\x12\x0donnx.quantize").expect("model file");
+        store
+            .add(
+                hark_models::ModelKind::SmartTurn,
+                "smart-turn-v3.2",
+                &onnx,
+                &hark_models::AddOptions::import(&onnx),
+            )
+            .expect("imported");
+        let mut stt = parse(&format!("[stt]\nmodels_dir = {:?}\n", models.display()))
+            .expect("valid")
+            .stt;
+        // The default names what the set-up installs.
+        assert_eq!(
+            stt.turn_model_path().expect("by name"),
+            models.join("smart-turn-v3.2.onnx")
+        );
+        stt.turn_model = onnx.display().to_string();
+        assert_eq!(stt.turn_model_path().expect("by path"), onnx);
+        // The live engine is off unless named; a name the store lacks, or
+        // of another kind, is an error saying so.
+        assert!(stt.live_model_dir().is_none());
+        stt.live_model = "smart-turn-v3.2".into();
+        let err = stt.live_model_dir().expect("configured").unwrap_err();
+        assert!(err.to_string().contains("not a moonshine one"), "{err}");
+        stt.live_model = "moonshine-tiny-en".into();
+        let err = stt.live_model_dir().expect("configured").unwrap_err();
+        assert!(
+            err.to_string().contains("installed: smart-turn-v3.2"),
+            "{err}"
+        );
     }
 }

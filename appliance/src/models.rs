@@ -1,10 +1,16 @@
 //! `hark models …`: the model store (crate `hark-models`) from the command
 //! line, and the CTranslate2 importer (crate `hark-stt`) feeding it.
+//! `import` tells the kinds apart by what it is given: a folder with
+//! `model.bin` is converted, a Moonshine folder and a Smart Turn `.onnx`
+//! file are copied in whole, any other file must be a ggml model.
 
 use std::path::{Path, PathBuf};
 
-use hark_models::{AddOptions, Progress, Store, Transfer, catalog, fetch};
+use hark_models::{
+    AddOptions, ModelEntry, ModelKind, Progress, Store, Transfer, catalog, fetch, kind,
+};
 use hark_stt::{ct2::Ct2Model, import::Quantisation};
+use hark_tts::voices::OnnxProblem;
 
 use crate::cli::ModelsCommand;
 
@@ -20,8 +26,26 @@ pub enum ModelsError {
     Import(#[from] hark_stt::import::ImportError),
     #[error("{0}")]
     Quantisation(String),
-    #[error("{0} is neither a CTranslate2 whisper folder (with model.bin) nor a ggml file")]
+    #[error(
+        "{0} is neither a CTranslate2 whisper folder (with model.bin), a Moonshine folder ({files}), a Smart Turn .onnx file nor a ggml file",
+        files = kind::MOONSHINE_FILES.join(", ")
+    )]
     Source(PathBuf),
+    #[error("--output writes a converted whisper model; {0} is copied into the store as it is")]
+    Output(PathBuf),
+    #[error("{path} is not a Smart Turn model: {problem}")]
+    Onnx {
+        path: PathBuf,
+        #[source]
+        problem: OnnxProblem,
+    },
+    #[error(
+        "{path} is an ONNX model whose inputs are [{}], not Smart Turn's input_features",
+        .inputs.join(", ")
+    )]
+    NotSmartTurn { path: PathBuf, inputs: Vec<String> },
+    #[error("{0} is a piper voice, not a Smart Turn model; install it with `hark voices`")]
+    PiperVoice(PathBuf),
     #[error("{failed} of {total} models failed verification")]
     Verify { failed: usize, total: usize },
 }
@@ -38,13 +62,25 @@ pub fn run(command: ModelsCommand, default_dir: &Path) -> Result<(), ModelsError
             if listing.models.is_empty() {
                 println!("  (none)");
             }
-            for m in &listing.models {
+            if !listing.models.is_empty() {
                 println!(
-                    "  {:<20} {:>6} MB  {:<12} {:<5}  {}",
+                    "  {:<20} {:<10} {:>9}  {:<12} {:<7}  source",
+                    "name", "kind", "size", "language", "weights"
+                );
+            }
+            for m in &listing.models {
+                let weights = if m.quantisation.is_empty() {
+                    "-"
+                } else {
+                    m.quantisation.as_str()
+                };
+                println!(
+                    "  {:<20} {:<10} {:>6} MB  {:<12} {:<7}  {}",
                     m.name,
+                    m.kind.to_string(),
                     m.size / 1_000_000,
                     m.language.to_string(),
-                    m.quantisation,
+                    weights,
                     m.source
                 );
             }
@@ -60,7 +96,7 @@ pub fn run(command: ModelsCommand, default_dir: &Path) -> Result<(), ModelsError
             for p in &listing.unmanaged {
                 println!("  {} (not in the manifest)", p.display());
             }
-            println!("\nmodels `hark models fetch` can download:");
+            println!("\nwhisper models `hark models fetch` can download:");
             for m in catalog::CATALOG {
                 println!("  {:<20} {:>6} MB", m.name, m.size / 1_000_000);
             }
@@ -125,31 +161,25 @@ pub fn run(command: ModelsCommand, default_dir: &Path) -> Result<(), ModelsError
                     Ok(store.add_file(&name, &tmp, &options)?)
                 });
                 let _ = std::fs::remove_file(&tmp);
-                let entry = added?;
-                println!(
-                    "installed {} ({}, {} bytes, sha256 {})",
-                    entry.name, entry.quantisation, entry.size, entry.sha256
-                );
-                Ok(())
-            } else if source.is_file() {
-                let store = Store::open(dir_or(dir))?;
-                let name = name.unwrap_or_else(|| {
-                    source
-                        .file_stem()
-                        .map(|s| s.to_string_lossy().trim_start_matches("ggml-").to_owned())
-                        .unwrap_or_default()
-                });
-                let mut options = AddOptions::import(&source);
-                options.replace = replace;
-                let entry = store.add_file(&name, &source, &options)?;
-                println!(
-                    "installed {} ({}, {} bytes, sha256 {})",
-                    entry.name, entry.quantisation, entry.size, entry.sha256
-                );
-                Ok(())
-            } else {
-                Err(ModelsError::Source(source))
+                println!("{}", installed(&added?));
+                return Ok(());
             }
+            let Some(kind) = kind::sniff(&source) else {
+                return Err(ModelsError::Source(source));
+            };
+            if output.is_some() {
+                return Err(ModelsError::Output(source));
+            }
+            if kind == ModelKind::SmartTurn {
+                check_smart_turn(&source)?;
+            }
+            let store = Store::open(dir_or(dir))?;
+            let name = name.unwrap_or_else(|| kind::default_name(kind, &source));
+            let mut options = AddOptions::import(&source);
+            options.replace = replace;
+            let entry = store.add(kind, &name, &source, &options)?;
+            println!("{}", installed(&entry));
+            Ok(())
         }
         ModelsCommand::Verify { name, dir } => {
             let store = Store::open(dir_or(dir))?;
@@ -178,6 +208,40 @@ pub fn run(command: ModelsCommand, default_dir: &Path) -> Result<(), ModelsError
             println!("removed {} ({} bytes)", entry.name, entry.size);
             Ok(())
         }
+    }
+}
+
+/// What `import` says it installed.
+fn installed(entry: &ModelEntry) -> String {
+    let what = match entry.kind {
+        ModelKind::Whisper => entry.quantisation.clone(),
+        kind if entry.files.is_empty() => format!("{kind}, {}", entry.language),
+        kind => format!("{kind}, {}, {} files", entry.language, entry.files.len()),
+    };
+    format!(
+        "installed {} ({what}, {} bytes, sha256 {})",
+        entry.name, entry.size, entry.sha256
+    )
+}
+
+/// Walks the whole ONNX file, so a truncated or foreign one is refused
+/// before it is copied. The reader is hark-tts's, which the voice store
+/// checks piper voices with: a complete model whose graph does not take
+/// piper's inputs comes back as `NotPiper`, naming the inputs it does take.
+fn check_smart_turn(path: &Path) -> Result<(), ModelsError> {
+    match hark_tts::voices::check_onnx(path) {
+        Err(OnnxProblem::NotPiper(inputs)) if inputs.iter().any(|i| i == "input_features") => {
+            Ok(())
+        }
+        Err(OnnxProblem::NotPiper(inputs)) => Err(ModelsError::NotSmartTurn {
+            path: path.to_owned(),
+            inputs,
+        }),
+        Err(problem) => Err(ModelsError::Onnx {
+            path: path.to_owned(),
+            problem,
+        }),
+        Ok(()) => Err(ModelsError::PiperVoice(path.to_owned())),
     }
 }
 

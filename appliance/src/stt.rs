@@ -168,17 +168,42 @@ impl SpeechToText {
     }
 }
 
-/// Loads the live engine (`stt.live_model`): Moonshine on the ONNX Runtime
-/// the voices use. A failure is said in the log and the status, and
-/// whisper hears the microphone instead.
+/// Loads the live engine (`stt.live_model`, a path or a name in the model
+/// store): Moonshine on the ONNX Runtime the voices use. A failure,
+/// including a name the store does not have, is said in the log and the
+/// status, and whisper hears the microphone instead.
 fn start_live(config: &Config, state: &ApplianceState) -> Option<Arc<Engine>> {
-    let dir = config.stt.live_model_dir()?;
-    let loaded = hark_onnx::OnnxRuntime::load(&config.tts.onnxruntime)
+    let loaded = config
+        .stt
+        .live_model_dir()?
+        .map_err(|e| e.to_string())
+        .and_then(|dir| load_live(config, state, &dir).map(|engine| (dir, engine)));
+    match loaded {
+        Ok((dir, engine)) => {
+            tracing::info!(model = %dir.display(), "the live engine hears the microphone");
+            Some(Arc::new(engine))
+        }
+        Err(why) => {
+            tracing::error!(model = %config.stt.live_model, error = %why, "the live engine is unavailable; whisper hears the microphone");
+            state.extend_subsystem(
+                "stt",
+                fixed(format!(
+                    "live engine unavailable ({why}); whisper hears the microphone"
+                )),
+            );
+            None
+        }
+    }
+}
+
+/// Moonshine from `dir`, as an engine with whisper's queue and hooks.
+fn load_live(config: &Config, state: &ApplianceState, dir: &Path) -> Result<Engine, String> {
+    hark_onnx::OnnxRuntime::load(&config.tts.onnxruntime)
         .map_err(|e| e.to_string())
         .and_then(|runtime| {
             hark_stt::moonshine::MoonshineRecognizer::load(
                 &runtime,
-                &dir,
+                dir,
                 usize::from(config.stt.threads.max(1)),
             )
             .map_err(|e| e.to_string())
@@ -193,23 +218,7 @@ fn start_live(config: &Config, state: &ApplianceState) -> Option<Arc<Engine>> {
                 on_busy: Some(transcription_events(state)),
             };
             Engine::from_recognizer(Box::new(recognizer), hooks).map_err(|e| e.to_string())
-        });
-    match loaded {
-        Ok(engine) => {
-            tracing::info!(model = %dir.display(), "the live engine hears the microphone");
-            Some(Arc::new(engine))
-        }
-        Err(why) => {
-            tracing::error!(model = %dir.display(), error = %why, "the live engine is unavailable; whisper hears the microphone");
-            state.extend_subsystem(
-                "stt",
-                fixed(format!(
-                    "live engine unavailable ({why}); whisper hears the microphone"
-                )),
-            );
-            None
-        }
-    }
+        })
 }
 
 /// Formats a transcript as SubRip or WebVTT subtitles.
@@ -272,20 +281,27 @@ fn start_turn(config: &Config, state: &ApplianceState) {
     if config.audio.vad.end_of_turn != hark_audio::config::EndOfTurnRule::SmartTurn {
         return;
     }
-    let path = &config.stt.turn_model;
-    let loaded = hark_onnx::OnnxRuntime::load(&config.tts.onnxruntime)
+    // `stt.turn_model` is a path or a name in the model store.
+    let loaded = config
+        .stt
+        .turn_model_path()
         .map_err(|e| e.to_string())
-        .and_then(|runtime| {
-            hark_stt::turn::SmartTurn::load(&runtime, path).map_err(|e| e.to_string())
+        .and_then(|path| {
+            hark_onnx::OnnxRuntime::load(&config.tts.onnxruntime)
+                .map_err(|e| e.to_string())
+                .and_then(|runtime| {
+                    hark_stt::turn::SmartTurn::load(&runtime, &path).map_err(|e| e.to_string())
+                })
+                .map(|model| (path, model))
         });
     let note = match loaded {
-        Ok(model) => {
+        Ok((path, model)) => {
             tracing::info!(model = %path.display(), "the end-of-turn model decides when the person has finished");
             let _ = state.turn.set(Arc::new(std::sync::Mutex::new(model)));
             "end of turn: smart-turn".to_owned()
         }
         Err(why) => {
-            tracing::error!(model = %path.display(), error = %why, "the end-of-turn model is unavailable; silence ends turns");
+            tracing::error!(model = %config.stt.turn_model, error = %why, "the end-of-turn model is unavailable; silence ends turns");
             format!("end of turn by silence: the end-of-turn model is unavailable ({why})")
         }
     };

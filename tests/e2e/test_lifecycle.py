@@ -200,6 +200,60 @@ def test_models_import(tmp_path):
     assert r.returncode == 1 and "unknown quantisation `q3`" in r.stderr, r.stderr
 
 
+# The live engine's and the end-of-turn model's files, as tests/setup.sh
+# unpacks them from moonshine-voice 0.1.0 and pipecat-ai 1.14.0.
+MOONSHINE_VOICE = Path(__file__).resolve().parents[1] / ".models" / "moonshine-voice"
+SMART_TURN = Path(__file__).resolve().parents[1] / ".models" / "smart-turn" / "smart-turn-v3.2-cpu.onnx"
+MOONSHINE_FILES = ["decoder_model_merged.ort", "encoder_model.ort", "tokenizer.bin"]
+
+
+def moonshine_source(tmp_path, name="tiny-en", files=MOONSHINE_FILES):
+    """A Moonshine directory as the package ships it, with its licence (a
+    copy) and the weights (links, not copies: the store copies them)."""
+    src = tmp_path / "src" / name
+    src.mkdir(parents=True)
+    assert (MOONSHINE_VOICE / "tiny-en" / "tokenizer.bin").exists(), "run tests/setup.sh"
+    for f in files:
+        (src / f).symlink_to(MOONSHINE_VOICE / "tiny-en" / f)
+    (src / "LICENSE").write_bytes((MOONSHINE_VOICE / "LICENSE").read_bytes())
+    return src
+
+
+def test_models_import_refuses_what_is_not_moonshine_or_smart_turn(tmp_path):
+    """A Moonshine folder without its decoder, and .onnx files that are
+    empty, truncated or text, are refused with the problem named, leaving
+    nothing in the store."""
+    store = tmp_path / "models"
+    run = lambda *args: subprocess.run([str(HARK), "models", "import", *args, "--dir", str(store)], capture_output=True, text=True, timeout=60)
+
+    partial = moonshine_source(tmp_path, files=["encoder_model.ort", "tokenizer.bin"])
+    r = run(str(partial))
+    assert r.returncode == 1 and "is not a moonshine model" in r.stderr and "decoder_model_merged.ort" in r.stderr, r.stderr
+    r = run(str(moonshine_source(tmp_path, "full")), "-o", str(tmp_path / "out.bin"))
+    assert r.returncode == 1 and "--output writes a converted whisper model" in r.stderr, r.stderr
+
+    onnx = SMART_TURN.read_bytes()
+    bad = {
+        "empty.onnx": (b"", "it is empty"),
+        "cut.onnx": (onnx[: len(onnx) // 2], "truncated"),
+        "page.onnx": (b"<!DOCTYPE html><title>Not Found</title>", "starts with text"),
+    }
+    for file, (data, problem) in bad.items():
+        (tmp_path / file).write_bytes(data)
+        r = run(str(tmp_path / file))
+        assert r.returncode == 1, (file, r.stdout)
+        assert f"{tmp_path / file} is not a Smart Turn model" in r.stderr and problem in r.stderr, (file, r.stderr)
+    assert sorted(p.name for p in store.iterdir()) == [], "no half-imported model, no temporary"
+
+
+def flip_a_byte(path):
+    """Damages a model file as a failing SD card would: same size, one byte
+    in the middle changed."""
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
 def test_models_store_commands(tmp_path):
     """import into a store, list, verify (and catch corruption), remove."""
     from harness import REPO
@@ -217,12 +271,57 @@ def test_models_store_commands(tmp_path):
     r = run("verify")
     assert r.returncode == 0 and "tiny.en-q5_1: ok" in r.stdout
     model = store / "ggml-tiny.en-q5_1.bin"
-    data = bytearray(model.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    model.write_bytes(bytes(data))
+    flip_a_byte(model)
     r = run("verify", "tiny.en-q5_1")
     assert r.returncode == 1 and "CORRUPT" in r.stdout, r.stdout
     r = run("remove", "tiny.en-q5_1")
     assert r.returncode == 0 and not model.exists()
     r = run("remove", "tiny.en-q5_1")
     assert r.returncode == 1 and "tiny.en-q5_1" in r.stderr
+
+
+def test_models_store_holds_moonshine_and_smart_turn(tmp_path):
+    """The Moonshine folder and the Smart Turn file go into the store under
+    their default names, are listed with kind and language, verified file by
+    file (a damaged or missing file is named), and removed whole."""
+    store = tmp_path / "models"
+    run = lambda *args: subprocess.run([str(HARK), "models", *args, "--dir", str(store)], capture_output=True, text=True, timeout=300)
+    r = run("import", str(moonshine_source(tmp_path)))
+    assert r.returncode == 0, r.stderr
+    assert "installed moonshine-tiny-en (moonshine, en, 4 files" in r.stdout, r.stdout
+    r = run("import", str(SMART_TURN))
+    assert r.returncode == 0, r.stderr
+    assert "installed smart-turn-v3.2 (smart-turn, any," in r.stdout, r.stdout
+    r = run("import", str(SMART_TURN))
+    assert r.returncode == 1 and "`smart-turn-v3.2` is already installed" in r.stderr, "no silent overwrite"
+
+    live = store / "moonshine-tiny-en"
+    assert sorted(p.name for p in live.iterdir()) == ["LICENSE", *MOONSHINE_FILES]
+    assert not any(p.is_symlink() for p in live.iterdir()), "the files are copied in"
+    assert (store / "smart-turn-v3.2.onnx").read_bytes() == SMART_TURN.read_bytes()
+
+    r = run("list")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^  moonshine-tiny-en +moonshine +\d+ MB +en +", r.stdout, re.M), r.stdout
+    assert re.search(r"^  smart-turn-v3\.2 +smart-turn +\d+ MB +any +", r.stdout, re.M), r.stdout
+    assert "not in the manifest" not in r.stdout, r.stdout
+    r = run("verify")
+    assert r.returncode == 0, r.stdout
+    assert "moonshine-tiny-en: ok (4 files" in r.stdout and "smart-turn-v3.2: ok" in r.stdout, r.stdout
+
+    flip_a_byte(live / "decoder_model_merged.ort")
+    r = run("verify", "moonshine-tiny-en")
+    assert r.returncode == 1 and "decoder_model_merged.ort: CORRUPT" in r.stdout, r.stdout
+    assert "encoder_model.ort" not in r.stdout, "only what changed is named"
+    (live / "tokenizer.bin").unlink()
+    r = run("verify")
+    assert r.returncode == 1 and "1 of 2 models failed verification" in r.stderr, r.stderr
+    assert "2 of its 4 files" in r.stdout and "tokenizer.bin: MISSING" in r.stdout, r.stdout
+    assert "smart-turn-v3.2: ok" in r.stdout
+
+    r = run("remove", "moonshine-tiny-en")
+    assert r.returncode == 0 and not live.exists(), r.stderr
+    r = run("remove", "smart-turn-v3.2")
+    assert r.returncode == 0 and not (store / "smart-turn-v3.2.onnx").exists(), r.stderr
+    assert sorted(p.name for p in store.iterdir()) == ["manifest.json"]
+    assert json.loads((store / "manifest.json").read_text())["models"] == []

@@ -1,14 +1,18 @@
 """The live engine, end to end: with `stt.live_model` set, Moonshine tiny-en
 (the set-up unpacks it from moonshine-voice 0.1.0) hears the microphone
 while whisper keeps the files; a live model that cannot load is said in
-`get_status` and whisper hears the microphone instead."""
+`get_status` and whisper hears the microphone instead. The live engine and
+the end-of-turn model are found by their names in the model store as well
+as by path."""
 
 import json
+import subprocess
 
-from harness import REPO, LineClient, call, response, start_listening, status_of
+from harness import HARK, MODELS, REPO, LineClient, call, response, start_listening, status_of
 from test_stt import inject, speak, words
 
 MOONSHINE = REPO / "tests" / ".models" / "moonshine-voice" / "tiny-en"
+SMART_TURN = REPO / "tests" / ".models" / "smart-turn" / "smart-turn-v3.2-cpu.onnx"
 SENTENCE = "The meeting has been moved to Thursday afternoon."
 
 
@@ -66,3 +70,37 @@ def test_a_broken_live_model_leaves_whisper_on_the_microphone(start_daemon, tmp_
     assert result["structuredContent"]["model"] == "tiny.en-q8_0"
     assert {"weather", "tomorrow"} <= set(words(result["structuredContent"]["text"]))
     assert "the live engine is unavailable" in d.log()
+
+
+def test_the_live_engine_and_the_turn_model_load_by_store_name(start_daemon, tmp_path):
+    """`hark models import` puts Moonshine and Smart Turn in a store; a
+    daemon on that store loads the live engine named `moonshine-tiny-en` and
+    the end-of-turn model by the default `stt.turn_model`, `smart-turn-v3.2`;
+    a name the store lacks, or one of another kind, is said in get_status,
+    and whisper hears the microphone."""
+    store = tmp_path / "models"
+    for source in (MOONSHINE, SMART_TURN):
+        r = subprocess.run([str(HARK), "models", "import", str(source), "--dir", str(store)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+    whisper = str(MODELS / "ggml-tiny.en-q8_0.bin")
+    d = start_daemon({"stt": {"models_dir": str(store), "model": whisper, "live_model": "moonshine-tiny-en"},
+                      "audio.vad": {"end_of_turn": "smart-turn"}})
+    c = LineClient.tcp(d)
+    c.initialize()
+    stt = status_of(c)["subsystems"]["stt"]
+    assert "live: ready, model moonshine-tiny-en (moonshine)" in stt, stt
+    assert "end of turn: smart-turn" in stt, stt
+    c.close()
+    assert str(store / "smart-turn-v3.2.onnx") in d.log(), "the default name found the store's file"
+
+    d = start_daemon({"stt": {"models_dir": str(store), "model": whisper, "live_model": "moonshine-base-en",
+                              "turn_model": "moonshine-tiny-en"},
+                      "audio.vad": {"end_of_turn": "smart-turn"}})
+    c = LineClient.tcp(d)
+    c.initialize()
+    stt = status_of(c)["subsystems"]["stt"]
+    c.close()
+    assert "live engine unavailable (no model named `moonshine-base-en`" in stt, stt
+    assert "installed: moonshine-tiny-en, smart-turn-v3.2" in stt and "whisper hears the microphone" in stt, stt
+    assert "the model `moonshine-tiny-en` is a moonshine model, not a smart-turn one" in stt, stt

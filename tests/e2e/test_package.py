@@ -35,6 +35,13 @@ VERSION = tomllib.loads((REPO / "Cargo.toml").read_text())["workspace"]["package
 ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), "amd64")
 MODEL = "tiny.en-q8_0"
 MODEL_FILE = f"ggml-{MODEL}.bin"
+# The live engine and the end-of-turn model appliance/setup-models installs.
+LIVE = "moonshine-tiny-en"
+LIVE_FILES = ["LICENSE", "decoder_model_merged.ort", "encoder_model.ort", "tokenizer.bin"]
+TURN = "smart-turn-v3.2"
+TURN_FILE = f"{TURN}.onnx"
+# Every model file the package ships, relative to the models directory.
+MODEL_FILES = [MODEL_FILE, TURN_FILE, *(f"{LIVE}/{f}" for f in LIVE_FILES)]
 VOICE = "en_US-joe-medium"
 # The Debian package that provides each library a Hark binary may need.
 LIBRARY_PACKAGES = {
@@ -193,7 +200,7 @@ def test_package_holds_the_binary_runtime_service_and_store_files(contents, root
         "/usr/lib/sysusers.d/hark.conf": "-rw-r--r--",
         "/usr/lib/tmpfiles.d/hark.conf": "-rw-r--r--",
         "/usr/lib/udev/rules.d/60-hark.rules": "-rw-r--r--",
-        f"/usr/share/hark/models/{MODEL_FILE}": "-rw-r--r--",
+        **{f"/usr/share/hark/models/{f}": "-rw-r--r--" for f in MODEL_FILES},
         "/usr/share/hark/models/manifest.json": "-rw-r--r--",
         f"/usr/share/hark/voices/{VOICE}.onnx": "-rw-r--r--",
         f"/usr/share/hark/voices/{VOICE}.onnx.json": "-rw-r--r--",
@@ -222,7 +229,7 @@ def test_packaged_files_are_the_repository_and_store_files(root):
         "usr/lib/tmpfiles.d/hark.conf": REPO / "systemd" / "hark.tmpfiles",
         "usr/lib/udev/rules.d/60-hark.rules": REPO / "systemd" / "60-hark.rules",
         "etc/hark/hark.toml": REPO / "image" / "deb" / "hark.toml",
-        f"usr/share/hark/models/{MODEL_FILE}": MODELS / MODEL_FILE,
+        **{f"usr/share/hark/models/{f}": MODELS / f for f in MODEL_FILES},
         f"usr/share/hark/voices/{VOICE}.onnx": VOICES / f"{VOICE}.onnx",
         f"usr/share/hark/voices/{VOICE}.onnx.json": VOICES / f"{VOICE}.onnx.json",
     }
@@ -243,21 +250,38 @@ def test_packaged_configuration_passes_config_check(root):
     assert "is valid" in check.stdout, check.stdout
 
 
-def test_packaged_manifest_describes_the_packaged_model(root):
-    """The model manifest lists exactly the shipped model with the packaged
-    file's checksum and size, and says where it came from without the build
+def test_packaged_manifest_describes_the_packaged_models(root):
+    """The model manifest lists exactly the shipped models, each with its
+    kind and the packaged files' checksums and sizes (every file of the
+    Moonshine directory), and says where each came from without the build
     machine's paths."""
     model_dir = root / "usr/share/hark/models"
     manifest = json.loads((model_dir / "manifest.json").read_text())
-    assert [m["name"] for m in manifest["models"]] == [MODEL], manifest
-    entry = manifest["models"][0]
-    assert entry["file"] == MODEL_FILE
-    assert entry["sha256"] == sha256(model_dir / MODEL_FILE)
-    assert entry["size"] == (model_dir / MODEL_FILE).stat().st_size
-    source = entry["source"]
-    assert source, entry
-    for leak in ("/root", "/tmp", "target/", "tests/", str(REPO)):
-        assert leak not in source, f"source {source!r} names a build machine path ({leak})"
+    entries = {m["name"]: m for m in manifest["models"]}
+    assert sorted(entries) == sorted([MODEL, LIVE, TURN]), manifest
+    assert manifest["version"] == 2, "kinds other than whisper need version 2"
+    expected = {MODEL: ("whisper", MODEL_FILE, "en"), LIVE: ("moonshine", LIVE, "en"), TURN: ("smart-turn", TURN_FILE, "any")}
+    for name, (kind, file, language) in expected.items():
+        entry = entries[name]
+        assert (entry.get("kind", "whisper"), entry["file"], entry["language"]) == (kind, file, language), entry
+        if kind == "moonshine":
+            assert [f["name"] for f in entry["files"]] == LIVE_FILES, entry
+            for f in entry["files"]:
+                path = model_dir / LIVE / f["name"]
+                assert (f["sha256"], f["size"]) == (sha256(path), path.stat().st_size), f
+            assert entry["size"] == sum(f["size"] for f in entry["files"])
+        else:
+            assert entry["sha256"] == sha256(model_dir / file)
+            assert entry["size"] == (model_dir / file).stat().st_size
+        source = entry["source"]
+        assert source, entry
+        for leak in ("/root", "/tmp", "target/", "tests/", str(REPO)):
+            assert leak not in source, f"source {source!r} names a build machine path ({leak})"
+    # The licences the models' terms require travel with them.
+    copyright = (root / "usr/share/doc/hark/copyright").read_text()
+    assert "Files: usr/share/hark/models/smart-turn-v3.2.onnx" in copyright
+    assert "License: BSD-2-Clause\n Redistribution and use" in copyright
+    assert (model_dir / LIVE / "LICENSE").read_text().startswith("MIT License")
 
 
 # --- 4. the account and the state directory -------------------------------------------
@@ -319,13 +343,15 @@ def test_tmpfiles_links_the_packaged_model_and_voice_into_the_stores(root, accou
         assert d.stat().st_uid == uid, f"{d} not owned by hark"
     links = {
         state / "models" / MODEL_FILE: f"/usr/share/hark/models/{MODEL_FILE}",
+        state / "models" / LIVE: f"/usr/share/hark/models/{LIVE}",
+        state / "models" / TURN_FILE: f"/usr/share/hark/models/{TURN_FILE}",
         state / "voices" / f"{VOICE}.onnx": f"/usr/share/hark/voices/{VOICE}.onnx",
         state / "voices" / f"{VOICE}.onnx.json": f"/usr/share/hark/voices/{VOICE}.onnx.json",
     }
     for link, target in links.items():
         assert link.is_symlink(), link
         assert os.readlink(link) == target
-        assert (root / target.lstrip("/")).is_file(), f"{target} is not in the package"
+        assert (root / target.lstrip("/")).exists(), f"{target} is not in the package"
     manifest = state / "models" / "manifest.json"
     assert manifest.is_file() and not manifest.is_symlink()
     assert manifest.read_bytes() == (root / "usr/share/hark/models/manifest.json").read_bytes()
@@ -335,10 +361,11 @@ def test_tmpfiles_links_the_packaged_model_and_voice_into_the_stores(root, accou
 
 def test_packaged_binary_serves_with_packaged_model_voice_and_runtime(root, tmp_path_factory, monkeypatch):
     """The packaged (stripped) binary starts through the harness on the
-    packaged ONNX Runtime (through its unversioned symlink), model and
-    voice: speech to text is ready on tiny.en-q8_0 and text to speech on the
-    piper voice, not the espeak-ng fallback. The packaged files are only
-    read."""
+    packaged ONNX Runtime (through its unversioned symlink), models and
+    voice: speech to text is ready on tiny.en-q8_0, the live engine on
+    Moonshine and the end of turn on Smart Turn (both by their store names),
+    and text to speech on the piper voice, not the espeak-ng fallback. The
+    packaged files are only read."""
     tmp = tmp_path_factory.mktemp("hark-deb")  # short: the Unix socket's path lives under it
     share = root / "usr/share/hark"
     before = sorted(p.relative_to(share) for p in share.rglob("*"))
@@ -354,7 +381,9 @@ def test_packaged_binary_serves_with_packaged_model_voice_and_runtime(root, tmp_
     daemon = Daemon(
         tmp / "hark",
         {
-            "stt": {"models_dir": str(share / "models")},
+            # Both off by default; named here to load the packaged ones.
+            "stt": {"models_dir": str(share / "models"), "live_model": LIVE, "turn_model": TURN},
+            "audio.vad": {"end_of_turn": "smart-turn"},
             "tts": {"onnxruntime": str(root / "usr/lib/hark/libonnxruntime.so"), "voices_dir": str(voices)},
         },
     ).start(timeout=60)
@@ -369,6 +398,8 @@ def test_packaged_binary_serves_with_packaged_model_voice_and_runtime(root, tmp_
     assert code == 0, daemon.log()
     assert subsystems["stt"].startswith("ready"), subsystems
     assert MODEL in subsystems["stt"], subsystems
+    assert f"live: ready, model {LIVE} (moonshine)" in subsystems["stt"], subsystems
+    assert "end of turn: smart-turn" in subsystems["stt"], subsystems
     assert "piper" in subsystems["tts"] and VOICE in subsystems["tts"], subsystems
     assert "espeak" not in subsystems["tts"], subsystems
     assert sorted(p.relative_to(share) for p in share.rglob("*")) == before, "the daemon wrote into /usr/share/hark"

@@ -1,15 +1,19 @@
-//! Hark's model store: the whisper models the appliance can load, in one
-//! directory (by default [`DEFAULT_DIR`], `/var/lib/hark/models`) with a
-//! manifest recording where each came from and its checksum.
+//! Hark's model store: the models the appliance can load, in one directory
+//! (by default [`DEFAULT_DIR`], `/var/lib/hark/models`) with a manifest
+//! recording where each came from and its checksums. Three kinds
+//! ([`ModelKind`], [`kind`]): whisper ggml files (`stt.model`), Moonshine
+//! directories (the live engine, `stt.live_model`) and Smart Turn ONNX
+//! files (the end-of-turn model, `stt.turn_model`).
 //!
-//! The daemon reads from it ([`Store::path`]); the CLI manages it:
+//! The daemon reads from it ([`resolve`], [`Store::path_of`]); the CLI
+//! manages it:
 //!
 //! | command | call |
 //! |---|---|
 //! | `hark models list` | [`Store::list`] (plus [`catalog::CATALOG`] for what can be fetched) |
 //! | `hark models fetch <name>` | [`fetch_catalog`], or [`fetch_request`] with [`FetchRequest::catalog`] and [`FetchOptions`] (`replace`, timeouts) |
 //! | `hark models fetch <name> --url <url> [--sha256 <hex>]` | [`fetch()`], or [`fetch_request`] with [`FetchRequest::url`] |
-//! | `hark models import <name> <file>` | [`Store::add_file`] with [`AddOptions::import`] (a converter's own output: [`Transfer::Move`]) |
+//! | `hark models import <path> [--name <name>]` | [`kind::sniff`], then [`Store::add`] with [`AddOptions::import`] (a converter's own output: [`Store::add_file`] with [`Transfer::Move`]) |
 //! | `hark models verify [<name>]` | [`Store::verify`], [`Store::verify_all`] |
 //! | `hark models remove <name>` | [`Store::remove`] |
 //!
@@ -26,19 +30,24 @@
 //! # The directory
 //!
 //! See [`store`] for the layout. Names ([`check_name`]) are 1–64 of
-//! `[A-Za-z0-9._-]`, not starting with a dot, without `..`; a model
-//! `<name>` lives in `ggml-<name>.bin`. Files are only ever put in place
-//! by a rename within the directory, and the manifest only ever replaced
-//! by one ([`manifest`]), so a power cut leaves the old state or the new,
-//! at worst with an unmanaged file that [`Store::list`] reports.
+//! `[A-Za-z0-9._-]`, not starting with a dot, without `..`; a whisper
+//! model `<name>` lives in `ggml-<name>.bin`, a Moonshine one in the
+//! directory `<name>/`, a Smart Turn one in `<name>.onnx`. Files and
+//! directories are only ever put in place by a rename within the
+//! directory, and the manifest only ever replaced by one ([`manifest`]),
+//! so a power cut leaves the old state or the new, at worst with an
+//! unmanaged file that [`Store::list`] reports.
 //!
 //! [`Store::list`] returns the manifest's entries and, separately, entries
 //! whose file is missing, downloads in progress (`<name>.part`), and
 //! unmanaged files (anything else that is not hidden).
 //!
-//! Every model is checked to be a whisper.cpp ggml file when it is added;
-//! its language (`en` or `multilingual`) and quantisation are read from
-//! its header ([`ggml`]), not guessed from its name.
+//! Every model is checked to be what it is added as: a whisper.cpp ggml
+//! file, whose language (`en` or `multilingual`) and quantisation are read
+//! from its header ([`ggml`]), not guessed from its name; a Moonshine
+//! directory with its three files in ONNX Runtime's format; an ONNX file
+//! for Smart Turn ([`kind`]). [`Store::verify`] checks every file of a
+//! directory model and names the ones that changed.
 //!
 //! # Downloads
 //!
@@ -62,6 +71,7 @@ pub mod catalog;
 pub mod fetch;
 pub mod ggml;
 pub mod hash;
+pub mod kind;
 pub mod manifest;
 mod name;
 pub mod store;
@@ -70,9 +80,10 @@ pub use fetch::{
     Downloaded, Expected, FetchError, FetchOptions, FetchRequest, Fetched, PartFile, Progress,
     ProgressEvent, Verification, fetch, fetch_catalog, fetch_request,
 };
-pub use manifest::{Language, ModelEntry};
+pub use kind::ModelKind;
+pub use manifest::{FileEntry, Language, ModelEntry};
 pub use name::{MAX_NAME_LEN, NameProblem, check_name};
 pub use store::{
-    AddOptions, DEFAULT_DIR, Listing, Partial, Store, StoreError, Transfer, VerifyOutcome,
-    VerifyReport,
+    AddOptions, DEFAULT_DIR, FileReport, Listing, Partial, Store, StoreError, Transfer,
+    VerifyOutcome, VerifyReport, resolve,
 };

@@ -5,13 +5,22 @@
 //! | file | what |
 //! |---|---|
 //! | `manifest.json` | one entry per installed model ([`crate::manifest`]) |
-//! | `ggml-<name>.bin` | an installed model |
+//! | `ggml-<name>.bin` | an installed whisper model |
+//! | `<name>/` | an installed Moonshine model (a directory) |
+//! | `<name>.onnx` | an installed Smart Turn model |
 //! | `<name>.part` | a download in progress; the next fetch resumes it |
-//! | `.*` | temporary files of an add or a manifest write in progress |
+//! | `.*` | temporary files and directories of an add or a manifest write in progress |
 //!
 //! Every operation re-reads the manifest, so the daemon sees what the CLI
 //! installed without a restart. Writers are not coordinated with each
 //! other: run one `hark models` command at a time (the daemon only reads).
+//!
+//! A directory model is copied file by file into a hidden temporary
+//! directory in the store, each file synced, then renamed into place in
+//! one step, so a failed or interrupted import leaves no half model under
+//! the model's name. Replacing one moves the old directory aside first (a
+//! rename cannot replace a directory that has files in it) and deletes it
+//! once the manifest names the new one.
 
 use std::{
     fmt, fs, io,
@@ -23,7 +32,10 @@ use tracing::{info, warn};
 use crate::{
     ggml::{self, HeaderProblem},
     hash::{self, CopyError, Digests},
-    manifest::{self, MANIFEST_FILE, Manifest, ManifestError, ModelEntry},
+    kind::{self, KindProblem, ModelKind},
+    manifest::{
+        self, FileEntry, Language, MANIFEST_FILE, Manifest, ManifestError, ModelEntry, files_digest,
+    },
     name::{NameProblem, check_name},
 };
 
@@ -74,6 +86,33 @@ pub enum StoreError {
         #[source]
         problem: HeaderProblem,
     },
+    /// The file or directory is not a model of the kind being added.
+    #[error("{path} is not a {kind} model: {problem}")]
+    NotOfKind {
+        path: PathBuf,
+        kind: ModelKind,
+        #[source]
+        problem: KindProblem,
+    },
+    /// A setting names an installed model of another kind (a whisper model
+    /// as the live engine, say).
+    #[error("the model `{name}` is a {kind} model, not a {wanted} one")]
+    WrongKind {
+        name: String,
+        kind: ModelKind,
+        wanted: ModelKind,
+    },
+    /// Another model already has the file name this one would get (names
+    /// of different kinds can meet: Moonshine `a.onnx`, Smart Turn `a`).
+    #[error("{path} already belongs to the model `{owner}`; choose another name")]
+    FileTaken { path: PathBuf, owner: String },
+    /// A directory of the new model's name is there but not in the
+    /// manifest: copied in by hand, or left by an import cut short between
+    /// its rename and its manifest entry. It is not Hark's to delete.
+    #[error(
+        "{path} is already there but not in the manifest; move it aside, or replace it explicitly"
+    )]
+    InTheWay { path: PathBuf },
     /// Reading a model file failed.
     #[error("cannot read {path}: {source}")]
     Read {
@@ -98,7 +137,8 @@ fn installed_list(installed: &[String]) -> String {
     }
 }
 
-/// How [`Store::add_file`] takes the file in.
+/// How [`Store::add_file`] takes the file in. A directory model is always
+/// copied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transfer {
     /// Rename the file into the store (a copy and delete when it is on
@@ -157,8 +197,25 @@ pub struct Partial {
 #[derive(Debug)]
 pub struct VerifyReport {
     pub name: String,
+    /// The model's file, or directory.
     pub path: PathBuf,
     /// What the manifest says.
+    pub expected_size: u64,
+    pub expected_sha256: String,
+    /// The file's outcome; a directory model's is `Missing` when the
+    /// directory is gone, else `Ok`, and its files' are in `files`.
+    pub outcome: VerifyOutcome,
+    /// A directory model's files, each checked, in name order; empty for a
+    /// one-file model or a missing directory.
+    pub files: Vec<FileReport>,
+}
+
+/// One file of a directory model, checked against the manifest.
+#[derive(Debug)]
+pub struct FileReport {
+    /// Its name in the model's directory.
+    pub file: String,
+    pub path: PathBuf,
     pub expected_size: u64,
     pub expected_sha256: String,
     pub outcome: VerifyOutcome,
@@ -180,40 +237,92 @@ pub enum VerifyOutcome {
 }
 
 impl VerifyReport {
-    /// The file is there and matches the manifest.
+    /// The model is there and every file matches the manifest.
     pub fn is_ok(&self) -> bool {
-        matches!(self.outcome, VerifyOutcome::Ok)
+        self.outcome.is_ok() && self.files.iter().all(|f| f.outcome.is_ok())
+    }
+
+    /// The files of a directory model that failed, in name order.
+    pub fn failed_files(&self) -> impl Iterator<Item = &FileReport> {
+        self.files.iter().filter(|f| !f.outcome.is_ok())
+    }
+}
+
+impl VerifyOutcome {
+    pub fn is_ok(&self) -> bool {
+        matches!(self, VerifyOutcome::Ok)
+    }
+}
+
+/// `<label>: ok (…)`, `<label>: CORRUPT: …` and so on, for a model or one
+/// file of one.
+fn describe(
+    f: &mut fmt::Formatter<'_>,
+    label: &str,
+    path: &Path,
+    expected_size: u64,
+    expected_sha256: &str,
+    outcome: &VerifyOutcome,
+) -> fmt::Result {
+    let path = path.display();
+    match outcome {
+        VerifyOutcome::Ok => write!(
+            f,
+            "{label}: ok ({expected_size} bytes, sha256 {expected_sha256})"
+        ),
+        VerifyOutcome::Missing => write!(f, "{label}: MISSING: {path} is not there"),
+        VerifyOutcome::SizeMismatch { actual } => write!(
+            f,
+            "{label}: CORRUPT: {path} is {actual} bytes, the manifest says {expected_size}"
+        ),
+        VerifyOutcome::HashMismatch { actual_sha256 } => write!(
+            f,
+            "{label}: CORRUPT: {path} has sha256 {actual_sha256}, the manifest says {expected_sha256}"
+        ),
+        VerifyOutcome::Unreadable(e) => write!(f, "{label}: UNREADABLE: {path}: {e}"),
     }
 }
 
 impl fmt::Display for VerifyReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = &self.name;
-        match &self.outcome {
-            VerifyOutcome::Ok => write!(
+        if self.files.is_empty() {
+            return describe(
                 f,
-                "{name}: ok ({} bytes, sha256 {})",
-                self.expected_size, self.expected_sha256
-            ),
-            VerifyOutcome::Missing => {
-                write!(f, "{name}: MISSING: {} is not there", self.path.display())
-            }
-            VerifyOutcome::SizeMismatch { actual } => write!(
-                f,
-                "{name}: CORRUPT: {} is {actual} bytes, the manifest says {}",
-                self.path.display(),
-                self.expected_size
-            ),
-            VerifyOutcome::HashMismatch { actual_sha256 } => write!(
-                f,
-                "{name}: CORRUPT: {} has sha256 {actual_sha256}, the manifest says {}",
-                self.path.display(),
-                self.expected_sha256
-            ),
-            VerifyOutcome::Unreadable(e) => {
-                write!(f, "{name}: UNREADABLE: {}: {e}", self.path.display())
-            }
+                name,
+                &self.path,
+                self.expected_size,
+                &self.expected_sha256,
+                &self.outcome,
+            );
         }
+        let failed = self.failed_files().count();
+        if failed == 0 {
+            return write!(
+                f,
+                "{name}: ok ({} files, {} bytes, sha256 {})",
+                self.files.len(),
+                self.expected_size,
+                self.expected_sha256
+            );
+        }
+        write!(
+            f,
+            "{name}: CORRUPT: {failed} of its {} files differ from the manifest",
+            self.files.len()
+        )?;
+        for file in self.failed_files() {
+            f.write_str("\n  ")?;
+            describe(
+                f,
+                &file.file,
+                &file.path,
+                file.expected_size,
+                &file.expected_sha256,
+                &file.outcome,
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -316,12 +425,17 @@ impl Store {
             .ok_or_else(|| self.not_found(name, &manifest))
     }
 
-    /// The path of `name`'s file, which exists (it is not hashed; see
-    /// [`Store::verify`]).
+    /// The path of `name`'s file (or directory), which exists (it is not
+    /// hashed; see [`Store::verify`]).
     pub fn path(&self, name: &str) -> Result<PathBuf, StoreError> {
         let entry = self.get(name)?;
         let path = self.dir.join(&entry.file);
-        if !path.is_file() {
+        let there = if entry.kind.is_dir() {
+            path.is_dir()
+        } else {
+            path.is_file()
+        };
+        if !there {
             return Err(StoreError::FileMissing {
                 name: entry.name,
                 path,
@@ -330,27 +444,74 @@ impl Store {
         Ok(path)
     }
 
-    /// Adds the model file at `src` as `name`: checks it is a whisper.cpp
-    /// model (language and quantisation come from its header), computes
-    /// its SHA-256 and size, moves or copies it in under
-    /// `ggml-<name>.bin` with a rename, then records it in the manifest.
-    ///
-    /// An installed model of the same name is an error unless
-    /// `options.replace` is set.
+    /// [`Store::path`] of a model that must be of `kind`.
+    pub fn path_of(&self, name: &str, kind: ModelKind) -> Result<PathBuf, StoreError> {
+        let entry = self.get(name)?;
+        if entry.kind != kind {
+            return Err(StoreError::WrongKind {
+                name: entry.name,
+                kind: entry.kind,
+                wanted: kind,
+            });
+        }
+        self.path(name)
+    }
+
+    /// Adds the whisper.cpp model file at `src` as `name`: [`Store::add`]
+    /// with [`ModelKind::Whisper`].
     pub fn add_file(
         &self,
         name: &str,
         src: &Path,
         options: &AddOptions,
     ) -> Result<ModelEntry, StoreError> {
+        self.add(ModelKind::Whisper, name, src, options)
+    }
+
+    /// Adds the model at `src` (a file, or for Moonshine a directory) as
+    /// `name`: checks it is a model of `kind` (a whisper file's language
+    /// and quantisation come from its header), computes SHA-256 and size of
+    /// each file on the way in, puts it in place under
+    /// [`ModelKind::file_name`] with a rename, then records it in the
+    /// manifest. A Moonshine directory brings its three files and its
+    /// licence, if it has one ([`kind::moonshine_files`]).
+    ///
+    /// An installed model of the same name is an error unless
+    /// `options.replace` is set.
+    pub fn add(
+        &self,
+        kind: ModelKind,
+        name: &str,
+        src: &Path,
+        options: &AddOptions,
+    ) -> Result<ModelEntry, StoreError> {
         checked(name)?;
-        self.refuse_overwrite(name, options.replace)?;
-        // Header first: refusing a 500 MB web page should not take a copy.
-        let header = ggml::read_header(src).map_err(|problem| StoreError::NotAModel {
-            path: src.to_owned(),
-            problem,
-        })?;
-        let dest = self.dir.join(file_name(name));
+        let dest = self.dir.join(kind.file_name(name));
+        self.refuse_taken(name, &dest, options.replace)?;
+        // Content first: refusing a 500 MB web page should not take a copy.
+        let facts = facts(kind, src)?;
+        if kind.is_dir() {
+            let (files, aside) = self.copy_dir_in(name, src, &dest)?;
+            let digests = Digests {
+                sha256: files_digest(&files),
+                sha1: None,
+                md5: None,
+                size: files.iter().map(|f| f.size).sum(),
+            };
+            let installed = Installed {
+                kind,
+                facts,
+                digests,
+                files,
+            };
+            // Should the manifest write fail, the old model stays aside
+            // (hidden) rather than be deleted with nothing recording the new.
+            let entry = self.record(name, &dest, installed, &options.source)?;
+            if let Some(aside) = aside {
+                remove_if_present(&aside)?;
+            }
+            return Ok(entry);
+        }
         let digests = match options.transfer {
             Transfer::Copy => self.copy_in(src, &dest)?,
             Transfer::Move => {
@@ -379,7 +540,13 @@ impl Store {
                 }
             }
         };
-        self.record(name, &dest, &digests, header, &options.source)
+        let installed = Installed {
+            kind,
+            facts,
+            digests,
+            files: Vec::new(),
+        };
+        self.record(name, &dest, installed, &options.source)
     }
 
     /// Installs a file that is already in the models directory and whose
@@ -393,17 +560,21 @@ impl Store {
         replace: bool,
     ) -> Result<ModelEntry, StoreError> {
         checked(name)?;
-        self.refuse_overwrite(name, replace)?;
-        let header = ggml::read_header(part).map_err(|problem| StoreError::NotAModel {
-            path: part.to_owned(),
-            problem,
-        })?;
-        let dest = self.dir.join(file_name(name));
+        let kind = ModelKind::Whisper;
+        let dest = self.dir.join(kind.file_name(name));
+        self.refuse_taken(name, &dest, replace)?;
+        let facts = facts(kind, part)?;
         fs::rename(part, &dest).map_err(|source| StoreError::Write {
             path: dest.clone(),
             source,
         })?;
-        self.record(name, &dest, digests, header, source)
+        let installed = Installed {
+            kind,
+            facts,
+            digests: digests.clone(),
+            files: Vec::new(),
+        };
+        self.record(name, &dest, installed, source)
     }
 
     pub(crate) fn refuse_overwrite(&self, name: &str, replace: bool) -> Result<(), StoreError> {
@@ -413,6 +584,119 @@ impl Store {
             });
         }
         Ok(())
+    }
+
+    /// [`Store::refuse_overwrite`], and `dest` is no other model's, nor an
+    /// unmanaged directory (a file there is replaced by the rename, as a
+    /// download always has).
+    fn refuse_taken(&self, name: &str, dest: &Path, replace: bool) -> Result<(), StoreError> {
+        let manifest = self.manifest()?;
+        let installed = manifest.models.contains_key(name);
+        if installed && !replace {
+            return Err(StoreError::Exists {
+                name: name.to_owned(),
+            });
+        }
+        let file = dest.file_name().and_then(|f| f.to_str()).unwrap_or("");
+        if let Some(owner) = manifest
+            .models
+            .values()
+            .find(|e| e.file == file && e.name != name)
+        {
+            return Err(StoreError::FileTaken {
+                path: dest.to_owned(),
+                owner: owner.name.clone(),
+            });
+        }
+        let unmanaged_dir = !installed && fs::symlink_metadata(dest).is_ok_and(|m| m.is_dir());
+        if unmanaged_dir && !replace {
+            return Err(StoreError::InTheWay {
+                path: dest.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Copies the model directory `src` into a temporary directory in the
+    /// store, hashing each file, then renames it to `dest`; an old `dest`
+    /// is moved aside first and returned for the caller to delete once the
+    /// manifest no longer names it. Nothing is left behind on failure.
+    fn copy_dir_in(
+        &self,
+        name: &str,
+        src: &Path,
+        dest: &Path,
+    ) -> Result<(Vec<FileEntry>, Option<PathBuf>), StoreError> {
+        let pid = std::process::id();
+        let tmp = self.dir.join(format!(".{name}.{pid}.tmp"));
+        let aside = self.dir.join(format!(".{name}.{pid}.old"));
+        // A crashed import of a process with the same id left these.
+        remove_if_present(&tmp)?;
+        remove_if_present(&aside)?;
+        let write = |path: &Path| {
+            let path = path.to_owned();
+            move |source| StoreError::Write { path, source }
+        };
+        let names = kind::moonshine_files(src).map_err(|source| StoreError::Read {
+            path: src.to_owned(),
+            source,
+        })?;
+        fs::create_dir(&tmp).map_err(write(&tmp))?;
+        let copied = (|| {
+            let mut files = Vec::with_capacity(names.len());
+            for file in names {
+                let digests = hash::copy_file_hashed(&src.join(&file), &tmp.join(&file)).map_err(
+                    |e| match e {
+                        CopyError::Read(source) => StoreError::Read {
+                            path: src.join(&file),
+                            source,
+                        },
+                        CopyError::Write(source) => StoreError::Write {
+                            path: tmp.join(&file),
+                            source,
+                        },
+                    },
+                )?;
+                files.push(FileEntry {
+                    name: file,
+                    size: digests.size,
+                    sha256: digests.sha256,
+                });
+            }
+            files.sort_by(|a, b| a.name.cmp(&b.name));
+            manifest::sync_dir(&tmp).map_err(write(&tmp))?;
+            Ok(files)
+        })();
+        let files = match copied {
+            Ok(files) => files,
+            Err(e) => {
+                let _ = fs::remove_dir_all(&tmp);
+                return Err(e);
+            }
+        };
+        let moved_aside = match fs::rename(dest, &aside) {
+            Ok(()) => true,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+            Err(source) => {
+                let _ = fs::remove_dir_all(&tmp);
+                return Err(StoreError::Write {
+                    path: dest.to_owned(),
+                    source,
+                });
+            }
+        };
+        if let Err(source) = fs::rename(&tmp, dest) {
+            let _ = fs::remove_dir_all(&tmp);
+            if moved_aside {
+                // Put the old model back rather than leave none.
+                let _ = fs::rename(&aside, dest);
+            }
+            return Err(StoreError::Write {
+                path: dest.to_owned(),
+                source,
+            });
+        }
+        Ok((files, moved_aside.then_some(aside)))
     }
 
     /// Copies `src` to a temporary file in the store, hashing it on the
@@ -447,26 +731,33 @@ impl Store {
         result
     }
 
-    /// Writes the manifest entry for a file now at `dest`.
+    /// Writes the manifest entry for a model now at `dest`.
     fn record(
         &self,
         name: &str,
         dest: &Path,
-        digests: &Digests,
-        header: ggml::Header,
+        installed: Installed,
         source: &str,
     ) -> Result<ModelEntry, StoreError> {
         manifest::sync_dir(&self.dir).map_err(|source| StoreError::Write {
             path: self.dir.clone(),
             source,
         })?;
+        let Installed {
+            kind,
+            facts,
+            digests,
+            files,
+        } = installed;
         let entry = ModelEntry {
             name: name.to_owned(),
-            file: file_name(name),
+            kind,
+            file: kind.file_name(name),
             sha256: digests.sha256.clone(),
             size: digests.size,
-            language: header.language,
-            quantisation: header.quantisation,
+            language: facts.language,
+            quantisation: facts.quantisation,
+            files,
             source: source.to_owned(),
             added: manifest::now_rfc3339(),
         };
@@ -503,36 +794,51 @@ impl Store {
 
     fn verify_entry(&self, entry: ModelEntry) -> VerifyReport {
         let path = self.dir.join(&entry.file);
-        let outcome = match fs::metadata(&path) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => VerifyOutcome::Missing,
-            Err(e) => VerifyOutcome::Unreadable(e),
-            Ok(meta) if meta.len() != entry.size => {
-                VerifyOutcome::SizeMismatch { actual: meta.len() }
+        let (outcome, files) = if entry.kind.is_dir() {
+            match fs::metadata(&path) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    (VerifyOutcome::Missing, Vec::new())
+                }
+                Err(e) => (VerifyOutcome::Unreadable(e), Vec::new()),
+                Ok(_) => {
+                    let files = entry
+                        .files
+                        .iter()
+                        .map(|f| {
+                            let file_path = path.join(&f.name);
+                            FileReport {
+                                outcome: check_file(&file_path, f.size, &f.sha256),
+                                file: f.name.clone(),
+                                path: file_path,
+                                expected_size: f.size,
+                                expected_sha256: f.sha256.clone(),
+                            }
+                        })
+                        .collect();
+                    (VerifyOutcome::Ok, files)
+                }
             }
-            Ok(_) => match hash::hash_file(&path) {
-                Err(e) => VerifyOutcome::Unreadable(e),
-                Ok(d) if d.sha256 == entry.sha256 && d.size == entry.size => VerifyOutcome::Ok,
-                Ok(d) if d.size != entry.size => VerifyOutcome::SizeMismatch { actual: d.size },
-                Ok(d) => VerifyOutcome::HashMismatch {
-                    actual_sha256: d.sha256,
-                },
-            },
+        } else {
+            (check_file(&path, entry.size, &entry.sha256), Vec::new())
         };
-        if !matches!(outcome, VerifyOutcome::Ok) {
-            warn!(model = %entry.name, file = %path.display(), "model failed verification");
-        }
-        VerifyReport {
+        let report = VerifyReport {
             name: entry.name,
             path,
             expected_size: entry.size,
             expected_sha256: entry.sha256,
             outcome,
+            files,
+        };
+        if !report.is_ok() {
+            let failed: Vec<&str> = report.failed_files().map(|f| f.file.as_str()).collect();
+            warn!(model = %report.name, path = %report.path.display(), files = ?failed, "model failed verification");
         }
+        report
     }
 
-    /// Deletes `name`: its manifest entry first, then its file, so a crash
-    /// in between leaves an unmanaged file rather than an entry without
-    /// one. Returns the entry removed.
+    /// Deletes `name`: its manifest entry first, then its file (or
+    /// directory), so a crash in between leaves an unmanaged file rather
+    /// than an entry without one. Returns the entry removed.
     pub fn remove(&self, name: &str) -> Result<ModelEntry, StoreError> {
         checked(name)?;
         let mut manifest = self.manifest()?;
@@ -554,9 +860,101 @@ impl Store {
 
 const PART_SUFFIX: &str = ".part";
 
-/// The file name a model gets in the store, whisper.cpp's convention.
+/// The file name a whisper model gets in the store, whisper.cpp's
+/// convention ([`ModelKind::file_name`] for every kind).
 pub fn file_name(name: &str) -> String {
-    format!("ggml-{name}.bin")
+    ModelKind::Whisper.file_name(name)
+}
+
+/// Where a model setting (`stt.model`, `stt.live_model`, `stt.turn_model`)
+/// points: `value` is a path if it contains a slash, else the name of a
+/// model of `kind` installed in the store at `models_dir`. A name the
+/// manifest does not know still finds a model put there by hand under the
+/// store's file name for it (how the live engine was installed before the
+/// store knew Moonshine). Reads only: a missing `models_dir` is not made.
+pub fn resolve(models_dir: &Path, value: &str, kind: ModelKind) -> Result<PathBuf, StoreError> {
+    if value.contains('/') {
+        return Ok(PathBuf::from(value));
+    }
+    checked(value)?;
+    let by_hand = models_dir.join(kind.file_name(value));
+    let found = if models_dir.is_dir() {
+        Store::open(models_dir).and_then(|store| store.path_of(value, kind))
+    } else {
+        Err(StoreError::NotFound {
+            name: value.to_owned(),
+            dir: models_dir.to_owned(),
+            installed: Vec::new(),
+        })
+    };
+    match found {
+        Err(StoreError::NotFound { .. } | StoreError::Manifest(_)) if by_hand.exists() => {
+            Ok(by_hand)
+        }
+        found => found,
+    }
+}
+
+/// What an added model's content says about it.
+struct Facts {
+    language: Language,
+    quantisation: String,
+}
+
+/// A model in place in the store, about to be recorded.
+struct Installed {
+    kind: ModelKind,
+    facts: Facts,
+    digests: Digests,
+    files: Vec<FileEntry>,
+}
+
+/// Checks that `src` is a model of `kind` and reads what it says.
+fn facts(kind: ModelKind, src: &Path) -> Result<Facts, StoreError> {
+    match kind {
+        ModelKind::Whisper => {
+            let header = ggml::read_header(src).map_err(|problem| StoreError::NotAModel {
+                path: src.to_owned(),
+                problem,
+            })?;
+            Ok(Facts {
+                language: header.language,
+                quantisation: header.quantisation,
+            })
+        }
+        ModelKind::Moonshine | ModelKind::SmartTurn => {
+            kind::check(kind, src).map_err(|problem| StoreError::NotOfKind {
+                path: src.to_owned(),
+                kind,
+                problem,
+            })?;
+            Ok(Facts {
+                language: if kind == ModelKind::Moonshine {
+                    Language::En
+                } else {
+                    Language::Any
+                },
+                quantisation: String::new(),
+            })
+        }
+    }
+}
+
+/// Compares the file at `path` with the manifest's size and SHA-256.
+fn check_file(path: &Path, size: u64, sha256: &str) -> VerifyOutcome {
+    match fs::metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => VerifyOutcome::Missing,
+        Err(e) => VerifyOutcome::Unreadable(e),
+        Ok(meta) if meta.len() != size => VerifyOutcome::SizeMismatch { actual: meta.len() },
+        Ok(_) => match hash::hash_file(path) {
+            Err(e) => VerifyOutcome::Unreadable(e),
+            Ok(d) if d.sha256 == sha256 && d.size == size => VerifyOutcome::Ok,
+            Ok(d) if d.size != size => VerifyOutcome::SizeMismatch { actual: d.size },
+            Ok(d) => VerifyOutcome::HashMismatch {
+                actual_sha256: d.sha256,
+            },
+        },
+    }
 }
 
 fn checked(name: &str) -> Result<(), StoreError> {
@@ -570,8 +968,15 @@ fn sync_file(path: &Path) -> io::Result<()> {
     fs::File::open(path)?.sync_all()
 }
 
+/// Deletes a file, or a directory with what is in it; a symbolic link is
+/// deleted itself, never followed (the package links its models into the
+/// store from /usr/share/hark).
 fn remove_if_present(path: &Path) -> Result<(), StoreError> {
-    match fs::remove_file(path) {
+    let removed = match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => fs::remove_dir_all(path),
+        _ => fs::remove_file(path),
+    };
+    match removed {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(source) => Err(StoreError::Write {

@@ -4,10 +4,12 @@ mod common;
 
 use std::{fs, path::Path};
 
-use common::{EN_VOCAB, F16, MULTI_VOCAB, Q8_0, dir_names, fake_model, sha256_hex};
+use common::{EN_VOCAB, F16, MULTI_VOCAB, Q8_0, dir_names, fake_model, noise, sha256_hex};
 use hark_models::{
-    AddOptions, Language, NameProblem, Store, StoreError, Transfer, VerifyOutcome,
-    manifest::ManifestError,
+    AddOptions, Language, ModelEntry, ModelKind, NameProblem, Store, StoreError, Transfer,
+    VerifyOutcome,
+    manifest::{ManifestError, files_digest},
+    resolve,
 };
 
 const LEN: usize = 400_000;
@@ -395,4 +397,333 @@ fn list_reports_partial_and_unmanaged_files() {
         [store.dir().join("ggml-hand-copied.bin")]
     );
     assert!(listing.missing.is_empty());
+}
+
+/// A Moonshine directory as moonshine-voice ships it (the `.ort` files
+/// start with ONNX Runtime's FlatBuffer identifier), its licence beside
+/// the weights, a sample clip that is not part of the model.
+fn moonshine_dir(dir: &Path, seed: u32) -> std::path::PathBuf {
+    let src = dir.join(format!("tiny-en-{seed}"));
+    fs::create_dir_all(&src).unwrap();
+    for (file, len) in [
+        ("encoder_model.ort", 30_000),
+        ("decoder_model_merged.ort", 70_000),
+    ] {
+        let mut bytes = vec![0x14, 0, 0, 0];
+        bytes.extend_from_slice(b"ORTM");
+        bytes.extend(noise(len, seed));
+        fs::write(src.join(file), bytes).unwrap();
+    }
+    fs::write(src.join("tokenizer.bin"), noise(2_000, seed + 1)).unwrap();
+    fs::write(src.join("LICENSE"), b"MIT License\n").unwrap();
+    fs::write(src.join("beckett.wav"), b"RIFF....WAVE").unwrap();
+    src
+}
+
+/// Adds `src` as the user's own files are added (a copy).
+fn import(
+    store: &Store,
+    kind: ModelKind,
+    name: &str,
+    src: &Path,
+) -> Result<ModelEntry, StoreError> {
+    store.add(kind, name, src, &AddOptions::import(src))
+}
+
+fn smart_turn_file(dir: &Path, seed: u32) -> std::path::PathBuf {
+    let path = dir.join("smart-turn-v3.2-cpu.onnx");
+    let mut bytes = b"\x08\x0a\x12\x0donnx.quantize".to_vec();
+    bytes.extend(noise(50_000, seed));
+    fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[test]
+fn a_directory_model_is_added_listed_verified_and_removed() {
+    let (dir, store) = store();
+    let src = moonshine_dir(dir.path(), 20);
+    let entry = import(&store, ModelKind::Moonshine, "moonshine-tiny-en", &src).unwrap();
+    assert_eq!(entry.kind, ModelKind::Moonshine);
+    assert_eq!(entry.file, "moonshine-tiny-en");
+    assert_eq!(entry.language, Language::En);
+    let names: Vec<&str> = entry.files.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "LICENSE",
+            "decoder_model_merged.ort",
+            "encoder_model.ort",
+            "tokenizer.bin"
+        ]
+    );
+    for f in &entry.files {
+        let bytes = fs::read(src.join(&f.name)).unwrap();
+        assert_eq!(
+            (f.size, f.sha256.as_str()),
+            (bytes.len() as u64, sha256_hex(&bytes).as_str())
+        );
+    }
+    assert_eq!(entry.size, entry.files.iter().map(|f| f.size).sum::<u64>());
+    assert_eq!(entry.sha256, files_digest(&entry.files));
+
+    // In place under its name, without the sample clip or a temporary.
+    let path = store.path("moonshine-tiny-en").unwrap();
+    assert_eq!(path, store.dir().join("moonshine-tiny-en"));
+    assert_eq!(
+        dir_names(&path),
+        [
+            "LICENSE",
+            "decoder_model_merged.ort",
+            "encoder_model.ort",
+            "tokenizer.bin"
+        ]
+    );
+    assert_eq!(
+        dir_names(store.dir()),
+        ["manifest.json", "moonshine-tiny-en"]
+    );
+    let listing = store.list().unwrap();
+    assert_eq!(listing.models, std::slice::from_ref(&entry));
+    assert!(listing.missing.is_empty() && listing.unmanaged.is_empty());
+    assert_eq!(
+        Store::open(store.dir())
+            .unwrap()
+            .get("moonshine-tiny-en")
+            .unwrap(),
+        entry,
+        "read back by another process"
+    );
+
+    let report = store.verify("moonshine-tiny-en").unwrap();
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.files.len(), 4);
+    assert!(report.to_string().contains("ok (4 files"), "{report}");
+
+    let removed = store.remove("moonshine-tiny-en").unwrap();
+    assert_eq!(removed, entry);
+    assert!(!path.exists());
+    assert_eq!(dir_names(store.dir()), ["manifest.json"]);
+    assert!(src.join("encoder_model.ort").is_file(), "the source stays");
+}
+
+#[test]
+fn verify_names_each_changed_or_missing_file_of_a_directory_model() {
+    let (dir, store) = store();
+    let src = moonshine_dir(dir.path(), 21);
+    import(&store, ModelKind::Moonshine, "m", &src).unwrap();
+    let path = store.path("m").unwrap();
+
+    // One bit of the decoder: same size, another hash.
+    let decoder = path.join("decoder_model_merged.ort");
+    let mut bytes = fs::read(&decoder).unwrap();
+    bytes[40_000] ^= 0x01;
+    fs::write(&decoder, &bytes).unwrap();
+    let report = store.verify("m").unwrap();
+    assert!(!report.is_ok());
+    let failed: Vec<(&str, &VerifyOutcome)> = report
+        .failed_files()
+        .map(|f| (f.file.as_str(), &f.outcome))
+        .collect();
+    assert!(
+        matches!(failed.as_slice(), [("decoder_model_merged.ort", VerifyOutcome::HashMismatch { actual_sha256 })] if *actual_sha256 == sha256_hex(&bytes)),
+        "{failed:?}"
+    );
+    let text = report.to_string();
+    assert!(
+        text.contains("1 of its 4 files") && text.contains("decoder_model_merged.ort: CORRUPT"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("tokenizer.bin"),
+        "only the failed files: {text}"
+    );
+
+    fs::remove_file(path.join("tokenizer.bin")).unwrap();
+    let report = store.verify("m").unwrap();
+    let failed: Vec<&str> = report.failed_files().map(|f| f.file.as_str()).collect();
+    assert_eq!(failed, ["decoder_model_merged.ort", "tokenizer.bin"]);
+    assert!(
+        report.to_string().contains("tokenizer.bin: MISSING"),
+        "{report}"
+    );
+    assert!(!store.verify_all().unwrap()[0].is_ok());
+
+    fs::remove_dir_all(&path).unwrap();
+    let report = store.verify("m").unwrap();
+    assert!(matches!(report.outcome, VerifyOutcome::Missing) && report.files.is_empty());
+    assert_eq!(store.list().unwrap().missing, ["m"]);
+    assert!(matches!(
+        store.path("m"),
+        Err(StoreError::FileMissing { .. })
+    ));
+    // Removing what is left of it works too.
+    store.remove("m").unwrap();
+    assert!(store.list().unwrap().models.is_empty());
+}
+
+#[test]
+fn a_directory_that_is_not_a_moonshine_model_leaves_nothing_behind() {
+    let (dir, store) = store();
+    let src = moonshine_dir(dir.path(), 22);
+    fs::remove_file(src.join("decoder_model_merged.ort")).unwrap();
+    let err = import(&store, ModelKind::Moonshine, "m", &src).unwrap_err();
+    assert!(matches!(err, StoreError::NotOfKind { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("decoder_model_merged.ort"),
+        "{err}"
+    );
+
+    let src = moonshine_dir(dir.path(), 23);
+    fs::write(src.join("encoder_model.ort"), b"<html>404</html>").unwrap();
+    let err = import(&store, ModelKind::Moonshine, "m", &src).unwrap_err();
+    assert!(err.to_string().contains("encoder_model.ort"), "{err}");
+    assert!(
+        dir_names(store.dir()).is_empty(),
+        "no half model, no temporary"
+    );
+}
+
+#[test]
+fn a_directory_model_is_replaced_only_when_asked() {
+    let (dir, store) = store();
+    let one = moonshine_dir(dir.path(), 24);
+    let two = moonshine_dir(dir.path(), 25);
+    let first = import(&store, ModelKind::Moonshine, "m", &one).unwrap();
+    let err = import(&store, ModelKind::Moonshine, "m", &two).unwrap_err();
+    assert!(matches!(err, StoreError::Exists { .. }), "{err:?}");
+    assert_eq!(store.get("m").unwrap(), first);
+
+    let replace = AddOptions {
+        replace: true,
+        ..AddOptions::import(&two)
+    };
+    let second = store
+        .add(ModelKind::Moonshine, "m", &two, &replace)
+        .unwrap();
+    assert_ne!(second.sha256, first.sha256);
+    assert!(store.verify("m").unwrap().is_ok());
+    assert_eq!(
+        fs::read(store.path("m").unwrap().join("tokenizer.bin")).unwrap(),
+        fs::read(two.join("tokenizer.bin")).unwrap()
+    );
+    assert_eq!(
+        dir_names(store.dir()),
+        ["m", "manifest.json"],
+        "the old one is gone"
+    );
+}
+
+#[test]
+fn an_unmanaged_directory_is_not_overwritten() {
+    let (dir, store) = store();
+    let src = moonshine_dir(dir.path(), 26);
+    let by_hand = store.dir().join("m");
+    fs::create_dir(&by_hand).unwrap();
+    fs::write(by_hand.join("notes"), b"mine").unwrap();
+    let err = import(&store, ModelKind::Moonshine, "m", &src).unwrap_err();
+    assert!(
+        matches!(&err, StoreError::InTheWay { path } if *path == by_hand),
+        "{err:?}"
+    );
+    assert_eq!(fs::read(by_hand.join("notes")).unwrap(), b"mine");
+    assert_eq!(store.list().unwrap().unmanaged, [by_hand]);
+}
+
+#[test]
+fn a_smart_turn_file_is_added_as_any_language() {
+    let (dir, store) = store();
+    let src = smart_turn_file(dir.path(), 27);
+    let entry = import(&store, ModelKind::SmartTurn, "smart-turn-v3.2", &src).unwrap();
+    assert_eq!(
+        (entry.kind, entry.file.as_str(), entry.language),
+        (ModelKind::SmartTurn, "smart-turn-v3.2.onnx", Language::Any)
+    );
+    assert_eq!(entry.sha256, sha256_hex(&fs::read(&src).unwrap()));
+    assert!(entry.files.is_empty());
+    assert_eq!(
+        store
+            .path_of("smart-turn-v3.2", ModelKind::SmartTurn)
+            .unwrap(),
+        store.dir().join("smart-turn-v3.2.onnx")
+    );
+    let err = store
+        .path_of("smart-turn-v3.2", ModelKind::Moonshine)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("`smart-turn-v3.2` is a smart-turn model, not a moonshine one"),
+        "{err}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&fs::read(store.dir().join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(json["version"], 2);
+    assert_eq!(json["models"][0]["language"], "any");
+
+    let empty = dir.path().join("empty.onnx");
+    fs::write(&empty, b"").unwrap();
+    let err = import(&store, ModelKind::SmartTurn, "t", &empty).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("is not a smart-turn model: it is empty"),
+        "{err}"
+    );
+
+    // Kinds share the directory: Moonshine `a.onnx` would be Smart Turn
+    // `a`'s file.
+    import(&store, ModelKind::SmartTurn, "a", &src).unwrap();
+    let moon = moonshine_dir(dir.path(), 28);
+    let err = import(&store, ModelKind::Moonshine, "a.onnx", &moon).unwrap_err();
+    assert!(
+        matches!(&err, StoreError::FileTaken { owner, .. } if owner == "a"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn settings_resolve_by_name_by_path_and_by_hand() {
+    let (dir, store) = store();
+    let src = moonshine_dir(dir.path(), 29);
+    import(&store, ModelKind::Moonshine, "moonshine-tiny-en", &src).unwrap();
+    let turn = smart_turn_file(dir.path(), 30);
+    import(&store, ModelKind::SmartTurn, "smart-turn-v3.2", &turn).unwrap();
+    let models = store.dir();
+
+    assert_eq!(
+        resolve(models, "moonshine-tiny-en", ModelKind::Moonshine).unwrap(),
+        models.join("moonshine-tiny-en")
+    );
+    assert_eq!(
+        resolve(models, "smart-turn-v3.2", ModelKind::SmartTurn).unwrap(),
+        models.join("smart-turn-v3.2.onnx")
+    );
+    // A path is a path, whether or not anything is there.
+    assert_eq!(
+        resolve(models, "/opt/turn.onnx", ModelKind::SmartTurn).unwrap(),
+        Path::new("/opt/turn.onnx")
+    );
+    // The wrong kind, or a name nobody installed, says so.
+    assert!(matches!(
+        resolve(models, "smart-turn-v3.2", ModelKind::Moonshine),
+        Err(StoreError::WrongKind { .. })
+    ));
+    let err = resolve(models, "smart-turn-v9", ModelKind::SmartTurn).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("installed: moonshine-tiny-en, smart-turn-v3.2"),
+        "{err}"
+    );
+    // A model copied in by hand under the store's name for it.
+    fs::create_dir(models.join("tiny-by-hand")).unwrap();
+    assert_eq!(
+        resolve(models, "tiny-by-hand", ModelKind::Moonshine).unwrap(),
+        models.join("tiny-by-hand")
+    );
+    // Resolving never makes the directory.
+    let nowhere = dir.path().join("no/such/models");
+    assert!(resolve(&nowhere, "smart-turn-v3.2", ModelKind::SmartTurn).is_err());
+    assert!(!nowhere.exists());
+    assert!(matches!(
+        resolve(models, "a..b", ModelKind::SmartTurn),
+        Err(StoreError::BadName { .. })
+    ));
 }
