@@ -282,6 +282,64 @@ def test_wait_streams_sentence_by_sentence(tts):
     assert all(n["params"]["progressToken"] == "tts-2" for n in notes if n.get("method") == "notifications/progress")
 
 
+# Its first sentence is long enough to be cut after its first clause.
+WEATHER = ("The weather today will be mild, with a light breeze from the west. "
+           "Rain is expected in the late afternoon, so take an umbrella if you go out.")
+
+
+def pauses(samples: np.ndarray) -> list[float]:
+    """Seconds of each silence between sounds: 10 ms frames none of whose
+    samples reaches 2 % of the loudest."""
+    x = np.abs(samples.astype(np.float64))
+    frames = x[: x.size // 220 * 220].reshape(-1, 220).max(axis=1)
+    quiet = frames < 0.02 * frames.max()
+    runs, run, started = [], 0, False
+    for q in quiet:
+        if not q:
+            if started and run:
+                runs.append(run / 100)
+            started, run = True, 0
+        elif started:
+            run += 1
+    return runs
+
+
+def test_the_first_clause_plays_first_and_the_speech_runs_on(tts):
+    """speak_text starts with the first sentence's first clause and plays the
+    rest of that sentence straight after it: callers still count sentences,
+    no pause in the audio is longer than piper's own between sentences, and
+    the speaker never waits for audio (from the first sound to the end takes
+    as long as the speech)."""
+    idle(tts)
+    before = speaker_size(tts)
+    c = client(tts)
+    send_call(c, 9, "speak_text", {"text": WEATHER, "wait": True}, token="join")
+    notes, heard = [], None
+    while True:
+        m = c.recv()
+        if m.get("id") == 9 and "method" not in m:
+            ended = time.monotonic()
+            break
+        notes.append(m)
+        if m.get("method") == "notifications/progress" and m["params"]["message"] == "playing sentence 1 of 2":
+            heard = time.monotonic()
+    s = ok(m["result"])
+    assert s["status"] == "spoken" and s["sentences"] == 2, s
+    assert 'sentences=2 pieces=3 first=Some("The weather today will be mild, ")' in tts.log()
+    steps = progress_messages(notes)
+    assert sorted(steps) == sorted(f"{what} sentence {k} of 2" for what in ("synthesized", "playing") for k in (1, 2)), steps
+    assert heard is not None, steps
+    # A speaker left waiting between pieces would make this longer.
+    took = ended - heard
+    assert took <= s["seconds"] + 0.3, f"{took:.2f} s from the first sound to the end for {s['seconds']} s of speech"
+    samples = speaker_samples(tts, before)
+    assert samples.size / RATE == pytest.approx(s["seconds"], abs=0.05), (samples.size, s)
+    gaps = pauses(samples)
+    # The first sentence's clause and its rest, their join, and the sentence
+    # break: piper pauses 0.2–0.3 s at a comma or a full stop.
+    assert gaps and max(gaps) <= 0.45, gaps
+
+
 def test_wait_progress_values_increase(tts):
     """MCP: "The progress value MUST increase with each notification"."""
     idle(tts)

@@ -13,8 +13,14 @@
 //! agent speaks in its own voice and rate when the call names none.
 //!
 //! It renders piece k+1 while piece k plays, so speech starts after the
-//! first sentence is made, and it never gets more than one piece ahead of
-//! the speaker (memory stays bounded however long the text).
+//! first piece is made: the first clause or words of the first sentence
+//! ([`Synthesizer::plan`] with [`Lead::Early`]), the rest of that
+//! sentence the next piece. It never gets more than one sentence ahead of
+//! the speaker (memory stays bounded however long the text): the pieces of
+//! the first sentence count as one, so the second sentence is made while
+//! the first sentence plays, as it would be uncut. Callers count sentences
+//! (progress, `sentences`), not the pieces of the first one, and urgent
+//! requests and floor changes wait for the end of the sentence.
 //! The synthesiser sits behind a mutex held for one piece at a time, so
 //! `synthesize_speech` (audio to a file or inline) and `segment_sentences`
 //! are served between pieces of a long speech instead of after it.
@@ -47,7 +53,7 @@ use hark_audio::{
     files::AllowedDirs,
     playback::{Outcome, PlaybackError, Player},
 };
-use hark_tts::synth::{EngineKind, Synthesizer, TtsError, Utterance};
+use hark_tts::synth::{EngineKind, Lead, Synthesizer, TtsError, Utterance};
 use tokio::sync::mpsc::UnboundedSender;
 
 pub use queue::Priority;
@@ -186,6 +192,8 @@ pub struct Accepted {
     pub voice: String,
     pub engine: EngineKind,
     pub fallback: Option<String>,
+    /// Sentences the text is spoken in (long ones count once per piece;
+    /// the first sentence cut early counts once).
     pub pieces: usize,
     /// Set it to stop this request (and, if it is playing, the speaker).
     pub cancel: Arc<AtomicBool>,
@@ -350,13 +358,19 @@ impl TextToSpeech {
             .synth
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .prepare(text, voice, rate)?;
+            .plan(text, voice, rate, Lead::Early)?;
+        tracing::debug!(
+            sentences = utterance.parts(),
+            pieces = utterance.pieces.len(),
+            first = ?utterance.pieces.first().and_then(|p| text.get(p.text.clone())),
+            "speech planned"
+        );
         let cancel = Arc::new(AtomicBool::new(false));
         let accepted = Accepted {
             voice: utterance.voice.clone(),
             engine: utterance.engine,
             fallback: utterance.fallback.clone(),
-            pieces: utterance.pieces.len(),
+            pieces: utterance.parts(),
             cancel: Arc::clone(&cancel),
         };
         let finished = Finished {
@@ -424,6 +438,8 @@ impl TextToSpeech {
             return Err(SpeakError::Disabled);
         }
         let lock = || self.synth.lock().unwrap_or_else(PoisonError::into_inner);
+        // Sentence by sentence: nothing is heard before all of it is made, so
+        // cutting the first sentence early would gain nothing.
         let utterance = lock().prepare(text, voice, rate)?;
         let never = AtomicBool::new(false);
         let mut rendered = Rendered {
@@ -529,9 +545,12 @@ struct Worker {
 
 /// A piece handed to the player.
 struct InFlight {
-    /// `None`: the announcement of the agent's name, which callers do not
-    /// count.
+    /// The sentence (part) it begins, for the callers' progress; `None`: the
+    /// announcement of the agent's name, or the rest of a sentence that an
+    /// earlier piece began, which callers do not count.
     index: Option<usize>,
+    /// The rest of the sentence the piece before began.
+    continues: bool,
     started: Receiver<()>,
     done: Receiver<Outcome>,
     heard: bool,
@@ -686,6 +705,7 @@ impl Worker {
             if let Ok(Some((started, done))) = self.play(job, &clip) {
                 in_flight.push_back(InFlight {
                     index: None,
+                    continues: false,
                     started,
                     done,
                     heard: false,
@@ -697,15 +717,19 @@ impl Worker {
 
     /// Speaks `job` from its next piece, until it ends or makes way.
     fn speak(&self, job: &mut Job, last: &mut Option<String>) -> Spoke {
-        let count = job.utterance.pieces.len();
+        let pieces = job.utterance.pieces.len();
+        // What callers count: sentences, the first one's pieces as one.
+        let count = job.utterance.parts();
         let mut in_flight: VecDeque<InFlight> = VecDeque::new();
         self.announce(job, last, &mut in_flight);
         if job.agent.is_some() {
             last.clone_from(&job.agent);
         }
         let mut paused = false;
-        while job.next < count {
+        while job.next < pieces {
             let index = job.next;
+            let continues = job.utterance.pieces[index].continues;
+            let part = job.utterance.part_of(index);
             if self.stopped(job) {
                 job.finished.outcome = SpeechOutcome::Stopped;
                 break;
@@ -715,6 +739,9 @@ impl Worker {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .render(&job.utterance, index, &job.cancel);
+            // The first sound is reported while the rest of its sentence is
+            // made, not once the worker next waits.
+            self.report_started(job, &mut in_flight, count);
             let chunk = match rendered {
                 Ok(chunk) => chunk,
                 Err(e) => {
@@ -726,7 +753,9 @@ impl Worker {
             if chunk.fallback.is_some() {
                 job.finished.fallback = chunk.fallback.clone();
             }
-            send(self, job, SpeechEvent::Synthesized { index, count });
+            if !continues {
+                send(self, job, SpeechEvent::Synthesized { index: part, count });
+            }
             let clip = Clip {
                 samples: chunk.samples,
                 rate: chunk.rate,
@@ -734,7 +763,8 @@ impl Worker {
             job.finished.seconds += clip.duration_secs();
             match self.play(job, &clip) {
                 Ok(Some((started, done))) => in_flight.push_back(InFlight {
-                    index: Some(index),
+                    index: (!continues).then_some(part),
+                    continues,
                     started,
                     done,
                     heard: false,
@@ -749,8 +779,9 @@ impl Worker {
                 }
             }
             job.next = index + 1;
-            // Render the next piece while this one plays, no further ahead.
-            while in_flight.len() > 1 {
+            // Render the next piece while this one plays, no further ahead
+            // than one sentence.
+            while sentences_ahead(&in_flight) > 1 {
                 if let Some(outcome) = self.wait_front(job, &mut in_flight, count) {
                     job.finished.outcome = outcome;
                 }
@@ -758,7 +789,14 @@ impl Worker {
             if job.finished.outcome != SpeechOutcome::Spoken {
                 break;
             }
-            if job.next < count && self.make_way(job) {
+            // Never between a sentence's pieces: the rest of a sentence cut
+            // early follows it at once.
+            let next_continues = job
+                .utterance
+                .pieces
+                .get(job.next)
+                .is_some_and(|piece| piece.continues);
+            if job.next < pieces && !next_continues && self.make_way(job) {
                 paused = true;
                 break;
             }
@@ -798,6 +836,19 @@ impl Worker {
         }
     }
 
+    /// Reports the pieces in flight that have started playing since it was
+    /// last asked.
+    fn report_started(&self, job: &mut Job, in_flight: &mut VecDeque<InFlight>, count: usize) {
+        for piece in in_flight.iter_mut().filter(|p| !p.heard) {
+            if piece.started.try_recv().is_ok() {
+                piece.heard = true;
+                if let Some(index) = piece.index {
+                    send(self, job, SpeechEvent::Playing { index, count });
+                }
+            }
+        }
+    }
+
     /// Waits until the oldest piece in flight ends, reporting pieces that
     /// start meanwhile. Returns an outcome other than "spoken" if it ended so.
     fn wait_front(
@@ -808,14 +859,7 @@ impl Worker {
     ) -> Option<SpeechOutcome> {
         let mut stop_sent = false;
         loop {
-            for piece in in_flight.iter_mut().filter(|p| !p.heard) {
-                if piece.started.try_recv().is_ok() {
-                    piece.heard = true;
-                    if let Some(index) = piece.index {
-                        send(self, job, SpeechEvent::Playing { index, count });
-                    }
-                }
-            }
+            self.report_started(job, in_flight, count);
             let front = in_flight.front()?;
             match front.done.recv_timeout(Duration::from_millis(10)) {
                 Ok(outcome) => {
@@ -849,6 +893,13 @@ impl Worker {
             }
         }
     }
+}
+
+/// How many sentences the pieces in flight hold: the rest of a sentence
+/// counts with the piece before it while that one is still there (the first
+/// sentence, cut early, is made ahead as one).
+fn sentences_ahead(in_flight: &VecDeque<InFlight>) -> usize {
+    in_flight.len() - in_flight.iter().skip(1).filter(|p| p.continues).count()
 }
 
 /// Tells the caller (with `wait: true`) how its request goes, and the event

@@ -40,18 +40,24 @@ impl Sentence {
     /// (a closing quote after the last full stop makes a clause of its own);
     /// piper synthesises that as a blip of silence, so callers may skip it.
     pub fn phonemes(&self) -> Vec<char> {
-        let mut joined = String::new();
-        for clause in &self.clauses {
-            joined.push_str(&clause.phonemes);
-            if let Some(mark) = clause.punctuation {
-                joined.push(mark);
-                if matches!(mark, ',' | ':' | ';') {
-                    joined.push(' ');
-                }
+        clause_phonemes(&self.clauses)
+    }
+}
+
+/// Clauses' phonemes joined as piper joins a sentence's (see the module
+/// doc): each clause's phonemes, its terminator, a space after `, : ;`.
+pub fn clause_phonemes(clauses: &[Clause]) -> Vec<char> {
+    let mut joined = String::new();
+    for clause in clauses {
+        joined.push_str(&clause.phonemes);
+        if let Some(mark) = clause.punctuation {
+            joined.push(mark);
+            if matches!(mark, ',' | ':' | ';') {
+                joined.push(' ');
             }
         }
-        joined.nfd().collect()
     }
+    joined.nfd().collect()
 }
 
 /// `text` as piper's sentences for the espeak-ng voice `voice` (e.g. `en-us`).

@@ -435,8 +435,17 @@ const NORMALIZE_FLOOR: f32 = 0.01;
 /// by the largest magnitude, so the peak becomes exactly 1.0. Audio whose
 /// peak is under 0.01 is amplified only ×100 (the old C++ piper's guard,
 /// see `NORMALIZE_FLOOR`), so silence stays silence. Non-finite samples,
-/// which `synthesize` never returns, are zeroed rather than spread.
-pub fn normalize(audio: &mut [f32]) {
+/// which `synthesize` never returns, are zeroed rather than spread. Returns
+/// the peak before scaling.
+pub fn normalize(audio: &mut [f32]) -> f32 {
+    normalize_shared(audio, 0.0)
+}
+
+/// [`normalize`] for the rest of a sentence whose first piece was scaled by
+/// `1 / shared` (its peak): divides by the larger of `shared` and this
+/// audio's own peak, so both pieces keep the level the model gave them
+/// unless this one would clip. Returns the peak before scaling.
+pub fn normalize_shared(audio: &mut [f32], shared: f32) -> f32 {
     let mut peak = 0.0f32;
     for sample in audio.iter_mut() {
         if sample.is_finite() {
@@ -447,8 +456,10 @@ pub fn normalize(audio: &mut [f32]) {
     }
     // Dividing (not multiplying by the reciprocal): IEEE division makes
     // peak / peak exactly 1.0 and never lets |sample| / peak exceed it.
-    let divisor = peak.max(NORMALIZE_FLOOR);
+    let shared = if shared.is_finite() { shared } else { 0.0 };
+    let divisor = peak.max(shared).max(NORMALIZE_FLOOR);
     for sample in audio.iter_mut() {
         *sample /= divisor;
     }
+    peak
 }

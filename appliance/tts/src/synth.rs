@@ -4,8 +4,11 @@
 //! sentences, long ones cut at clause boundaries — which is quick (espeak-ng
 //! phonemes only); [`Synthesizer::render`] makes one piece's audio. A caller
 //! that plays piece k while it renders piece k+1 starts speaking after the
-//! first piece only, and a caller that shares the synthesiser between
-//! threads holds its lock for one piece at a time.
+//! first piece only, and [`Synthesizer::plan`] with [`Lead::Early`] makes
+//! that piece short: the first clause or words of the first sentence
+//! (`crate::plan`), the rest of the sentence the next piece, at the same
+//! loudness. A caller that shares the synthesiser between threads holds its
+//! lock for one piece at a time.
 //!
 //! Piper voices run on ONNX Runtime, one session per loaded voice, at most
 //! [`SynthConfig::max_loaded_voices`] at once. When piper cannot speak —
@@ -13,20 +16,40 @@
 //! espeak-ng's own synthesiser speaks instead, and the result says so and
 //! why (seed 000's fallback).
 
-use std::{collections::HashMap, ops::Range, path::PathBuf, sync::atomic::AtomicBool};
+use std::{
+    collections::HashMap,
+    ops::Range,
+    path::PathBuf,
+    sync::{OnceLock, atomic::AtomicBool},
+};
 
+pub use crate::plan::{Lead, MAX_PIECE_PHONEMES};
 use crate::{
     espeak::{Espeak, EspeakError},
     phonemize::{PhonemeIdMap, phonemize},
-    piper::{OnnxRuntime, PiperError, PiperModel, normalize},
+    piper::{OnnxRuntime, PiperError, PiperModel, normalize, normalize_shared},
+    plan::plan,
     voice::{Scales, VoiceConfig},
     voices::{VoiceStore, VoicesError},
 };
 
-/// A piece longer than this many phonemes is cut at clause boundaries: the
-/// listener waits for the whole first piece before hearing anything, and
-/// one model run's memory grows with its length.
-pub const MAX_PIECE_PHONEMES: usize = 400;
+/// How long the audio on either side of a join inside a sentence (the first
+/// sentence cut early) is faded, in seconds. piper's pieces begin and end in
+/// silence, but a piece that begins on a fricative has it from the first
+/// sample, which after the silence before it would click.
+const JOIN_FADE_SECONDS: f32 = 0.003;
+
+/// The most silence kept at the end of a piece that the next one continues,
+/// in seconds. piper ends a piece that ends in a comma with 0.2–0.45 s of
+/// silence and begins the next with up to 0.05 s more, so a cut between
+/// words could pause longer than piper's own commas inside a sentence do
+/// (0.15–0.45 s, measured with en_US-joe-medium); with this the join is at
+/// most about 0.3 s, a comma's pause.
+const JOIN_TAIL_SECONDS: f32 = 0.25;
+
+/// A sample under this magnitude (of full scale) is silence when the tail
+/// before a join is measured: piper's pauses hold faint noise below it.
+const SILENCE_LEVEL: f32 = 0.02;
 
 /// espeak-ng's speaking rate at `rate` 1.0, in words per minute (its default).
 const ESPEAK_WPM: f32 = 175.0;
@@ -107,6 +130,28 @@ pub struct Utterance {
     pub fallback: Option<String>,
     pub rate: f32,
     pub pieces: Vec<Piece>,
+    /// The raw peak of the piece a [`Piece::continues`] piece continues,
+    /// once `render` has made it: the continuation is scaled by it too.
+    continued_peak: OnceLock<f32>,
+}
+
+impl Utterance {
+    /// How many parts callers count the speech in (as its sentences): one
+    /// per piece, except that a piece which continues the one before is part
+    /// of it.
+    pub fn parts(&self) -> usize {
+        self.pieces.iter().filter(|p| !p.continues).count()
+    }
+
+    /// The part (0-based) piece `index` belongs to.
+    pub fn part_of(&self, index: usize) -> usize {
+        let through = index.saturating_add(1).min(self.pieces.len());
+        self.pieces[..through]
+            .iter()
+            .filter(|p| !p.continues)
+            .count()
+            .saturating_sub(1)
+    }
 }
 
 /// One model run's worth of text.
@@ -116,12 +161,17 @@ pub struct Piece {
     pub text: Range<usize>,
     /// Piper's phoneme ids (empty when espeak speaks).
     pub ids: Vec<i64>,
+    /// The rest of the sentence the piece before began: the first sentence
+    /// cut early ([`Lead::Early`]). A caller plays it straight after that
+    /// piece and counts them as one.
+    pub continues: bool,
 }
 
 /// One piece's audio.
 #[derive(Debug, Clone)]
 pub struct Chunk {
-    /// Mono, peak-normalised.
+    /// Mono, peak-normalised (a piece that continues another at that one's
+    /// gain, so its peak may be under 1).
     pub samples: Vec<f32>,
     pub rate: u32,
     pub engine: EngineKind,
@@ -244,12 +294,29 @@ impl Synthesizer {
     }
 
     /// Plans `text` in `voice` (default: the configured one) at `rate`
-    /// (0.5–2.0, 1 is the voice's own pace).
+    /// (0.5–2.0, 1 is the voice's own pace): a piece per sentence, for a
+    /// caller that wants all the audio before it uses any ([`Self::plan`]
+    /// with [`Lead::Sentence`]).
     pub fn prepare(
         &mut self,
         text: &str,
         voice: Option<&str>,
         rate: f32,
+    ) -> Result<Utterance, TtsError> {
+        self.plan(text, voice, rate, Lead::Sentence)
+    }
+
+    /// Plans `text` like [`Self::prepare`], its first piece as `lead` says:
+    /// [`Lead::Early`], for a caller that plays piece k while it renders
+    /// piece k+1, cuts a long enough first sentence after its first clause
+    /// or words (`crate::plan`), so the first piece is made sooner; the piece
+    /// after the cut [`Piece::continues`] it.
+    pub fn plan(
+        &mut self,
+        text: &str,
+        voice: Option<&str>,
+        rate: f32,
+        lead: Lead,
     ) -> Result<Utterance, TtsError> {
         if !(0.5..=2.0).contains(&rate) {
             return Err(TtsError::Rate(rate));
@@ -316,19 +383,14 @@ impl Synthesizer {
                 let espeak_voice = self.config.espeak_voice.clone();
                 return self.prepare_espeak(text, &espeak_voice, rate, None);
             };
-            let espeak_voice = &model.config().espeak_voice;
-            let mut pieces = Vec::new();
-            for sentence in phonemize(espeak, espeak_voice, text)? {
-                for (range, phonemes) in split_long(&sentence) {
-                    // Punctuation alone (a stray quote, "..."): nothing to say.
-                    if !phonemes.iter().any(|c| c.is_alphabetic()) {
-                        continue;
-                    }
-                    let ids = map.ids(&phonemes).ids;
-                    pieces.push(Piece { text: range, ids });
-                }
-            }
-            pieces
+            plan(espeak, &model.config().espeak_voice, text, lead)?
+                .into_iter()
+                .map(|planned| Piece {
+                    text: planned.text,
+                    ids: map.ids(&planned.phonemes).ids,
+                    continues: planned.continues,
+                })
+                .collect::<Vec<_>>()
         };
         if pieces.is_empty() {
             return Err(TtsError::Unspeakable);
@@ -340,10 +402,12 @@ impl Synthesizer {
             fallback: None,
             rate,
             pieces,
+            continued_peak: OnceLock::new(),
         })
     }
 
-    /// Plans `text` for espeak-ng's own voice: one piece per sentence.
+    /// Plans `text` for espeak-ng's own voice: one piece per sentence (it
+    /// speaks a sentence in a few milliseconds, so none is cut early).
     fn prepare_espeak(
         &mut self,
         text: &str,
@@ -358,6 +422,7 @@ impl Synthesizer {
             .map(|s| Piece {
                 text: s.text,
                 ids: Vec::new(),
+                continues: false,
             })
             .collect();
         if pieces.is_empty() {
@@ -371,6 +436,7 @@ impl Synthesizer {
             fallback,
             rate,
             pieces,
+            continued_peak: OnceLock::new(),
         })
     }
 
@@ -408,7 +474,18 @@ impl Synthesizer {
         });
         match piper {
             Some(Ok((mut samples, rate))) => {
-                normalize(&mut samples);
+                // Peak normalisation per piece would change the level in the
+                // middle of a sentence cut early: its rest takes the first
+                // piece's gain, turned down only where it would clip.
+                let peak = match utterance.continued_peak.get() {
+                    Some(&first) if piece.continues => normalize_shared(&mut samples, first),
+                    _ => normalize(&mut samples),
+                };
+                let continued = utterance.pieces.get(index + 1).is_some_and(|p| p.continues);
+                if continued {
+                    let _ = utterance.continued_peak.set(peak);
+                }
+                shape_join(&mut samples, rate, piece.continues, continued);
                 Ok(Chunk {
                     samples,
                     rate,
@@ -540,35 +617,33 @@ impl Synthesizer {
     }
 }
 
-/// A sentence as pieces of at most [`MAX_PIECE_PHONEMES`] phonemes, cut
-/// after a clause (never inside one: a clause is piper's smallest unit of
-/// intonation).
-fn split_long(sentence: &crate::phonemize::Sentence) -> Vec<(Range<usize>, Vec<char>)> {
-    let all = sentence.phonemes();
-    if all.len() <= MAX_PIECE_PHONEMES || sentence.clauses.len() < 2 {
-        return vec![(sentence.text.clone(), all)];
+/// Shapes a piece's audio for a join inside a sentence: when the next piece
+/// continues it (`end`), its silence after the last sound is cut to
+/// [`JOIN_TAIL_SECONDS`]; it fades in over [`JOIN_FADE_SECONDS`] when it
+/// continues the piece before (`start`), and out when it is continued, so
+/// the join has no step.
+fn shape_join(samples: &mut Vec<f32>, rate: u32, start: bool, end: bool) {
+    if end {
+        let tail = (rate as f32 * JOIN_TAIL_SECONDS) as usize;
+        let sound = samples
+            .iter()
+            .rposition(|s| s.abs() >= SILENCE_LEVEL)
+            .map_or(0, |at| at + 1);
+        samples.truncate(sound.saturating_add(tail));
     }
-    let mut pieces = Vec::new();
-    let mut start = 0;
-    while start < sentence.clauses.len() {
-        let mut end = start + 1;
-        let mut piece = crate::phonemize::Sentence {
-            text: sentence.clauses[start].text.clone(),
-            clauses: vec![sentence.clauses[start].clone()],
-        };
-        while end < sentence.clauses.len() {
-            let mut longer = piece.clone();
-            longer.clauses.push(sentence.clauses[end].clone());
-            if longer.phonemes().len() > MAX_PIECE_PHONEMES {
-                break;
-            }
-            longer.text.end = sentence.clauses[end].text.end;
-            piece = longer;
-            end += 1;
+    let length = ((rate as f32 * JOIN_FADE_SECONDS) as usize).min(samples.len() / 2);
+    if length == 0 {
+        return;
+    }
+    let gain = |i: usize| i as f32 / length as f32;
+    if start {
+        for (i, sample) in samples.iter_mut().take(length).enumerate() {
+            *sample *= gain(i);
         }
-        let phonemes = piece.phonemes();
-        pieces.push((piece.text, phonemes));
-        start = end;
     }
-    pieces
+    if end {
+        for (i, sample) in samples.iter_mut().rev().take(length).enumerate() {
+            *sample *= gain(i);
+        }
+    }
 }

@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use hark_tts::piper::{OnnxRuntime, PiperError, PiperModel, RuntimeError, normalize};
+use hark_tts::piper::{
+    OnnxRuntime, PiperError, PiperModel, RuntimeError, normalize, normalize_shared,
+};
 use hark_tts::voice::{Scales, VoiceConfig, VoiceError};
 
 const SETUP: &str = "run `appliance/setup-voices tests/.voices/lib tests/.voices/voices` in the workspace root first";
@@ -231,8 +233,28 @@ fn normalize_peaks_at_one_and_keeps_silence() {
     normalize(&mut empty);
 
     let mut broken = vec![0.5f32, f32::NAN, -0.25, f32::INFINITY];
-    normalize(&mut broken);
+    assert_eq!(normalize(&mut broken), 0.5, "the peak before scaling");
     assert_eq!(broken, vec![1.0, 0.0, -0.5, 0.0]);
+}
+
+#[test]
+fn the_rest_of_a_sentence_keeps_its_first_piece_gain_unless_it_would_clip() {
+    let mut first = vec![0.2f32, -0.4, 0.1];
+    let peak = normalize(&mut first);
+    assert_eq!((peak, first[1]), (0.4, -1.0));
+    // Quieter than the first piece: scaled by the same 1 / 0.4, so the
+    // model's own level step between the pieces is kept.
+    let mut quieter = vec![0.1f32, -0.2];
+    assert_eq!(normalize_shared(&mut quieter, peak), 0.2);
+    assert_eq!(quieter, vec![0.25, -0.5]);
+    // Louder: turned down to full scale, never past it.
+    let mut louder = vec![0.8f32, -0.2];
+    assert_eq!(normalize_shared(&mut louder, peak), 0.8);
+    assert_eq!(louder, vec![1.0, -0.25]);
+    // Near-silence keeps the floor; a broken shared peak is ignored.
+    let mut hiss = vec![0.001f32, -0.002];
+    normalize_shared(&mut hiss, f32::NAN);
+    assert!((hiss[1] + 0.2).abs() < 1e-6, "{hiss:?}");
 }
 
 #[test]

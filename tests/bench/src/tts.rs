@@ -6,10 +6,13 @@
 //!    paragraph ([`TEXTS`]).
 //! 2. Hark: ONNX Runtime loaded from `--lib`, the voice from `--voice` with
 //!    `--threads` intra-op threads. A run is timed from the text to the last
-//!    sentence's samples: `phonemize` (all sentences, as Hark's streaming
-//!    path does), then for each sentence its ids, `PiperModel::synthesize`
-//!    and `normalize`. The time at which the first sentence's samples exist
-//!    is the time to first audio.
+//!    piece's samples, planned and made as the daemon's speech thread does:
+//!    `Synthesizer::plan` with `Lead::Early` (all sentences phonemized, the
+//!    first cut after its first clause or words), then for each piece
+//!    `Synthesizer::render` (ids, `PiperModel::synthesize`, normalisation).
+//!    The time at which the first piece's samples exist is the time to first
+//!    audio. The ids compared with the peers' are per sentence
+//!    (`Synthesizer::prepare`), which is how piper cuts a text.
 //! 3. The peers in `tts_peers.py serve`, each a Python process in a venv the
 //!    bench creates under `tests/bench/.venv-tts`: piper-tts 1.2.0
 //!    (piper-phonemize 1.1.0, the espeak-ng 1.51 phonemes Hark makes) and
@@ -43,7 +46,7 @@ use hark_tts::{
     espeak::Espeak,
     phonemize::{BOS, PAD, PhonemeIdMap},
     piper::OnnxRuntime,
-    synth::{EngineKind, SynthConfig, Synthesizer},
+    synth::{EngineKind, Lead, SynthConfig, Synthesizer},
     voice::VoiceConfig,
 };
 use serde_json::{Value, json};
@@ -140,9 +143,12 @@ const TEXTS: [(&str, &str); 3] = [
 /// probes speak.
 const PARAGRAPH: usize = 1;
 
-/// The issue's targets.
+/// The issues' targets.
 const TARGET_RATIO: f64 = 1.0;
-const TARGET_FIRST_AUDIO: f64 = 0.4;
+/// First audio over full synthesis, on the paragraph.
+const TARGET_FIRST_AUDIO: f64 = 0.25;
+/// First audio on the paragraph (a typical reply), in milliseconds.
+const TARGET_FIRST_AUDIO_MS: f64 = 200.0;
 const TARGET_DAEMON_MB: f64 = 300.0;
 
 /// One timed run: text in, all audio out.
@@ -156,6 +162,9 @@ struct Run {
 /// One system on one text.
 struct TextResult {
     sentences: usize,
+    /// Model runs per text: Hark's sentences and the first one's cut
+    /// (`Lead::Early`), the peers' sentences.
+    pieces: usize,
     /// The ids fed to the model, per sentence.
     ids: Vec<Vec<i64>>,
     runs: Vec<Run>,
@@ -440,7 +449,8 @@ impl HarkVoice {
         Ok(Self { synth, rate })
     }
 
-    /// The ids Hark feeds the model for `text`, per piece.
+    /// The ids Hark feeds the model for `text`, per sentence (as piper
+    /// cuts it; the daemon cuts the first sentence early, see `pieces`).
     fn ids(&mut self, text: &str) -> anyhow::Result<Vec<Vec<i64>>> {
         Ok(self
             .synth
@@ -451,11 +461,17 @@ impl HarkVoice {
             .collect())
     }
 
+    /// How many pieces the daemon's speech thread speaks `text` in.
+    fn pieces(&mut self, text: &str) -> anyhow::Result<usize> {
+        Ok(self.synth.plan(text, None, 1.0, Lead::Early)?.pieces.len())
+    }
+
     /// Text in, all audio out, the way the daemon's speech thread makes it:
-    /// the text planned (phonemized) first, then piece by piece.
+    /// the text planned (phonemized, the first sentence cut early) first,
+    /// then piece by piece.
     fn speak(&mut self, text: &str) -> anyhow::Result<Run> {
         let started = Instant::now();
-        let utterance = self.synth.prepare(text, None, 1.0)?;
+        let utterance = self.synth.plan(text, None, 1.0, Lead::Early)?;
         anyhow::ensure!(
             utterance.engine == EngineKind::Piper,
             "espeak-ng spoke: {:?}",
@@ -517,6 +533,14 @@ impl Entrant {
         }
     }
 
+    /// Model runs for text `i`: Hark's pieces, a peer's sentences.
+    fn pieces(&mut self, i: usize) -> anyhow::Result<usize> {
+        match self {
+            Self::Hark(h) => h.pieces(TEXTS[i].1),
+            Self::Peer(_) => Ok(self.ids(i)?.len()),
+        }
+    }
+
     fn speak(&mut self, i: usize) -> anyhow::Result<Run> {
         match self {
             Self::Hark(h) => h.speak(TEXTS[i].1),
@@ -549,12 +573,14 @@ fn interleave(args: &TtsArgs, entrants: Vec<Entrant>) -> Vec<System> {
         eprintln!("[tts] {name}");
         for seat in seats.iter_mut().filter(|s| s.failed.is_none()) {
             let ready = seat.entrant.ids(i).and_then(|ids| {
+                let pieces = seat.entrant.pieces(i)?;
                 seat.entrant.speak(i)?; // warm-up
-                Ok(ids)
+                Ok((ids, pieces))
             });
             match ready {
-                Ok(ids) => seat.texts.push(TextResult {
+                Ok((ids, pieces)) => seat.texts.push(TextResult {
                     sentences: ids.len(),
+                    pieces,
                     ids,
                     runs: Vec::with_capacity(args.runs),
                     rate: seat.entrant.rate(),
@@ -1135,18 +1161,18 @@ fn render(
     let _ = writeln!(out, "\n### Time to first audio\n");
     let _ = writeln!(
         out,
-        "| text | system | first audio median ms | min ms | full median ms | first / full (median) | target ≤ {TARGET_FIRST_AUDIO} |"
+        "| text | system | pieces | first audio median ms | min ms | full median ms | first / full (median) | target ≤ {TARGET_FIRST_AUDIO} and ≤ {TARGET_FIRST_AUDIO_MS:.0} ms |"
     );
-    let _ = writeln!(out, "|---|---|--:|--:|--:|--:|---|");
+    let _ = writeln!(out, "|---|---|--:|--:|--:|--:|--:|---|");
     for (i, (name, _)) in TEXTS.iter().enumerate() {
         for system in systems {
             let Some(t) = system.text(i) else { continue };
-            if t.sentences < 2 {
+            if t.pieces < 2 {
                 continue;
             }
             let share = median(&t.first_shares());
             let target = if i == PARAGRAPH && system.name == "Hark" {
-                if share <= TARGET_FIRST_AUDIO {
+                if share <= TARGET_FIRST_AUDIO && median(&t.firsts()) <= TARGET_FIRST_AUDIO_MS {
                     "met"
                 } else {
                     "**not met**"
@@ -1156,8 +1182,9 @@ fn render(
             };
             let _ = writeln!(
                 out,
-                "| {name} | {} | {:.0} | {:.0} | {:.0} | {share:.2} | {target} |",
+                "| {name} | {} | {} | {:.0} | {:.0} | {:.0} | {share:.2} | {target} |",
                 system.name,
+                t.pieces,
                 median(&t.firsts()),
                 min(&t.firsts()),
                 median(&t.totals()),
@@ -1166,9 +1193,11 @@ fn render(
     }
     let _ = writeln!(
         out,
-        "\nFirst audio: the first sentence's samples exist (Hark: phonemes of the whole text, \
-         then the first sentence through the model; piper-tts: the first chunk of its \
-         per-sentence generator). first / full is per run, then the median."
+        "\nFirst audio: the first piece's samples exist (Hark: phonemes of the whole text, \
+         then the first piece through the model, as the daemon speaks it: the first sentence's \
+         first clause or words, the rest of that sentence the next piece; piper-tts: the first \
+         chunk of its per-sentence generator, a whole sentence). first / full is per run, then \
+         the median."
     );
 
     let _ = writeln!(
@@ -1272,13 +1301,19 @@ fn render_targets(out: &mut String, systems: &[System], daemon: Option<&DaemonRu
     }
     if let Some(t) = hark.and_then(|h| h.text(PARAGRAPH)) {
         let share = median(&t.first_shares());
+        let first = median(&t.firsts());
         let _ = writeln!(
             out,
-            "| first audio ≤ {TARGET_FIRST_AUDIO} of the full synthesis ({}) | {share:.2} ({:.0} of {:.0} ms) | {} |",
+            "| first audio ≤ {TARGET_FIRST_AUDIO} of the full synthesis ({}) | {share:.2} ({first:.0} of {:.0} ms) | {} |",
             TEXTS[PARAGRAPH].0,
-            median(&t.firsts()),
             median(&t.totals()),
             yes_no(share <= TARGET_FIRST_AUDIO),
+        );
+        let _ = writeln!(
+            out,
+            "| first audio ≤ {TARGET_FIRST_AUDIO_MS:.0} ms ({}) | {first:.0} ms | {} |",
+            TEXTS[PARAGRAPH].0,
+            yes_no(first <= TARGET_FIRST_AUDIO_MS),
         );
     }
     let target_mib = TARGET_DAEMON_MB * 1e6 / 1_048_576.0;
@@ -1375,6 +1410,7 @@ mod tests {
     fn text(ids: Vec<Vec<i64>>) -> TextResult {
         TextResult {
             sentences: ids.len(),
+            pieces: ids.len(),
             ids,
             runs: vec![
                 Run {
@@ -1443,6 +1479,21 @@ mod tests {
             compare_ids(&hark, &fewer, (1, 1)),
             "other sentences: 1 here, 2 in Hark"
         );
+    }
+
+    #[test]
+    fn hark_is_timed_on_the_pieces_the_daemon_speaks() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../.voices");
+        let lib = PathBuf::from(format!("{root}/lib/libonnxruntime.so.1.31.1"));
+        let voice = PathBuf::from(format!("{root}/voices/en_US-joe-medium.onnx"));
+        let mut hark = HarkVoice::load(&lib, &voice, 1).unwrap();
+        let paragraph = TEXTS[PARAGRAPH].1;
+        // Compared with piper's per sentence; spoken with the first
+        // sentence cut after its first clause, as the speech thread does.
+        assert_eq!(hark.ids(paragraph).unwrap().len(), 3);
+        assert_eq!(hark.pieces(paragraph).unwrap(), 4);
+        let run = hark.speak(paragraph).unwrap();
+        assert!(run.first_ms < run.total_ms / 2.0, "{run:?}");
     }
 
     #[test]
