@@ -638,6 +638,10 @@ impl SttConfig {
             before_request: Some(crate::memory::make_room),
             after_request: Some(crate::memory::release_freed),
             on_busy: None,
+            // With a live engine for the microphone, whisper waits for the
+            // first file or other language (should the live engine fail to
+            // load, the first listen loads it, in under 0.1 s).
+            lazy: !self.live_model.trim().is_empty(),
         }
     }
 }

@@ -17,7 +17,7 @@
 use std::{
     future::Future,
     sync::{
-        Arc,
+        Arc, PoisonError,
         atomic::{AtomicBool, Ordering},
     },
     time::Duration,
@@ -41,6 +41,16 @@ const LEAD: Duration = Duration::from_millis(250);
 /// Audio kept after the detected end: word endings trail off below the
 /// detector's threshold.
 const TAIL: Duration = Duration::from_millis(400);
+/// After the first ask at `audio.vad.pause_ms`, the end-of-turn model is
+/// asked again this often while the pause lasts.
+const TURN_ASK_EVERY: Duration = Duration::from_millis(100);
+/// Asks in a row that must say "finished" before a turn ends early: at
+/// 200 ms the model called some mid-sentence pauses finished that it no
+/// longer did 100 ms later (docs/benchmarks.md, the turn).
+const TURN_AGREE: u32 = 2;
+
+/// The live transcript of the speech up to a pause, and that pause's span.
+type AtPause = Arc<std::sync::Mutex<Option<((Duration, Duration), String)>>>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ListenError {
@@ -388,14 +398,32 @@ pub async fn listen(
         state.add_recorder(&control);
     }
     let mut options = Options::new(request.timeout, mic.preroll, mic.vad.clone());
-    // End of turn: the model decides at pauses; the detector's own
-    // hang-over becomes the longest pause inside a turn.
+    let live = stt.live().is_some_and(|live| Arc::ptr_eq(live, &engine));
+    // The live engine's transcript of the speech up to the current pause
+    // (the early pass's), for the end-of-turn rule to read.
+    let at_pause: AtPause = Arc::default();
+    // End of turn: the model and the words decide at pauses; the
+    // detector's own hang-over becomes the longest pause inside a turn.
     if mic.vad.end_of_turn == hark_audio::config::EndOfTurnRule::SmartTurn
         && let Some(model) = state.turn.get()
     {
         let model = Arc::clone(model);
+        let words = (live && stt.speculative).then(|| {
+            let at_pause = Arc::clone(&at_pause);
+            let check: utterance::WordsCheck = Arc::new(move |span| {
+                let heard = at_pause.lock().unwrap_or_else(PoisonError::into_inner);
+                heard
+                    .as_ref()
+                    .filter(|(at, _)| *at == span)
+                    .map(|(_, text)| hark_stt::turn::ends_mid_sentence(text))
+            });
+            check
+        });
         options.end_of_turn = Some(hark_audio::utterance::EndOfTurn {
             pause: Duration::from_millis(u64::from(mic.vad.pause_ms)),
+            every: TURN_ASK_EVERY,
+            agree: TURN_AGREE,
+            words,
             fallback: Duration::from_millis(u64::from(mic.vad.hangover_ms)),
             check: Arc::new(move |audio: &[f32]| {
                 let mut model = model
@@ -422,7 +450,6 @@ pub async fn listen(
     // Transcribe ahead of the end of the turn: partial transcripts while
     // the person speaks (the live engine only: it costs a few tens of ms
     // per pass), and the final pass begun at the first pause.
-    let live = stt.live().is_some_and(|live| Arc::ptr_eq(live, &engine));
     let partial_every = stt.partial_every.filter(|_| live);
     let (glimpse_tx, mut glimpses) = tokio::sync::mpsc::channel(8);
     if partial_every.is_some() || stt.speculative {
@@ -517,6 +544,8 @@ pub async fn listen(
                 if let Some(early) = speculative.as_mut() {
                     early.pass = None;
                     if let Some(Ok(so_far)) = &done {
+                        *at_pause.lock().unwrap_or_else(PoisonError::into_inner) =
+                            Some((early.speech, so_far.text.clone()));
                         so_far_heard(state, &request.agent, recording.id, &so_far.text, progress).await;
                     }
                     early.result = done;

@@ -18,6 +18,11 @@ stdout.
         Each peer loads its model once, transcribes each clip once unmeasured
         (warm-up), then --runs times measured. The time is the call alone:
         the samples are already in memory as float32.
+    stt_peers.py serve --peer NAME --ggml FILE --ct2 DIR --threads 2 --beam 5
+        Loads one peer, prints {"ready": true, "load_ms": n}, then for each
+        clip path read from stdin (one a line) transcribes it once and prints
+        {"ms": n, "text": ...} (or {"error": ...}): for `hark-bench turn`,
+        which asks in turn with the daemons it measures.
     stt_peers.py memory --peer NAME --ggml FILE --ct2 DIR --threads 2 --beam 5 CLIP
         {"rss_start_kb": n, "rss_loaded_kb": n, "peak_rss_kb": n, "text": ...}
         Meant for a fresh process: loads one peer's model, transcribes the
@@ -197,15 +202,33 @@ def memory(args):
     }
 
 
+def serve(args):
+    started = time.perf_counter()
+    peer = peer_class(args.peer)(args)
+    print(json.dumps({"ready": True, "load_ms": (time.perf_counter() - started) * 1000}), flush=True)
+    for line in sys.stdin:
+        path = line.strip()
+        if not path:
+            continue
+        try:
+            audio = read_clip(path)
+            started = time.perf_counter()
+            text = peer.transcribe(audio)
+            answer = {"ms": (time.perf_counter() - started) * 1000, "text": text}
+        except Exception as e:  # pylint: disable=broad-except
+            answer = {"error": f"{type(e).__name__}: {e}"}
+        print(json.dumps(answer), flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    parser.add_argument("mode", choices=["requirements", "check", "bench", "memory"])
+    parser.add_argument("mode", choices=["requirements", "check", "bench", "memory", "serve"])
     parser.add_argument("--ggml", help="whisper.cpp ggml model file (pywhispercpp)")
     parser.add_argument("--ct2", help="CTranslate2 model folder (faster-whisper)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--peer", choices=PEERS, help="memory: the peer to load")
+    parser.add_argument("--peer", choices=PEERS, help="memory, serve: the peer to load")
     parser.add_argument("clips", nargs="*")
     args = parser.parse_intermixed_args()
 
@@ -221,10 +244,15 @@ def main():
             except importlib.metadata.PackageNotFoundError:
                 return 1
         return 0
-    if not args.clips:
-        parser.error("no clips")
     # Neither peer may use more threads than it is given (OpenMP, BLAS).
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    if args.mode == "serve":
+        if not args.peer:
+            parser.error("serve: no --peer")
+        serve(args)
+        return 0
+    if not args.clips:
+        parser.error("no clips")
     result = bench(args) if args.mode == "bench" else memory(args)
     json.dump(result, sys.stdout)
     print()

@@ -103,22 +103,38 @@ impl Control {
 /// (the silence rule decides then).
 pub type TurnCheck = std::sync::Arc<dyn Fn(&[f32]) -> Option<bool> + Send + Sync>;
 
-/// End of turn rather than end of silence: at each pause of `pause`, ask;
-/// the detector's own hang-over (set long: `audio.vad.max_pause_ms`) ends a
-/// turn the model keeps calling unfinished, and `fallback` of silence ends
-/// one it cannot judge.
+/// Whether the words of the speech up to a pause (its speech span) stop in
+/// the middle of a sentence: `Some(true)` they do, `Some(false)` they read
+/// as finished, `None` not known yet (the live transcript is not in).
+pub type WordsCheck = std::sync::Arc<dyn Fn((Duration, Duration)) -> Option<bool> + Send + Sync>;
+
+/// End of turn rather than end of silence. At a pause of `pause`, and again
+/// every `every` while it lasts, the model is asked. The turn ends early
+/// when the model has said "finished" `agree` times in a row and the words
+/// (if there are `words`) read as a finished sentence. Evidence of a
+/// sentence stopped midway — the words, or without words the model saying
+/// "not yet" — holds the turn open up to the detector's own hang-over (set
+/// long: `audio.vad.max_pause_ms`); otherwise `fallback` of silence ends it
+/// as the silence rule would (the model calling a finished sentence
+/// unfinished costs no more than the silence rule did).
 #[derive(Clone)]
 pub struct EndOfTurn {
     pub pause: Duration,
+    pub every: Duration,
+    pub agree: u32,
     pub fallback: Duration,
     pub check: TurnCheck,
+    pub words: Option<WordsCheck>,
 }
 
 impl std::fmt::Debug for EndOfTurn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EndOfTurn")
             .field("pause", &self.pause)
+            .field("every", &self.every)
+            .field("agree", &self.agree)
             .field("fallback", &self.fallback)
+            .field("words", &self.words.is_some())
             .finish()
     }
 }
@@ -214,6 +230,14 @@ fn duration_to_samples(d: Duration) -> u64 {
     (d.as_secs_f64() * f64::from(PIPELINE_RATE)) as u64
 }
 
+/// A pause the end-of-turn model is being asked about (see [`EndOfTurn`]).
+struct Asked {
+    voiced_end: u64,
+    next: u64,
+    in_a_row: u32,
+    held: bool,
+}
+
 /// Shows the recording to `watch` where it is due: a pause once, when it
 /// has lasted `watch.pause`; the end of that pause when speech resumes; and
 /// speech every `watch.every` while it goes on.
@@ -279,11 +303,10 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
     // push-to-talk set, so a tap can undo the hold.
     let mut detected_start: Option<u64> = None;
     let mut last_audio = Instant::now();
-    // The pause being asked about (where its voice stopped) and the
-    // silence at which to ask next, and whether the model could not say
-    // (the silence rule then ends it).
-    let mut asked: Option<(u64, u64)> = None;
-    let mut undecided = false;
+    // The pause being asked about: where its voice stopped, the silence at
+    // which to ask next, how many asks in a row said "finished", and
+    // whether it is held open (a sentence stopped midway).
+    let mut asked: Option<Asked> = None;
     // Where the last `SoFar::Speaking` was shown, and the pause (its
     // voice's end) last shown as `SoFar::Paused`.
     let mut shown_at: Option<u64> = None;
@@ -354,31 +377,47 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
         if let (Some(turn), Some((start, voiced_end, quiet)), false) =
             (&options.end_of_turn, segmenter.pause(), held)
         {
-            // Asked at the pause, and again each `pause` longer it lasts:
-            // the longer the silence, the surer the model.
-            let step = duration_to_samples(turn.pause).max(1);
-            if asked.is_none_or(|(end, _)| end != voiced_end) {
-                asked = Some((voiced_end, step));
+            if asked.as_ref().is_none_or(|a| a.voiced_end != voiced_end) {
+                asked = Some(Asked {
+                    voiced_end,
+                    next: duration_to_samples(turn.pause).max(1),
+                    in_a_row: 0,
+                    held: false,
+                });
             }
-            if let Some((_, next)) = asked.as_mut()
-                && quiet >= *next
-            {
-                *next = quiet + step;
-                // The turn so far with the pause after it: the model hears
-                // the silence too, as it was trained to.
-                let from = (start.saturating_sub(origin) as usize).min(samples.len());
-                match (turn.check)(&samples[from..]) {
-                    Some(true) => {
+            if let Some(ask) = asked.as_mut() {
+                let span = (
+                    samples_to_duration(start.saturating_sub(origin)),
+                    samples_to_duration(voiced_end.saturating_sub(origin)),
+                );
+                if quiet >= ask.next {
+                    ask.next = quiet + duration_to_samples(turn.every).max(1);
+                    // The turn so far with the pause after it: the model
+                    // hears the silence too, as it was trained to.
+                    let from = (start.saturating_sub(origin) as usize).min(samples.len());
+                    let finished = (turn.check)(&samples[from..]);
+                    ask.in_a_row = if finished == Some(true) {
+                        ask.in_a_row + 1
+                    } else {
+                        0
+                    };
+                    let words = turn.words.as_ref().map(|w| w(span));
+                    ask.held |= match words {
+                        Some(midway) => midway == Some(true),
+                        None => finished == Some(false),
+                    };
+                    if !ask.held
+                        && ask.in_a_row >= turn.agree.max(1)
+                        && words.is_none_or(|w| w == Some(false))
+                    {
                         speech = Some((start, voiced_end));
                         break EndReason::EndOfTurn;
                     }
-                    Some(false) => undecided = false,
-                    None => undecided = true,
                 }
-            }
-            if undecided && quiet >= duration_to_samples(turn.fallback) {
-                speech = Some((start, voiced_end));
-                break EndReason::EndOfSpeech;
+                if !ask.held && quiet >= duration_to_samples(turn.fallback) {
+                    speech = Some((start, voiced_end));
+                    break EndReason::EndOfSpeech;
+                }
             }
         }
         let now = origin + samples.len() as u64;

@@ -26,6 +26,9 @@ pub struct Header {
     pub language: Language,
     /// `f32`, `f16`, `q8_0`, `q5_1`… (ggml's names, lower case).
     pub quantisation: String,
+    /// The model's size by its encoder's layers, as whisper.cpp names it
+    /// (`tiny`, `base`, `small`, `medium`, `large`; `unknown` otherwise).
+    pub kind: &'static str,
 }
 
 /// Why a file is not a whisper.cpp model.
@@ -63,6 +66,7 @@ fn parse_header(buf: &[u8; HEADER_LEN]) -> Result<Header, HeaderProblem> {
         return Err(HeaderProblem::Magic(magic));
     }
     let n_vocab = i32::from_le_bytes(word(1));
+    let n_audio_layer = i32::from_le_bytes(word(5));
     let ftype = i32::from_le_bytes(word(11));
     // Whisper's vocabularies are 51864–51866 tokens. Old llama.cpp files
     // carry the same magic (with 32000), so the size tells them apart.
@@ -77,6 +81,15 @@ fn parse_header(buf: &[u8; HEADER_LEN]) -> Result<Header, HeaderProblem> {
     Ok(Header {
         language,
         quantisation: ftype_name(ftype),
+        // whisper.cpp's own rule (`model_type` from `n_audio_layer`).
+        kind: match n_audio_layer {
+            4 => "tiny",
+            6 => "base",
+            12 => "small",
+            24 => "medium",
+            32 => "large",
+            _ => "unknown",
+        },
     })
 }
 
@@ -127,6 +140,11 @@ mod tests {
         // tiny.en f16, tiny q8_0 (quantisation version 2), large-v3 q5_0.
         let h = parse(&header_bytes(51_864, 1)).unwrap();
         assert_eq!((h.language, h.quantisation.as_str()), (Language::En, "f16"));
+        // Four encoder layers: tiny.
+        assert_eq!(h.kind, "tiny");
+        let mut base = header_bytes(51_864, 1);
+        base[20..24].copy_from_slice(&6i32.to_le_bytes());
+        assert_eq!(parse(&base).unwrap().kind, "base");
         let h = parse(&header_bytes(51_865, 2007)).unwrap();
         assert_eq!(
             (h.language, h.quantisation.as_str()),

@@ -114,6 +114,12 @@ pub struct EngineConfig {
     /// (`false`) a request: the daemon's event stream (the lights show
     /// "transcribing").
     pub on_busy: Option<BusyHook>,
+    /// Load the model on the first request instead of at start (its
+    /// header is still checked at start). The daemon does so when the live
+    /// engine hears the microphone: whisper then serves only files and
+    /// other languages, and its 50 MB wait until one comes (it loads in
+    /// under 0.1 s).
+    pub lazy: bool,
 }
 
 /// See [`EngineConfig::on_busy`].
@@ -143,6 +149,7 @@ impl Default for EngineConfig {
             before_request: None,
             after_request: None,
             on_busy: None,
+            lazy: false,
         }
     }
 }
@@ -287,52 +294,37 @@ impl Engine {
                 path: config.model.clone(),
             });
         }
-        let started = Instant::now();
-        let path = config.model.to_string_lossy().into_owned();
-        let mut params = WhisperContextParameters::default();
-        params.flash_attn(config.flash_attn);
-        let ctx =
-            WhisperContext::new_with_params(&path, params).map_err(|e| SttError::ModelLoad {
-                path: config.model.clone(),
-                reason: e.to_string(),
-            })?;
-        // A state is made per request (see `Worker::decode`); making one
-        // now proves the model can run before the daemon says it is ready.
-        drop(ctx.create_state().map_err(|e| SttError::ModelLoad {
-            path: config.model.clone(),
-            reason: e.to_string(),
-        })?);
-        let info = ModelInfo {
-            path: config.model.clone(),
-            name: config
-                .model
-                .file_stem()
-                // The store's `ggml-<name>.bin` (whisper.cpp's own naming).
-                .map(|s| s.to_string_lossy().trim_start_matches("ggml-").to_owned())
-                .unwrap_or_default(),
-            kind: ctx
-                .model_type_readable_str_lossy()
-                .map(|s| s.into_owned())
-                .unwrap_or_default(),
-            multilingual: ctx.is_multilingual(),
-            quantisation: hark_models::ggml::ftype_name(ctx.model_ftype()),
-            load_ms: started.elapsed().as_millis() as u64,
-        };
-        tracing::info!(model = %info.path.display(), kind = %info.kind, quantisation = %info.quantisation,
-            multilingual = info.multilingual, load_ms = info.load_ms, "speech-to-text model loaded");
         let hooks = Hooks {
             queue: config.queue,
             before_request: config.before_request,
             after_request: config.after_request,
             on_busy: config.on_busy.clone(),
         };
-        let whisper = Whisper {
-            ctx,
-            multilingual: info.multilingual,
-            name: info.name.clone(),
-            config,
-            info,
-        };
+        if config.lazy {
+            let header =
+                hark_models::ggml::read_header(&config.model).map_err(|e| SttError::ModelLoad {
+                    path: config.model.clone(),
+                    reason: e.to_string(),
+                })?;
+            let info = ModelInfo {
+                path: config.model.clone(),
+                name: model_name(&config.model),
+                kind: header.kind.to_owned(),
+                multilingual: header.language == hark_models::Language::Multilingual,
+                quantisation: header.quantisation,
+                load_ms: 0,
+            };
+            tracing::info!(model = %info.path.display(), "speech-to-text model checked; it loads when first needed");
+            return Self::from_recognizer(
+                Box::new(LazyWhisper {
+                    config,
+                    info,
+                    loaded: None,
+                }),
+                hooks,
+            );
+        }
+        let whisper = Whisper::load(config)?;
         Self::from_recognizer(Box::new(whisper), hooks)
     }
 
@@ -452,6 +444,45 @@ struct Whisper {
     info: ModelInfo,
 }
 
+/// The model's name: the store's `ggml-<name>.bin` (whisper.cpp's own
+/// naming) without its prefix and extension.
+fn model_name(path: &std::path::Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().trim_start_matches("ggml-").to_owned())
+        .unwrap_or_default()
+}
+
+/// Whisper loaded on the first request ([`EngineConfig::lazy`]); its
+/// info read from the model's header at start.
+struct LazyWhisper {
+    config: EngineConfig,
+    info: ModelInfo,
+    loaded: Option<Whisper>,
+}
+
+impl LazyWhisper {
+    fn whisper(&mut self) -> Result<&mut Whisper, SttError> {
+        if self.loaded.is_none() {
+            self.loaded = Some(Whisper::load(self.config.clone())?);
+        }
+        self.loaded.as_mut().ok_or(SttError::Stopped)
+    }
+}
+
+impl Recognizer for LazyWhisper {
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    fn transcribe(&mut self, request: Request) -> Result<Transcript, SttError> {
+        self.whisper()?.transcribe(request)
+    }
+
+    fn detect(&mut self, audio: &[f32]) -> Result<Vec<LanguageGuess>, SttError> {
+        self.whisper()?.detect(audio)
+    }
+}
+
 impl Recognizer for Whisper {
     fn info(&self) -> &ModelInfo {
         &self.info
@@ -516,6 +547,45 @@ impl Worker {
 }
 
 impl Whisper {
+    /// Loads the model (blocking: it reads the whole file).
+    fn load(config: EngineConfig) -> Result<Self, SttError> {
+        let started = Instant::now();
+        let path = config.model.to_string_lossy().into_owned();
+        let mut params = WhisperContextParameters::default();
+        params.flash_attn(config.flash_attn);
+        let ctx =
+            WhisperContext::new_with_params(&path, params).map_err(|e| SttError::ModelLoad {
+                path: config.model.clone(),
+                reason: e.to_string(),
+            })?;
+        // A state is made per request (see `Worker::decode`); making one
+        // now proves the model can run before the daemon says it is ready.
+        drop(ctx.create_state().map_err(|e| SttError::ModelLoad {
+            path: config.model.clone(),
+            reason: e.to_string(),
+        })?);
+        let info = ModelInfo {
+            path: config.model.clone(),
+            name: model_name(&config.model),
+            kind: ctx
+                .model_type_readable_str_lossy()
+                .map(|s| s.into_owned())
+                .unwrap_or_default(),
+            multilingual: ctx.is_multilingual(),
+            quantisation: hark_models::ggml::ftype_name(ctx.model_ftype()),
+            load_ms: started.elapsed().as_millis() as u64,
+        };
+        tracing::info!(model = %info.path.display(), kind = %info.kind, quantisation = %info.quantisation,
+            multilingual = info.multilingual, load_ms = info.load_ms, "speech-to-text model loaded");
+        Ok(Self {
+            ctx,
+            multilingual: info.multilingual,
+            name: info.name.clone(),
+            config,
+            info,
+        })
+    }
+
     /// The language to decode in, checked against the model.
     fn language(&self, requested: Option<&str>) -> Result<Option<String>, SttError> {
         let wanted = requested

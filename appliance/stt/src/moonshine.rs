@@ -168,6 +168,10 @@ pub struct Moonshine {
     past: Vec<String>,
     heads: usize,
     head_dim: usize,
+    /// Whether the encoder and the decoder take the audio's attention mask
+    /// (tiny-en's export does; base-en's has none: all audio counts).
+    encoder_mask: bool,
+    decoder_mask: bool,
     dir: PathBuf,
 }
 
@@ -238,22 +242,17 @@ impl Moonshine {
                 .collect::<Vec<_>>()
         };
         let encoder_inputs = names(&encoder);
-        for want in ["input_values", "attention_mask"] {
-            if !encoder_inputs.iter().any(|n| n == want) {
-                return Err(interface(
-                    &encoder_path,
-                    "encoder inputs",
-                    format!("no input `{want}` (it has {encoder_inputs:?})"),
-                ));
-            }
+        if !encoder_inputs.iter().any(|n| n == "input_values") {
+            return Err(interface(
+                &encoder_path,
+                "encoder inputs",
+                format!("no input `input_values` (it has {encoder_inputs:?})"),
+            ));
         }
+        let encoder_mask = encoder_inputs.iter().any(|n| n == "attention_mask");
         let decoder_inputs = names(&decoder);
-        for want in [
-            "input_ids",
-            "encoder_hidden_states",
-            "encoder_attention_mask",
-            "use_cache_branch",
-        ] {
+        let decoder_mask = decoder_inputs.iter().any(|n| n == "encoder_attention_mask");
+        for want in ["input_ids", "encoder_hidden_states", "use_cache_branch"] {
             if !decoder_inputs.iter().any(|n| n == want) {
                 return Err(interface(
                     &decoder_path,
@@ -309,7 +308,10 @@ impl Moonshine {
                     "no `logits` with a fixed vocabulary".into(),
                 )
             })?;
-        if vocabulary != tokenizer.len() {
+        // The decoder's vocabulary may be padded past the tokenizer's last
+        // token to a multiple of 1024 (base-en: 32000 tokens, 32768
+        // logits); anything else is a tokenizer from another model.
+        if tokenizer.len() > vocabulary || vocabulary - tokenizer.len() >= 1024 {
             return Err(MoonshineError::Mismatch {
                 tokens: tokenizer.len(),
                 vocabulary,
@@ -323,6 +325,8 @@ impl Moonshine {
             past,
             heads,
             head_dim,
+            encoder_mask,
+            decoder_mask,
             dir: dir.to_owned(),
         })
     }
@@ -354,10 +358,16 @@ impl Moonshine {
         let samples = audio.len();
         let mask = vec![1i64; samples];
         let (hidden_shape, hidden) = {
-            let outputs = self.encoder.run(ort::inputs! {
+            let mut inputs = ort::inputs! {
                 "input_values" => TensorRef::from_array_view(([1usize, samples], audio))?,
-                "attention_mask" => TensorRef::from_array_view(([1usize, samples], &mask[..]))?,
-            })?;
+            };
+            if self.encoder_mask {
+                inputs.push((
+                    "attention_mask".into(),
+                    TensorRef::from_array_view(([1usize, samples], &mask[..]))?.into(),
+                ));
+            }
+            let outputs = self.encoder.run(inputs)?;
             let (shape, data) = outputs
                 .get("last_hidden_state")
                 .ok_or_else(|| {
@@ -392,9 +402,14 @@ impl Moonshine {
             let mut inputs = ort::inputs! {
                 "input_ids" => TensorRef::from_array_view(([1usize, 1], &last[..]))?,
                 "encoder_hidden_states" => TensorRef::from_array_view((hidden_shape.clone(), &hidden[..]))?,
-                "encoder_attention_mask" => TensorRef::from_array_view(([1usize, samples], &mask[..]))?,
                 "use_cache_branch" => Tensor::from_array(([1usize], vec![step > 0]))?,
             };
+            if self.decoder_mask {
+                inputs.push((
+                    "encoder_attention_mask".into(),
+                    TensorRef::from_array_view(([1usize, samples], &mask[..]))?.into(),
+                ));
+            }
             for (name, (shape, data)) in self.past.iter().zip(&cache) {
                 inputs.push((
                     name.clone().into(),

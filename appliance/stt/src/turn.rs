@@ -232,3 +232,76 @@ mod tests {
         assert!(x[10 * FRAMES + FRAMES - 5] > x[10 * FRAMES + 5]);
     }
 }
+
+/// Words an English sentence does not end on: articles, prepositions,
+/// conjunctions, auxiliaries, possessives, fillers. A transcript of the
+/// speech so far that ends on one (or on a comma, colon or dash) stops in
+/// the middle of a sentence, whatever its last punctuation says (the live
+/// engine often puts a full stop after "send a message to").
+const DANGLING: &[&str] = &[
+    "a", "an", "the", "to", "of", "in", "on", "at", "for", "from", "with", "about", "by", "into",
+    "onto", "over", "under", "than", "like", "and", "or", "but", "so", "because", "if", "when",
+    "that", "which", "who", "whose", "where", "whether", "while", "until", "unless", "although",
+    "is", "are", "was", "were", "be", "been", "am", "will", "would", "could", "should", "can",
+    "may", "might", "must", "shall", "have", "has", "had", "do", "does", "did", "my", "your",
+    "our", "their", "his", "her", "its", "um", "uh", "er", "erm", "hmm",
+];
+
+/// Whether English text stops in the middle of a sentence: it ends with a
+/// comma, colon, semicolon, dash or ellipsis, or on a word no sentence ends
+/// on ([`DANGLING`]). Empty text says nothing either way (`false`).
+pub fn ends_mid_sentence(text: &str) -> bool {
+    let text = text.trim_end_matches(|c: char| c.is_whitespace() || c == '"' || c == '\'');
+    if !text.chars().any(char::is_alphanumeric) {
+        return false;
+    }
+    if text.ends_with([',', ':', ';', '-', '—', '–'])
+        || text.ends_with("...")
+        || text.ends_with('…')
+    {
+        return true;
+    }
+    let last = text
+        .trim_end_matches(|c: char| !c.is_alphanumeric())
+        .rsplit(|c: char| !c.is_alphanumeric() && c != '\'')
+        .next()
+        .unwrap_or_default()
+        .to_lowercase();
+    DANGLING.contains(&last.as_str())
+}
+
+#[cfg(test)]
+mod text_tests {
+    use super::ends_mid_sentence;
+
+    #[test]
+    fn sentences_stopped_midway_are_told_from_finished_ones() {
+        for midway in [
+            "Send a message to.",
+            "I need to buy some milk and.",
+            "The thing I wanted to ask you about is,",
+            "Can you find the email from?",
+            "So I was thinking that we could, you know,",
+            "Find the cheapest flight to Lisbon next weekend,",
+            "Well, um",
+            "It was - ",
+            "and then…",
+            "\"The report is in my\"",
+            // A question ending on its preposition reads as midway too:
+            // the cost is a longer wait, never a cut.
+            "Who is it for",
+        ] {
+            assert!(ends_mid_sentence(midway), "{midway}");
+        }
+        for finished in [
+            "Turn on the lights.",
+            "What time is it in Tokyo?",
+            "Book a table for two.",
+            "Send it to Anna and David.",
+            "",
+            "...",
+        ] {
+            assert!(!ends_mid_sentence(finished), "{finished}");
+        }
+    }
+}

@@ -248,3 +248,49 @@ fn silence_noise_cancellation_queue_language_and_words() {
         assert!(rx.blocking_recv().expect("answered").is_ok());
     }
 }
+
+#[test]
+fn a_lazy_engine_reads_the_header_at_start_and_loads_on_the_first_request() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = common::import(tmp.path(), Quantisation::Q8_0);
+    let engine = Engine::start(EngineConfig {
+        model,
+        lazy: true,
+        ..EngineConfig::default()
+    })
+    .expect("lazy engine starts");
+    let info = engine.info().clone();
+    assert_eq!(
+        (
+            info.kind.as_str(),
+            info.quantisation.as_str(),
+            info.multilingual
+        ),
+        ("tiny", "q8_0", false),
+        "{info:?}"
+    );
+    let audio = common::speak(tmp.path(), SENTENCES[1], "en-us");
+    let transcript = engine
+        .transcribe_blocking(Request::new(audio))
+        .expect("transcribes once loaded");
+    assert!(
+        transcript.text.to_lowercase().contains("kitchen"),
+        "{transcript:?}"
+    );
+
+    // A file that is not a whisper model is refused at start, lazy or not.
+    let bad = tmp.path().join("ggml-bad.bin");
+    std::fs::write(
+        &bad,
+        b"not a model at all, only some bytes to fill a header",
+    )
+    .unwrap();
+    let e = Engine::start(EngineConfig {
+        model: bad,
+        lazy: true,
+        ..EngineConfig::default()
+    })
+    .err()
+    .expect("refused");
+    assert!(e.to_string().contains("ggml-bad.bin"), "{e}");
+}

@@ -23,16 +23,19 @@ pub const START: Duration = Duration::from_secs(30);
 pub const MODEL: Duration = Duration::from_secs(120);
 pub const CALL: Duration = Duration::from_secs(120);
 
-/// The daemon's config: every transport on loopback, the speech-to-text
-/// model from the test store, the virtual sound card, then `extra`
-/// verbatim.
+/// The daemon's config: every transport on loopback, no discovery (no
+/// multicast onto the machine's network), the speech-to-text model from the
+/// test store, the virtual sound card, then `extra`: lines under a
+/// `[section]` the config already has join that section (TOML allows a
+/// table once).
 pub fn config(dir: &Path, models_dir: &Path, extra: &[String]) -> String {
     let run = dir.join("run");
-    let mut config = format!(
+    let config = format!(
         "[service]\nlog_level = \"info\"\nstate_dir = {}\n\
          [mcp.tcp]\nlisten = \"127.0.0.1:0\"\n\
          [mcp.http]\nlisten = \"127.0.0.1:0\"\n\
          [mcp.unix]\npath = {}\n\
+         [discovery]\nenabled = false\n\
          [stt]\nmodels_dir = {}\naudio_dirs = [{}]\n\
          [audio.capture]\ndevice = \"hark_virtual_mic\"\n\
          [audio.playback]\ndevice = \"hark_virtual_speaker\"\nrate = 22050\nchannels = 1\n\
@@ -45,11 +48,46 @@ pub fn config(dir: &Path, models_dir: &Path, extra: &[String]) -> String {
         toml_str(&run.join("inject.fifo")),
         toml_str(&dir.join("speaker.wav")),
     );
-    for line in extra {
-        config.push_str(line);
-        config.push('\n');
+    let lines: Vec<String> = config
+        .lines()
+        .map(str::to_owned)
+        .chain(extra.iter().cloned())
+        .collect();
+    let mut merged = String::new();
+    for line in merge_sections(&lines) {
+        merged.push_str(&line);
+        merged.push('\n');
     }
-    config
+    merged
+}
+
+/// `lines` with each `[section]` once, its lines gathered in order, the
+/// sections in the order they first appear.
+fn merge_sections(lines: &[String]) -> Vec<String> {
+    let mut sections: Vec<(String, Vec<String>)> = vec![(String::new(), Vec::new())];
+    let mut current = 0;
+    for line in lines {
+        if line.trim_start().starts_with('[') {
+            current = match sections.iter().position(|(s, _)| s == line) {
+                Some(i) => i,
+                None => {
+                    sections.push((line.clone(), Vec::new()));
+                    sections.len() - 1
+                }
+            };
+        } else {
+            sections[current].1.push(line.clone());
+        }
+    }
+    sections
+        .into_iter()
+        .flat_map(|(header, body)| {
+            (!header.is_empty())
+                .then_some(header)
+                .into_iter()
+                .chain(body)
+        })
+        .collect()
 }
 
 /// Starts `binary` on the virtual card in `dir` with the tiny.en q8_0 from
@@ -394,5 +432,20 @@ mod tests {
         assert!(config.contains("audio_dirs = [\"/tmp/a \\\"b\\\"\"]\n"));
         assert!(config.contains("state_dir = \"/tmp/a \\\"b\\\"/state\"\n"));
         assert!(config.ends_with("[tts]\nvoice = \"x\"\n"));
+        // A section the config has: joined, not repeated.
+        let config = super::config(
+            Path::new("/d"),
+            Path::new("/m"),
+            &["[stt]".into(), "x = 1".into()],
+        );
+        assert_eq!(config.matches("[stt]").count(), 1, "{config}");
+        let stt = config.split("[stt]\n").nth(1).unwrap_or_default();
+        assert!(
+            stt.split("\n[")
+                .next()
+                .unwrap_or_default()
+                .contains("\nx = 1"),
+            "{config}"
+        );
     }
 }

