@@ -39,6 +39,10 @@ def test_partial_transcripts_arrive_while_the_person_speaks(start_daemon, tmp_pa
     assert s["model"] == "tiny-en" and s["end_reason"] == "end_of_turn", s
     # The final pass began at the pause the turn ended at.
     assert s["speculative"] is True, s
+    # A finished sentence ends the turn about 300 ms after its last word
+    # (two asks of the end-of-turn model, at 200 and 300 ms of silence),
+    # not after the silence rule's 800 ms.
+    assert s["duration"] - s["speech_end"] <= 0.45, s
 
     messages = [p["message"] for p in progress]
     partials = [m for m in messages if m.startswith("heard so far: ")]

@@ -1,12 +1,14 @@
 //! `hark-bench turn`: the turn's latency — from the true end of speech to
 //! the transcript at an MCP client — on the real daemon (release build,
-//! virtual sound card), for three pipelines in one run, in turns:
+//! virtual sound card), for four pipelines in one run, in turns:
 //!
 //! - **Hark live**: Moonshine tiny-en for the microphone, Smart Turn at
 //!   each 200 ms pause, the final pass started at the pause
 //!   (`stt.speculative`), partial transcripts on.
-//! - **Hark whisper + silence**: the appliance as it was before — whisper
-//!   tiny.en q8_0, the 800 ms silence rule, nothing ahead of the end.
+//! - **Hark default**: whisper tiny.en q8_0 and the 800 ms silence rule,
+//!   the final pass started at the first 200 ms pause.
+//! - **Hark whisper + silence**: the appliance as it was before — the
+//!   same, with nothing ahead of the end.
 //! - **Peer: silence, then faster-whisper int8**: the same silence rule
 //!   (the recording's end is the whisper daemon's, from its log, in the same
 //!   round), then faster-whisper (CTranslate2 int8, the same tiny.en, beam
@@ -145,6 +147,7 @@ const PAUSED: [(&str, &str); 6] = [
 ];
 
 const LIVE: &str = "Hark live: Moonshine + Smart Turn, early final pass";
+const DEFAULT: &str = "Hark default: whisper + silence, early final pass";
 const WHISPER: &str = "Hark whisper + silence (before)";
 const PEER: &str = "Peer: silence, then faster-whisper int8";
 
@@ -208,6 +211,7 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
         "speculative = false".to_owned(),
         "partial_ms = 0".to_owned(),
     ];
+    let default_extra: [String; 0] = [];
     let start = |name: &'static str, dir: &str, extra: &[String]| -> anyhow::Result<System> {
         let lines: Vec<String> = extra.iter().chain(base.iter()).cloned().collect();
         let (daemon, status) = daemon::start_listening(
@@ -233,6 +237,7 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
         "the live daemon has no live engine or end-of-turn model: {stt_line}"
     );
     let whisper = start(WHISPER, "whisper", &whisper_extra)?;
+    let default = start(DEFAULT, "default", &default_extra)?;
 
     eprintln!("[turn] speaking the clips with the live daemon's voice");
     let clips_dir = scratch.0.join("clips");
@@ -265,7 +270,7 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
         Some(Peer::start(&args)?)
     };
 
-    let mut systems = [live, whisper];
+    let mut systems = [live, default, whisper];
     // [system][clip] → turns; the peer's per clip.
     let mut turns: Vec<Vec<Vec<Turn>>> = vec![vec![Vec::new(); clips.len()]; systems.len()];
     let mut pause_turns: Vec<Vec<Vec<Turn>>> = vec![vec![Vec::new(); paused.len()]; systems.len()];
@@ -307,6 +312,7 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
     eprintln!("[turn] first sound of speak_text");
     let first_sound = replies(&mut systems[0], args.replies)?;
     let memory = systems[0].daemon.memory()?;
+    let default_memory = systems[1].daemon.memory()?;
     let mut names: Vec<&str> = systems.iter().map(|s| s.name).collect();
     let mut all = turns;
     if peer.is_some() {
@@ -324,7 +330,7 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
             &paused,
             &pause_turns,
             &first_sound,
-            memory.peak_kib,
+            (memory.peak_kib, default_memory.peak_kib),
             versions.as_ref(),
         )
     );
@@ -645,7 +651,7 @@ fn render(
     paused: &[Clip],
     pause_turns: &[Vec<Vec<Turn>>],
     first_sound: &[f64],
-    peak_kib: u64,
+    (peak_kib, default_peak_kib): (u64, u64),
     versions: Option<&Value>,
 ) -> String {
     let mut out = String::new();
@@ -684,9 +690,9 @@ fn render(
     // Pooled: under 5 s, all; WER; how often the early pass was kept.
     let _ = writeln!(
         out,
-        "\n| system | median < 5 s ms | p90 < 5 s ms | median all ms | recording ended after ms (median) | WER % | early pass kept |"
+        "\n| system | median < 5 s ms | p90 < 5 s ms | median all ms | recording ended after ms (median) | cut before the end | WER % | early pass kept |"
     );
-    let _ = writeln!(out, "|---|--:|--:|--:|--:|--:|--:|");
+    let _ = writeln!(out, "|---|--:|--:|--:|--:|--:|--:|--:|");
     let short: Vec<usize> = (0..clips.len())
         .filter(|&c| clips[c].seconds() < 5.0)
         .collect();
@@ -703,10 +709,16 @@ fn render(
         let wer = pooled_wer(clips, system);
         let kept = system.iter().flatten().filter(|t| t.speculative).count();
         let total = system.iter().flatten().count();
+        // The recording ended before the speech did: a sentence cut.
+        let cut = system
+            .iter()
+            .flatten()
+            .filter(|t| t.recorded_ms < 0.0)
+            .count();
         medians.push(percentile(&under, 0.5));
         let _ = writeln!(
             out,
-            "| {name} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {kept} of {total} |",
+            "| {name} | {:.0} | {:.0} | {:.0} | {:.0} | {cut} of {total} | {:.1} | {kept} of {total} |",
             percentile(&under, 0.5),
             percentile(&under, 0.9),
             percentile(&every, 0.5),
@@ -758,10 +770,12 @@ fn render(
         "\nThe peer uses the same silence rule as Hark whisper + silence, so its pause-set cuts are that row's."
     );
     let peak = peak_kib as f64 / 1024.0;
+    let default_peak = default_peak_kib as f64 / 1024.0;
     let _ = writeln!(
         out,
         "\n| other | value | target |\n|---|--:|---|\n\
          | peak RSS of the live daemon (whisper, Moonshine, Smart Turn, one voice; VmHWM) | {peak:.0} MiB | ≤ {TARGET_PEAK_MIB:.0} MiB: {} |\n\
+         | peak RSS of the default daemon (whisper, no voice used) | {default_peak:.0} MiB | |\n\
          | speak_text to first sound, median of {} | {:.0} ms | ≤ 200 ms: {} |",
         if peak <= TARGET_PEAK_MIB {
             "met"
