@@ -33,6 +33,8 @@ def test_partial_transcripts_arrive_while_the_person_speaks(start_daemon, tmp_pa
                "The meeting has been moved to Thursday afternoon, so please tell everyone on the team "
                "before lunch tomorrow.")
     result, progress = listen_with_progress(d, clip)
+    # The event stream may deliver the final words just after the answer.
+    assert wait_for(lambda: events.of("utterance_transcribed"), 5), events.events
     events.stop = True
     s = result["structuredContent"]
     assert not result.get("isError"), result

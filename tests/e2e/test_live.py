@@ -38,10 +38,11 @@ def test_the_live_engine_hears_the_microphone_and_whisper_the_files(start_daemon
     assert not result.get("isError"), result
     s = result["structuredContent"]
     assert s["model"] == "tiny-en", s
-    # Joined, so "after noon" and "afternoon" both count: the plumbing is
-    # under test here, the accuracy in hark-bench stt.
+    # The plumbing is under test here, the accuracy in hark-bench stt and
+    # turn: Moonshine tiny-en hears espeak's "afternoon" as "after noon" or
+    # "after Hoon" now and then, so the last word is not asked for.
     heard = "".join(words(s["text"]))
-    assert all(w in heard for w in ["meeting", "thursday", "afternoon"]), s
+    assert all(w in heard for w in ["meeting", "moved", "thursday"]), s
     assert s["language"] == "en" and s["transcribe_ms"] is not None
     # A file still goes to whisper (with word timestamps, which Moonshine lacks).
     wav = speak(audio / "file.wav", SENTENCE)
