@@ -83,6 +83,31 @@ fn mcp_service(shared: &Arc<Shared>) -> McpService {
     )
 }
 
+/// A request refused before its body was read leaves that body on the
+/// connection, so hyper closes the connection after the answer; a client
+/// that sends its next request on it meanwhile sees the connection drop
+/// instead of an answer. The refusal therefore says `Connection: close`
+/// (HTTP/1 only: HTTP/2 has no such header, and its streams are
+/// independent).
+fn unread_body_closes(
+    request: &Request<Incoming>,
+) -> impl FnOnce(Response<Body>) -> Response<Body> + use<> {
+    let has_body = request.version() <= http::Version::HTTP_11
+        && (request.headers().contains_key(header::TRANSFER_ENCODING)
+            || request
+                .headers()
+                .get(header::CONTENT_LENGTH)
+                .is_some_and(|v| v.as_bytes() != b"0"));
+    move |mut response: Response<Body>| {
+        if has_body && response.status().is_client_error() {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+        }
+        response
+    }
+}
+
 async fn handle(
     shared: Arc<Shared>,
     mcp: McpService,
@@ -317,13 +342,14 @@ async fn serve(shared: Arc<Shared>, listener: TcpListener, tls: Option<tokio_rus
                         .and_then(|v| v.to_str().ok())
                         .unwrap_or(""),
                 );
-                handle(
+                let closes = unread_body_closes(&request);
+                let response = handle(
                     Arc::clone(&shared),
                     mcp.clone(),
                     Arc::clone(&identity),
                     request,
-                )
-                .instrument(span)
+                );
+                async move { response.await.map(closes) }.instrument(span)
             })
         };
         let shared2 = Arc::clone(&shared);
