@@ -100,9 +100,10 @@ fn unread_body_closes(
                 .is_some_and(|v| v.as_bytes() != b"0"));
     move |mut response: Response<Body>| {
         if has_body && response.status().is_client_error() {
-            response
-                .headers_mut()
-                .insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+            response.headers_mut().insert(
+                header::CONNECTION,
+                header::HeaderValue::from_static("close"),
+            );
         }
         response
     }
