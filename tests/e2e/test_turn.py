@@ -48,7 +48,9 @@ def test_a_pause_in_mid_sentence_does_not_end_the_turn(start_daemon, tmp_path):
     heard = listen(smart, clip)["structuredContent"]
     got = set(words(heard["text"]))
     assert {"thinking", "park", "saturday"} <= got, heard
-    assert heard["end_reason"] == "end_of_turn", heard
+    # The finished sentence ends by the model (two asks in a row) or, when
+    # its two asks disagree, by the silence rule: never at the pause.
+    assert heard["end_reason"] in ("end_of_turn", "end_of_speech"), heard
 
     # The silence rule cuts the same clip at the pause.
     plain = start_daemon({"audio.vad": {"hangover_ms": 500}})
