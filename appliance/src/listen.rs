@@ -228,20 +228,26 @@ impl Pass {
         engine: &hark_stt::engine::Engine,
         audio: Vec<f32>,
         language: Option<String>,
-    ) -> Option<Self> {
+    ) -> Result<Self, SttError> {
         let mut request = Request::new(audio);
         request.language = language;
         let abandon = AbandonOnDrop(Arc::clone(&request.cancel));
-        match engine.submit(request) {
-            Ok(reply) => Some(Self {
-                reply,
-                _abandon: abandon,
-            }),
-            Err(e) => {
-                tracing::debug!(error = %e, "no transcription ahead of the turn's end");
-                None
-            }
-        }
+        Ok(Self {
+            reply: engine.submit(request)?,
+            _abandon: abandon,
+        })
+    }
+
+    /// [`Pass::submit`] ahead of the turn's end, where a refusal (a full
+    /// queue) only means the final pass starts later.
+    fn ahead(
+        engine: &hark_stt::engine::Engine,
+        audio: Vec<f32>,
+        language: Option<String>,
+    ) -> Option<Self> {
+        Self::submit(engine, audio, language)
+            .map_err(|e| tracing::debug!(error = %e, "no transcription ahead of the turn's end"))
+            .ok()
     }
 
     /// The transcript, or `None` if the engine dropped the request.
@@ -456,6 +462,7 @@ pub async fn listen(
         options.watch = Some(utterance::Watch {
             every: partial_every,
             pause: Duration::from_millis(u64::from(mic.vad.pause_ms)),
+            pauses: stt.speculative,
             watcher: watcher(glimpse_tx),
         });
     }
@@ -477,7 +484,7 @@ pub async fn listen(
                 Glimpse::Speaking(audio) => {
                     // One pass at a time: one still running is skipped.
                     if partial.is_none() && speculative.is_none() {
-                        partial = Pass::submit(&engine, audio, request.language.clone());
+                        partial = Pass::ahead(&engine, audio, request.language.clone());
                     }
                 }
                 Glimpse::Paused { clip, from, speech } => {
@@ -489,7 +496,7 @@ pub async fn listen(
                     speculative = stt.speculative.then(|| Speculative {
                         speech,
                         from,
-                        pass: Pass::submit(&engine, clip.clone(), request.language.clone()),
+                        pass: Pass::ahead(&engine, clip.clone(), request.language.clone()),
                         clip,
                         result: None,
                     });
@@ -639,15 +646,14 @@ pub async fn listen(
         from_early = outcome.is_some();
         let outcome = match outcome {
             Some(outcome) => outcome,
-            None => {
-                let mut stt_request = Request::new(std::mem::take(&mut audio));
-                stt_request.language = request.language.clone();
-                let _abandon = AbandonOnDrop(Arc::clone(&stt_request.cancel));
-                engine
-                    .submit(stt_request)?
-                    .await
-                    .map_err(|_| ListenError::EngineStopped)?
-            }
+            None => Pass::submit(
+                &engine,
+                std::mem::take(&mut audio),
+                request.language.clone(),
+            )?
+            .done()
+            .await
+            .ok_or(ListenError::EngineStopped)?,
         };
         match outcome {
             Err(e @ (SttError::Live(_) | SttError::Unsupported(_))) => match retry.take() {

@@ -166,8 +166,12 @@ pub struct Watch {
     /// A [`SoFar::Speaking`] each time this much more speech is recorded
     /// (`None`: only pauses are shown).
     pub every: Option<Duration>,
-    /// Silence after the voice stops that counts as a pause.
+    /// Silence after the voice stops that counts as a pause (no speech so
+    /// far is shown during one).
     pub pause: Duration,
+    /// Whether pauses are shown ([`SoFar::Paused`], [`SoFar::Resumed`]):
+    /// only a watcher that starts work at a pause needs the copy.
+    pub pauses: bool,
     pub watcher: Watcher,
 }
 
@@ -176,6 +180,7 @@ impl std::fmt::Debug for Watch {
         f.debug_struct("Watch")
             .field("every", &self.every)
             .field("pause", &self.pause)
+            .field("pauses", &self.pauses)
             .finish()
     }
 }
@@ -266,7 +271,7 @@ fn show(
     if let Some((start, end, quiet)) = pause
         && quiet >= duration_to_samples(watch.pause)
     {
-        if *shown_pause != Some(end) {
+        if watch.pauses && *shown_pause != Some(end) {
             *shown_pause = Some(end);
             (watch.watcher)(SoFar::Paused {
                 audio: samples,

@@ -464,6 +464,7 @@ fn a_recording_shows_speech_and_pauses_as_it_goes(env: &Env) {
     options.watch = Some(utterance::Watch {
         every: Some(Duration::from_millis(500)),
         pause: Duration::from_millis(200),
+        pauses: true,
         watcher: Arc::new(move |so_far| {
             let shown = match so_far {
                 utterance::SoFar::Speaking { audio, .. } => Shown::S(audio.len()),

@@ -462,10 +462,11 @@ struct LazyWhisper {
 
 impl LazyWhisper {
     fn whisper(&mut self) -> Result<&mut Whisper, SttError> {
-        if self.loaded.is_none() {
-            self.loaded = Some(Whisper::load(self.config.clone())?);
-        }
-        self.loaded.as_mut().ok_or(SttError::Stopped)
+        let whisper = match self.loaded.take() {
+            Some(whisper) => whisper,
+            None => Whisper::load(self.config.clone())?,
+        };
+        Ok(self.loaded.insert(whisper))
     }
 }
 

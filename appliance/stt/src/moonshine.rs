@@ -19,9 +19,10 @@ use ort::session::Session;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::value::{Tensor, TensorRef};
 
-pub const ENCODER: &str = "encoder_model.ort";
-pub const DECODER: &str = "decoder_model_merged.ort";
-pub const TOKENIZER: &str = "tokenizer.bin";
+// The model store checks a Moonshine directory for the same files.
+pub const ENCODER: &str = hark_models::kind::MOONSHINE_FILES[0];
+pub const DECODER: &str = hark_models::kind::MOONSHINE_FILES[1];
+pub const TOKENIZER: &str = hark_models::kind::MOONSHINE_FILES[2];
 
 /// The decoder's start and end tokens.
 pub const START: i64 = 1;
