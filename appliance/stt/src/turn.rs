@@ -52,6 +52,8 @@ pub enum TurnError {
     Inference(#[from] ort::Error),
     #[error("the end-of-turn model gave no usable probability: {0}")]
     Output(String),
+    #[error("the end-of-turn model takes {expected} feature values, not {got}")]
+    Input { expected: usize, got: usize },
 }
 
 /// The feature extractor: the Hann window, the mel filters and the FFT
@@ -195,8 +197,20 @@ impl SmartTurn {
     /// the audio of the turn so far (16 kHz).
     pub fn complete(&mut self, audio: &[f32]) -> Result<f32, TurnError> {
         let features = self.features.compute(audio);
+        self.predict(&features)
+    }
+
+    /// The probability from features already computed ([`N_MELS`] ×
+    /// [`FRAMES`], band by band).
+    pub fn predict(&mut self, features: &[f32]) -> Result<f32, TurnError> {
+        if features.len() != N_MELS * FRAMES {
+            return Err(TurnError::Input {
+                expected: N_MELS * FRAMES,
+                got: features.len(),
+            });
+        }
         let outputs = self.session.run(ort::inputs! {
-            self.input.as_str() => TensorRef::from_array_view(([1usize, N_MELS, FRAMES], &features[..]))?,
+            self.input.as_str() => TensorRef::from_array_view(([1usize, N_MELS, FRAMES], features))?,
         })?;
         let (_, value) = outputs[0].try_extract_tensor::<f32>()?;
         let p = *value

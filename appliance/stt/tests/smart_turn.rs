@@ -89,9 +89,19 @@ fn features_and_probabilities_match_the_reference() {
             .map(|(a, b)| (a - b).abs())
             .fold(0.0f32, f32::max);
         assert!(worst < 2e-3, "{text}: features differ by up to {worst}");
+        // The same features give the same probability: the session is
+        // set up as the reference's (optimisation level, threads).
+        let same = model.predict(&expected).expect("predict");
+        assert!(
+            (same - p_ref).abs() < 1e-3,
+            "{text}: {same} on the reference's features against its {p_ref}"
+        );
+        // Hark's own features: the int8 model's output moves in steps and
+        // amplifies the features' last-digit differences (up to 0.029 seen
+        // over piper's varying takes), never enough to change a decision.
         let p = model.complete(&audio).expect("predict");
         assert!(
-            (p - p_ref).abs() < 0.01,
+            (p - p_ref).abs() < 0.1 && (p > 0.5) == (p_ref > 0.5),
             "{text}: {p} against the reference's {p_ref}"
         );
     }
@@ -130,4 +140,11 @@ fn a_wrong_file_is_refused_by_name() {
         .err()
         .expect("refused");
     assert!(e.to_string().contains("missing.onnx"), "{e}");
+}
+
+#[test]
+fn features_of_the_wrong_size_are_refused() {
+    let mut model = SmartTurn::load(&common::onnx_runtime(), &dir().join(MODEL)).expect("load");
+    let e = model.predict(&[0.0; 80]).err().expect("refused");
+    assert!(e.to_string().contains("not 80"), "{e}");
 }
