@@ -352,7 +352,8 @@ def board_table() -> dict[str, list[str]]:
 
 def overlay_block(board: str) -> str:
     """The lines board=<board> adds to config.txt."""
-    lines = [f"# --- hark-settings board={board}: its HAT's device-tree overlays (the next board= replaces this block) ---", "[all]"]
+    start = f"# --- hark-settings board={board}: its HAT's device-tree overlays (the next board= replaces this block) ---"
+    lines = [start, "[all]"]
     lines += [f"dtoverlay={o}" for o in board_table()[board]]
     lines.append("# --- end of hark-settings board= ---")
     return "\n" + "\n".join(lines) + "\n"
