@@ -1,18 +1,21 @@
 """The SD image's first-boot settings (image/rootfs/usr/lib/hark-image/settings):
 hark-settings.txt and hark.toml on the FAT partition are applied once to the
 data partition and renamed, with secrets blanked and problems listed, and the
-first boot's machine id is kept on the kernel command line.
+first boot's machine id is kept on the kernel command line. board= writes the
+board's device-tree overlays into config.txt and restarts once.
 
 The script runs for real in its test mode (HARK_SETTINGS_TEST=yes: no
 remounts, no host name change) on temporary directories standing in for the
 FAT partition (HARK_BOOT_DIR), the kept settings (HARK_SETTINGS_DIR),
 /proc/cmdline (HARK_CMDLINE) and /etc/machine-id (HARK_MACHINE_ID), with the
-real wpa_passphrase, ssh-keygen and `hark config check`. Whatever the
+real wpa_passphrase, ssh-keygen and `hark config check`; the restart it asks
+for goes to a stand-in program that counts (HARK_REBOOT). Whatever the
 settings, it must exit 0: a bad setting never stops the boot."""
 
 import os
 import stat
 import subprocess
+import tomllib
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +25,29 @@ import pytest
 from harness import HARK, REPO
 
 SCRIPT = REPO / "image" / "rootfs" / "usr" / "lib" / "hark-image" / "settings"
+BOARDS = SCRIPT.with_name("boards")
 CMDLINE = "console=tty1 root=LABEL=hark-root ro rootwait\n"
+# config.txt as Debian's raspi-firmware writes it for the image.
+CONFIG_TXT = """# Do not modify this file!
+#
+# It is automatically generated upon install or update of either the
+# firmware or the Linux kernel.
+#
+# If you need to set boot-time parameters, do so via the
+# /etc/default/raspi-firmware, /etc/default/raspi-firmware-custom or
+# /etc/default/raspi-extra-cmdline files.
+
+# Switch the CPU from ARMv7 into ARMv8 (aarch64) mode
+arm_64bit=1
+
+enable_uart=1
+upstream_kernel=1
+
+kernel=vmlinuz-6.12.117+deb13-arm64
+# For details on the initramfs directive, see
+# https://www.raspberrypi.org/forums/viewtopic.php?f=63&t=10532
+initramfs initrd.img-6.12.117+deb13-arm64
+"""
 BLANKED = "wifi_passphrase=(applied, not kept here)"
 
 
@@ -36,6 +61,7 @@ class Card:
     proc_cmdline: Path
     machine_id: str
     machine_id_file: Path
+    reboots_file: Path
 
     def run(self, settings: str | bytes | None = None, config: str | None = None) -> subprocess.CompletedProcess:
         if settings is not None:
@@ -51,6 +77,7 @@ class Card:
             HARK_BIN=str(HARK),
             HARK_CMDLINE=str(self.proc_cmdline),
             HARK_MACHINE_ID=str(self.machine_id_file),
+            HARK_REBOOT=str(self.reboots_file.with_suffix(".sh")),
         )
         done = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, f"exit {done.returncode}: a bad setting must not stop the boot\n{done.stderr}"
@@ -59,6 +86,22 @@ class Card:
     def reboot(self):
         """The next boot: the kernel runs with what cmdline.txt now says."""
         self.proc_cmdline.write_text((self.boot / "cmdline.txt").read_text())
+
+    @property
+    def reboots(self) -> int:
+        """How many times the script asked for a restart."""
+        return len(self.reboots_file.read_text().splitlines()) if self.reboots_file.exists() else 0
+
+    @property
+    def config_txt(self) -> str:
+        return (self.boot / "config.txt").read_text()
+
+    def board_config(self) -> dict:
+        """The kept hark.toml's [board] table."""
+        return tomllib.loads((self.state / "hark.toml").read_text()).get("board", {})
+
+    def notes(self) -> list[str]:
+        return [line.removeprefix("# NOTE: ") for line in self.applied.splitlines() if line.startswith("# NOTE: ")]
 
     @property
     def applied(self) -> str:
@@ -78,7 +121,12 @@ def card(tmp_path):
     machine_id = uuid.uuid4().hex
     machine_id_file = tmp_path / "machine-id"
     machine_id_file.write_text(machine_id + "\n")
-    return Card(boot, tmp_path / "state", proc_cmdline, machine_id, machine_id_file)
+    (boot / "config.txt").write_text(CONFIG_TXT)
+    reboots = tmp_path / "reboots"
+    stand_in = reboots.with_suffix(".sh")
+    stand_in.write_text(f"#!/bin/sh\necho reboot >>'{reboots}'\n")
+    stand_in.chmod(0o755)
+    return Card(boot, tmp_path / "state", proc_cmdline, machine_id, machine_id_file, reboots)
 
 
 @pytest.fixture
@@ -287,3 +335,152 @@ def test_invalid_hark_toml_is_rejected_and_the_old_one_stays(card):
     problem = (card.boot / "hark.toml.problem.txt").read_text()
     assert "volume" in problem and "loud" in problem, problem
     assert not (card.state / "hark.toml.check").exists()
+
+
+# --- board= ------------------------------------------------------------------------
+
+
+def board_table() -> dict[str, list[str]]:
+    """The boards file: board name -> its overlays."""
+    table = {}
+    for line in BOARDS.read_text().splitlines():
+        words = line.split()
+        if words and words[0] == "board":
+            table[words[1]] = words[2:]
+    return table
+
+
+def overlay_block(board: str) -> str:
+    """The lines board=<board> adds to config.txt."""
+    start = f"# --- hark-settings board={board}: its HAT's device-tree overlays (the next board= replaces this block) ---"
+    lines = [start, "[all]"]
+    lines += [f"dtoverlay={o}" for o in board_table()[board]]
+    lines.append("# --- end of hark-settings board= ---")
+    return "\n" + "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def image_config(card):
+    """The kept hark.toml as the image has it: the package's, every key
+    commented (image/make-image copies it to the data partition)."""
+    card.state.mkdir(exist_ok=True)
+    packaged = (REPO / "image" / "deb" / "hark.toml").read_text()
+    (card.state / "hark.toml").write_text(packaged)
+    return packaged
+
+
+def test_board_table_names_the_profiles_and_their_overlays():
+    """The boards board= accepts are Hark's shipped profiles and auto; every
+    overlay one names has its source in image/overlays, and every source
+    there is named by a board (image/overlays/build compiles them all)."""
+    table = board_table()
+    profiles = {tomllib.loads(p.read_text())["name"] for p in (REPO / "board" / "profiles").glob("*.toml")}
+    assert set(table) == profiles | {"auto"}, table
+    named = {o for overlays in table.values() for o in overlays}
+    sources = {p.stem for p in (REPO / "image" / "overlays").glob("*.dts")}
+    assert named == sources, (named, sources)
+    assert table["respeaker-2mic"] == ["hark-respeaker-2mic", "hark-spi0"]
+    assert table["respeaker-4mic"] == ["hark-spi0"]
+    assert table["auto"] == table["generic-pi"] == table["usb-mic-array"] == []
+
+
+def test_board_respeaker_2mic_loads_its_overlays_and_sets_the_board(card, image_config):
+    """board=respeaker-2mic (written with CRLF) appends the HAT's overlays
+    to config.txt in their own block after [all], leaves the firmware's lines
+    as they were, sets [board] board = "respeaker-2mic" in the kept hark.toml
+    in place of the commented default (nothing else in it changes), and
+    restarts once so the firmware loads the overlays."""
+    card.run(b"board=respeaker-2mic\r\n")
+    assert card.config_txt == CONFIG_TXT + overlay_block("respeaker-2mic")
+    assert "dtoverlay=hark-respeaker-2mic\ndtoverlay=hark-spi0\n" in card.config_txt
+    assert card.board_config() == {"board": "respeaker-2mic"}
+    kept = (card.state / "hark.toml").read_text()
+    assert kept == image_config.replace('#board = "auto"', 'board = "respeaker-2mic"'), kept
+    assert card.reboots == 1
+    assert card.problems() == [], card.applied
+    assert any("hark-respeaker-2mic hark-spi0" in n and "restarted" in n for n in card.notes()), card.notes()
+    assert not (card.boot / "config.txt.new").exists() and not (card.state / "hark.toml.new").exists()
+
+
+def test_changing_the_board_replaces_the_block_and_auto_removes_it(card, image_config):
+    """A later board= replaces the block instead of adding another: the
+    4-mic array loads only the SPI overlay (its microphones need a driver
+    Debian lacks, which the applied file says), and auto or generic-pi
+    leave config.txt exactly as the firmware package wrote it. Each change
+    restarts once."""
+    card.run("board=respeaker-2mic\n")
+    card.reboot()
+    card.run("board=respeaker-4mic\n")
+    assert card.config_txt == CONFIG_TXT + overlay_block("respeaker-4mic")
+    assert card.config_txt.count("# --- hark-settings board=") == 1
+    assert card.board_config() == {"board": "respeaker-4mic"}
+    assert any("AC108" in n and "LEDs work" in n for n in card.notes()), card.notes()
+    assert card.reboots == 2
+    card.reboot()
+    card.run("board=auto\n")
+    assert card.config_txt == CONFIG_TXT
+    assert card.board_config() == {"board": "auto"}
+    assert card.reboots == 3
+    card.reboot()
+    card.run("board = generic-pi\n")
+    assert card.config_txt == CONFIG_TXT
+    assert card.board_config() == {"board": "generic-pi"}
+    assert card.reboots == 3, "config.txt did not change: no restart"
+    assert card.problems() == [], card.applied
+
+
+def test_the_same_board_again_does_not_restart(card, image_config):
+    """board= naming the board already set changes nothing in config.txt,
+    so the appliance does not restart again."""
+    card.run("board=respeaker-2mic\n")
+    card.reboot()
+    before = card.config_txt
+    card.run("board=respeaker-2mic\n")
+    assert card.config_txt == before
+    assert card.reboots == 1
+    assert card.board_config() == {"board": "respeaker-2mic"}
+
+
+@pytest.mark.parametrize("name", ["respeaker-6mic", "ReSpeaker-2mic", "../../etc/passwd", "simulated", ""])
+def test_an_unknown_board_is_a_problem_and_changes_nothing(card, image_config, name):
+    """A board the image does not know is listed as a problem naming the
+    known ones; config.txt and hark.toml stay as they were, nothing
+    restarts, and the other settings of the file still apply."""
+    card.run(f"board={name}\nhostname=kitchen\n")
+    (problem,) = card.problems()
+    assert f"board '{name}'" in problem and "respeaker-2mic" in problem and "not changed" in problem, problem
+    assert card.config_txt == CONFIG_TXT
+    assert (card.state / "hark.toml").read_text() == image_config
+    assert card.reboots == 0
+    assert (card.state / "hostname").read_text() == "kitchen\n"
+
+
+def test_board_in_a_configuration_without_a_board_table(card):
+    """A kept hark.toml without [board] (one the user put on the card) gains
+    the table; its own settings stay, and it still passes the check."""
+    card.run(config="[audio.playback]\nvolume = 40\n")
+    card.reboot()
+    card.run("board=usb-mic-array\n")
+    config = tomllib.loads((card.state / "hark.toml").read_text())
+    assert config == {"audio": {"playback": {"volume": 40}}, "board": {"board": "usb-mic-array"}}
+    assert card.config_txt == CONFIG_TXT and card.reboots == 0
+    assert card.problems() == [], card.applied
+
+
+def test_board_setting_wins_over_a_hark_toml_given_with_it(card):
+    """A hark.toml and board= on the card at the same boot: the file is
+    taken first, then board= sets its [board] board."""
+    card.run("board=respeaker-2mic\n", config='[board]\nboard = "generic-pi"\ndebounce_ms = 40\n')
+    assert card.board_config() == {"board": "respeaker-2mic", "debounce_ms": 40}
+    assert card.config_txt == CONFIG_TXT + overlay_block("respeaker-2mic")
+
+
+def test_board_without_config_txt_is_a_problem(card, image_config):
+    """No config.txt on the boot partition (not the image's): nothing to
+    write the overlays into, so the board is not set either."""
+    (card.boot / "config.txt").unlink()
+    card.run("board=respeaker-2mic\n")
+    (problem,) = card.problems()
+    assert "no config.txt" in problem, problem
+    assert (card.state / "hark.toml").read_text() == image_config
+    assert not (card.boot / "config.txt").exists() and card.reboots == 0
