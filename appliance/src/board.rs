@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     config::Config,
     events::{Button, Event, Events},
+    selftest::lights::{self, Cycle, LightsError, LightsRequest},
     state::ApplianceState,
     words::Answer,
 };
@@ -92,9 +93,13 @@ impl BoardService {
                 }),
             );
         }
+        // `hark selftest` asks the task for light cycles; one at a time.
+        let (cycles, cycle_requests) = tokio::sync::mpsc::channel(1);
+        state.selftest.attach(Arc::downgrade(&board), cycles);
         let task = tokio::spawn(serve(
             Arc::clone(&board),
             events,
+            cycle_requests,
             Arc::clone(state),
             shown,
             token.clone(),
@@ -193,26 +198,42 @@ pub fn apply_profile(
 async fn serve(
     board: Arc<Board>,
     events: Option<tokio::sync::mpsc::Receiver<BoardEvent>>,
+    cycle_requests: tokio::sync::mpsc::Receiver<LightsRequest>,
     state: Arc<ApplianceState>,
     shown: Arc<Mutex<Status>>,
     token: CancellationToken,
 ) {
     // The lights follow the event stream's snapshot: they change when the
-    // state does, never on a timer.
+    // state does, never on a timer. A self-test's light cycle shows its
+    // statuses instead, on its own clock, until the mute or an open
+    // microphone takes the lights back (`selftest::lights`).
     let mut now = state.bus.watch();
     let mut events = events;
+    let mut cycle_requests = Some(cycle_requests);
+    let mut cycle: Option<Cycle> = None;
     let mut last = None;
     loop {
         let status = Status::of(now.borrow_and_update().lights());
-        if last != Some(status) {
-            board.show(status);
-            *shown.lock().unwrap_or_else(PoisonError::into_inner) = status;
-            tracing::debug!(%status, "lights");
-            last = Some(status);
+        if lights::promised(status)
+            && let Some(interrupted) = cycle.take()
+        {
+            tracing::info!(%status, "light cycle ended: the {status} light comes first");
+            interrupted.abort(LightsError::Interrupted(status));
         }
+        if cycle.as_ref().is_some_and(Cycle::abandoned) {
+            cycle = None;
+        }
+        let wanted = cycle.as_ref().map_or(status, Cycle::showing);
+        if last != Some(wanted) {
+            board.show(wanted);
+            *shown.lock().unwrap_or_else(PoisonError::into_inner) = wanted;
+            tracing::debug!(status = %wanted, test = cycle.is_some(), "lights");
+            last = Some(wanted);
+        }
+        let next_look = cycle.as_ref().map(Cycle::next_sample);
         tokio::select! {
             () = token.cancelled() => break,
-            event = next_event(&mut events) => match event {
+            event = next_from(&mut events) => match event {
                 Some(event) => handle(event, &state),
                 // The board's contacts are gone; the lights still follow.
                 None => {
@@ -221,17 +242,46 @@ async fn serve(
                 }
             },
             changed = now.changed() => if changed.is_err() { break },
+            request = next_from(&mut cycle_requests) => match request {
+                Some(request) if cycle.is_some() => request.refuse(LightsError::Busy),
+                Some(request) if lights::promised(status) => {
+                    request.refuse(LightsError::Promised(status));
+                }
+                Some(request) => {
+                    tracing::info!(each_ms = request.each.as_millis() as u64, "light cycle for the self-test");
+                    cycle = Some(Cycle::new(request, tokio::time::Instant::now()));
+                }
+                None => cycle_requests = None,
+            },
+            () = look_at(next_look) => {
+                let drawn = board.shown();
+                // The simulated LEDs keep what the output itself was given.
+                let frame = board.simulated_leds().map_or(drawn.frame, |leds| leds.frame());
+                if let Some(running) = cycle.as_mut()
+                    && running.sample(tokio::time::Instant::now(), &drawn.light, &frame)
+                        == lights::Progress::Done
+                    && let Some(done) = cycle.take()
+                {
+                    done.finish();
+                }
+            }
         }
     }
 }
 
-/// The next event from the board's contacts; pending forever when it has
-/// none.
-async fn next_event(
-    events: &mut Option<tokio::sync::mpsc::Receiver<BoardEvent>>,
-) -> Option<BoardEvent> {
-    match events {
-        Some(events) => events.recv().await,
+/// Sleeps until `at`; forever without a cycle.
+async fn look_at(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The next message on `from` (the board's contacts' events, light-cycle
+/// requests); pending forever once there is none to come.
+async fn next_from<T>(from: &mut Option<tokio::sync::mpsc::Receiver<T>>) -> Option<T> {
+    match from {
+        Some(from) => from.recv().await,
         None => std::future::pending().await,
     }
 }
@@ -253,6 +303,14 @@ fn handle(event: BoardEvent, state: &Arc<ApplianceState>) {
             state.bus.publish(Event::Button {
                 action: button.into(),
             });
+            // A self-test step waits for this press: it is the test's, not
+            // a message for the agents, the stop key or an answer.
+            if state.selftest.has_button() {
+                if button == ButtonEvent::Press {
+                    tracing::info!("button pressed: the self-test takes it");
+                }
+                return;
+            }
             match button {
                 ButtonEvent::Press => pressed(state),
                 ButtonEvent::Release => released(state),

@@ -22,6 +22,8 @@
 //! - [`inbox`]: the voice inbox those messages wait in (SQLite).
 //! - [`words`]: what the person's words mean — yes or no, a choice, whom
 //!   they address.
+//! - [`selftest`]: `hark selftest`, the hardware check of a new board,
+//!   and its side in the daemon.
 
 pub mod agents;
 pub mod audio;
@@ -43,6 +45,7 @@ pub mod memory;
 pub mod models;
 pub mod person;
 pub mod saved;
+pub mod selftest;
 pub mod service;
 pub mod state;
 pub mod stt;

@@ -305,6 +305,9 @@ pub struct ApplianceState {
     /// The end-of-turn model, when `audio.vad.end_of_turn = "smart-turn"`
     /// and it loaded.
     pub turn: OnceLock<Arc<Mutex<hark_stt::turn::SmartTurn>>>,
+    /// `hark selftest`'s side in the daemon: the board's lights task, the
+    /// button while a step waits for it, the last recording.
+    pub selftest: crate::selftest::Bench,
 }
 
 /// Keeps the microphone shown as open while a recording runs, and tells
@@ -380,6 +383,7 @@ impl Default for ApplianceState {
             has_button: AtomicBool::new(false),
             tls: OnceLock::new(),
             turn: OnceLock::new(),
+            selftest: Default::default(),
         }
     }
 }

@@ -16,4 +16,4 @@ pub mod server;
 pub mod tools;
 pub mod transport;
 
-pub use server::{BOARD_METHOD, HarkServer};
+pub use server::{BOARD_METHOD, HarkServer, SELFTEST_METHOD};

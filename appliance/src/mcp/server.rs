@@ -50,6 +50,10 @@ pub const METHODS: &[&str] = &[
 /// the Unix socket only.
 pub const BOARD_METHOD: &str = "hark/board";
 
+/// One step of `hark selftest` (`crate::selftest::serve`), served on the
+/// Unix socket only.
+pub const SELFTEST_METHOD: &str = "hark/selftest";
+
 #[derive(Clone)]
 pub struct HarkServer {
     pub(crate) state: Arc<ApplianceState>,
@@ -519,6 +523,19 @@ impl ServerHandler for HarkServer {
             return crate::board::control(&self.state, request.params)
                 .await
                 .map(CustomResult);
+        }
+        // `hark selftest`: it records the room and takes the button, so it
+        // is for the appliance's own administrators, like `hark/board`.
+        if request.method == SELFTEST_METHOD && local {
+            let gone = self.identity(&context).map(|i| i.gone.clone());
+            return crate::selftest::serve::serve(
+                &self.state,
+                request.params,
+                context.ct.clone(),
+                gone,
+            )
+            .await
+            .map(CustomResult);
         }
         // Tokens: the appliance's own administrators, or an agent given
         // the admin scope.

@@ -1,0 +1,781 @@
+//! The daemon's side of `hark selftest`: one `hark/selftest` request per
+//! step, `{"step": "tone", …}`, served on the Unix socket only. Each step
+//! uses what the appliance already has — the player, Hark's own speech,
+//! the capture ring, the board's lights task, the event stream — and
+//! answers with what it measured, or fails with a JSON-RPC error
+//! ([`STEP_FAILED`]) whose message says what is wrong.
+//!
+//! Steps that use the microphone, the speaker or the button take the floor
+//! as Hark ([`Who::Hark`]) first, so no agent talks over the tone or hears
+//! the test's recording, and a press during a button step is the test's
+//! ([`super::Bench::has_button`]): it starts no message for the agents.
+//! A step's recording opens the microphone like any other: the listening
+//! light shows. The button and switch steps are in [`super::hand`].
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use hark_audio::{CaptureState, clip::Clip, earcon::Earcon, playback::Outcome, ring::Ring};
+use hark_board::{
+    Board,
+    profile::{InputPin, Leds, Profile},
+    sim::SimError,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    hand::{Expect, wait_for_hand},
+    lights::{LightSeen, LightsError, LightsRequest},
+    signal::{self, Levels, RATE},
+};
+use crate::{
+    floor::{FloorError, Turn, Who},
+    state::ApplianceState,
+    tts::{Priority, SpeechEvent, SpeechOutcome},
+};
+
+/// The JSON-RPC error code of a step that failed; the message says why.
+pub const STEP_FAILED: i32 = -32010;
+
+/// Longest a step waits for the floor (an agent's call in progress).
+const FLOOR_WAIT: Duration = Duration::from_secs(10);
+/// The tone's amplitude: −12 dBFS, clearly audible, far from clipping.
+const TONE_AMPLITUDE: f32 = 0.25;
+/// Accepted tone frequencies, Hz, and lengths, ms.
+pub const TONE_HZ: (f32, f32) = (100.0, 4000.0);
+pub const TONE_MS: (u32, u32) = (100, 5000);
+/// Longest sentence the speech step says, characters.
+pub const MAX_TEXT: usize = 300;
+/// Accepted recording lengths, ms.
+pub const RECORD_MS: (u32, u32) = (200, 10_000);
+/// Accepted time per status in a light cycle, ms.
+pub const LIGHTS_MS: (u32, u32) = (100, 5000);
+/// Accepted waits for a person's hand, ms.
+pub const WAIT_MS: (u32, u32) = (200, 300_000);
+/// Longest the speech step waits for its sentence to be said.
+const SPEECH_WAIT: Duration = Duration::from_secs(60);
+/// A microphone that delivers nothing for this long has stalled.
+const STALL: Duration = Duration::from_secs(3);
+/// How often the recording looks for new samples in the ring.
+const POLL: Duration = Duration::from_millis(10);
+
+/// Which press a button step waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Press {
+    /// Down and up again before it is long.
+    Press,
+    /// Held down past the long-press time.
+    LongPress,
+}
+
+/// One step (the request's params).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// Which board this is and what it has.
+    Board,
+    /// Plays a tone of `hz` for `ms`.
+    Tone { hz: f32, ms: u32 },
+    /// Says `text` in Hark's own voice.
+    Speak { text: String },
+    /// Records `ms` from the microphone (after the listening chime, with
+    /// `chime`), measures it and keeps it for `play`.
+    Record {
+        ms: u32,
+        #[serde(default)]
+        chime: bool,
+    },
+    /// Plays recording `clip` back.
+    Play { clip: u64 },
+    /// Shows every status of the lights in turn, `ms` each.
+    Lights { ms: u32 },
+    /// Waits up to `timeout_ms` for `expect` on the button; with
+    /// `simulate`, the simulated board's button is moved first.
+    Button {
+        expect: Press,
+        #[serde(default)]
+        simulate: bool,
+        timeout_ms: u32,
+    },
+    /// Waits up to `timeout_ms` for the mute switch to move and come back;
+    /// with `simulate`, the simulated switch is moved.
+    Mute {
+        #[serde(default)]
+        simulate: bool,
+        timeout_ms: u32,
+    },
+    /// The microcontroller link, if the profile has one.
+    Link,
+}
+
+impl Request {
+    fn name(&self) -> &'static str {
+        match self {
+            Request::Board => "board",
+            Request::Tone { .. } => "tone",
+            Request::Speak { .. } => "speak",
+            Request::Record { .. } => "record",
+            Request::Play { .. } => "play",
+            Request::Lights { .. } => "lights",
+            Request::Button { .. } => "button",
+            Request::Mute { .. } => "mute",
+            Request::Link => "link",
+        }
+    }
+
+    /// Checks the numbers against their ranges.
+    fn check(&self) -> Result<(), StepError> {
+        fn within<T: PartialOrd + std::fmt::Display>(
+            name: &str,
+            value: T,
+            (low, high): (T, T),
+        ) -> Result<(), StepError> {
+            if value < low || value > high {
+                return Err(StepError::Invalid(format!(
+                    "`{name}` must be {low}–{high}, got {value}"
+                )));
+            }
+            Ok(())
+        }
+        match self {
+            Request::Tone { hz, ms } => {
+                within("hz", *hz, TONE_HZ)?;
+                within("ms", *ms, TONE_MS)
+            }
+            Request::Speak { text }
+                if text.trim().is_empty() || text.chars().count() > MAX_TEXT =>
+            {
+                Err(StepError::Invalid(format!(
+                    "`text` must be 1–{MAX_TEXT} characters"
+                )))
+            }
+            Request::Record { ms, .. } => within("ms", *ms, RECORD_MS),
+            Request::Lights { ms } => within("ms", *ms, LIGHTS_MS),
+            Request::Button { timeout_ms, .. } | Request::Mute { timeout_ms, .. } => {
+                within("timeout_ms", *timeout_ms, WAIT_MS)
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What the board is and has (`board`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoardInfo {
+    /// Which board, and why (`get_status`'s board line).
+    pub board: String,
+    /// The profile's name; none for the simulated board.
+    pub profile: Option<String>,
+    pub simulated: bool,
+    /// The push-to-talk button, as the person finds it ("the push-to-talk
+    /// button (GPIO 17 of generic-pi)"); none without one.
+    pub button: Option<String>,
+    pub mute: Option<String>,
+    /// The lights; none without any.
+    pub lights: Option<String>,
+    /// Whether Hark draws the lights itself and can see what they showed
+    /// (not a microcontroller's ring, which draws its own).
+    pub lights_drawn: bool,
+    /// The microcontroller link's device.
+    pub link: Option<String>,
+    /// The audio subsystem's state.
+    pub audio: String,
+}
+
+/// A tone or a recording played (`tone`, `play`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Played {
+    pub seconds: f64,
+}
+
+/// The sentence said (`speak`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spoken {
+    /// `piper` or `espeak`.
+    pub engine: String,
+    pub voice: String,
+    /// Why espeak-ng spoke instead of piper, when it did.
+    pub fallback: Option<String>,
+    pub seconds: f64,
+}
+
+/// A recording (`record`): its number for `play`, and its levels.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recorded {
+    pub clip: u64,
+    pub levels: Levels,
+}
+
+/// What a light cycle drew (`lights`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Shown {
+    /// LEDs on the output.
+    pub leds: usize,
+    pub statuses: Vec<LightSeen>,
+}
+
+/// The classified events a button or switch step saw, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Moved {
+    pub events: Vec<Seen>,
+}
+
+/// One event: `press`, `release`, `long_press`, `mute_on`, `mute_off`,
+/// milliseconds after the step began waiting.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seen {
+    pub event: String,
+    pub at_ms: u64,
+}
+
+/// The microcontroller link (`link`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkState {
+    /// The device the profile names; none: the board has no link.
+    pub device: Option<String>,
+    /// Whether the device node exists.
+    pub present: bool,
+    /// Whether the microcontroller answered the handshake; none: not known
+    /// to this build (the board does not report its link's state yet).
+    pub connected: Option<bool>,
+}
+
+/// Why a step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("there is no board: {0}")]
+    NoBoard(String),
+    #[error("this board has no {what} ({board})")]
+    NoContact { what: &'static str, board: String },
+    #[error("this is not the simulated board ({0}): a person has to move its button and switch")]
+    NotSimulated(String),
+    #[error("the simulated board: {0}")]
+    Sim(#[from] SimError),
+    #[error("the microphone and speaker are busy: {0}")]
+    Busy(#[from] FloorError),
+    #[error("there is no speaker: {0}")]
+    NoSpeaker(String),
+    #[error("the {what} did not play: {why}")]
+    NotPlayed { what: &'static str, why: String },
+    #[error("the sentence was not said: {0}")]
+    NotSpoken(String),
+    #[error("there is no microphone: {0}")]
+    NoMicrophone(String),
+    #[error(
+        "the mute switch is on: the microphone records silence while it is; turn it off and try again"
+    )]
+    Muted,
+    #[error("the microphone stopped delivering sound after {got:.1} of {wanted:.1} s ({state})")]
+    Stalled {
+        got: f64,
+        wanted: f64,
+        state: String,
+    },
+    #[error("that recording is gone: a newer one replaced it")]
+    ClipGone,
+    #[error(transparent)]
+    Lights(#[from] LightsError),
+    #[error("no {what} seen within {seconds} s on {on}{hint}")]
+    NotSeen {
+        what: &'static str,
+        seconds: f64,
+        on: String,
+        hint: String,
+    },
+    #[error(
+        "the microcontroller link's device {device} does not exist (board profile {profile}, `link.device`): is the microcontroller plugged in, and is the path right?"
+    )]
+    LinkMissing { device: String, profile: String },
+    #[error("cannot look at the microcontroller link's device {device}: {source}")]
+    LinkUnreadable {
+        device: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the event stream ended: the daemon is stopping")]
+    Stopping,
+    #[error("the step was cancelled")]
+    Cancelled,
+}
+
+/// Serves one `hark/selftest` request. `cancel` (the request cancelled)
+/// and `gone` (its connection closed) end it; what it holds is let go.
+pub async fn serve(
+    state: &Arc<ApplianceState>,
+    params: Option<Value>,
+    cancel: CancellationToken,
+    gone: Option<CancellationToken>,
+) -> Result<Value, rmcp::ErrorData> {
+    let request: Request = serde_json::from_value(params.unwrap_or_default()).map_err(|e| {
+        rmcp::ErrorData::invalid_params(format!("Invalid params for `hark/selftest`: {e}"), None)
+    })?;
+    let step = request.name();
+    let gone = async {
+        match gone {
+            Some(gone) => gone.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    let result = tokio::select! {
+        () = cancel.cancelled() => Err(StepError::Cancelled),
+        () = gone => Err(StepError::Cancelled),
+        result = run(state, request) => result,
+    };
+    match result {
+        Ok(value) => {
+            tracing::info!(step, "self-test step done");
+            Ok(value)
+        }
+        Err(StepError::Invalid(why)) => Err(rmcp::ErrorData::invalid_params(
+            format!("Invalid params for `hark/selftest`: {why}"),
+            None,
+        )),
+        Err(e) => {
+            tracing::info!(step, error = %e, "self-test step failed");
+            Err(rmcp::ErrorData::new(
+                rmcp::model::ErrorCode(STEP_FAILED),
+                e.to_string(),
+                Some(serde_json::json!({ "step": step })),
+            ))
+        }
+    }
+}
+
+async fn run(state: &Arc<ApplianceState>, request: Request) -> Result<Value, StepError> {
+    request.check()?;
+    match request {
+        Request::Board => value(board_info(state)),
+        Request::Tone { hz, ms } => {
+            let _turn = take_floor(state).await?;
+            value(play(state, &signal::tone(hz, ms, TONE_AMPLITUDE), "tone").await)
+        }
+        Request::Speak { text } => value(speak(state, text).await),
+        Request::Record { ms, chime } => value(record(state, ms, chime).await),
+        Request::Play { clip } => {
+            let clip = state.selftest.clip(clip).ok_or(StepError::ClipGone)?;
+            let _turn = take_floor(state).await?;
+            value(play(state, &clip, "recording").await)
+        }
+        Request::Lights { ms } => value(lights(state, Duration::from_millis(u64::from(ms))).await),
+        Request::Button {
+            expect,
+            simulate,
+            timeout_ms,
+        } => {
+            let expect = match expect {
+                Press::Press => Expect::Press,
+                Press::LongPress => Expect::LongPress,
+            };
+            value(wait_for_hand(state, expect, simulate, timeout_ms).await)
+        }
+        Request::Mute {
+            simulate,
+            timeout_ms,
+        } => {
+            let from = state.muted.load(Ordering::Acquire);
+            value(wait_for_hand(state, Expect::Mute { from }, simulate, timeout_ms).await)
+        }
+        Request::Link => value(link(state).await),
+    }
+}
+
+/// A step's answer as JSON.
+fn value<T: Serialize>(answer: Result<T, StepError>) -> Result<Value, StepError> {
+    answer.and_then(|v| serde_json::to_value(v).map_err(|e| StepError::Invalid(e.to_string())))
+}
+
+pub(super) async fn take_floor(state: &ApplianceState) -> Result<Turn, StepError> {
+    Ok(state
+        .floor()
+        .take(Who::Hark, "selftest", true, FLOOR_WAIT)
+        .await?)
+}
+
+pub(super) fn board(state: &ApplianceState) -> Result<Arc<Board>, StepError> {
+    state
+        .selftest
+        .board()
+        .ok_or_else(|| StepError::NoBoard(state.subsystem("board").0))
+}
+
+/// A contact as the person finds it: the simulated one, a GPIO pin of the
+/// profile, or the microcontroller's.
+pub(super) fn contact_name(
+    board: &Board,
+    what: &str,
+    pin: impl Fn(&Profile) -> Option<InputPin>,
+) -> Option<String> {
+    if board.simulated_control().is_some() {
+        return Some(format!("the simulated {what}"));
+    }
+    let profile = board.profile()?;
+    let link = profile
+        .link
+        .as_ref()
+        .map(|l| l.device.display().to_string());
+    match (pin(profile), link) {
+        (Some(pin), None) => Some(format!("the {what} (GPIO {} of {})", pin.pin, profile.name)),
+        (Some(pin), Some(device)) => Some(format!(
+            "the {what} (GPIO {} of {}, or the microcontroller's at {device})",
+            pin.pin, profile.name
+        )),
+        (None, Some(device)) => Some(format!(
+            "the {what} on the microcontroller at {device} ({})",
+            profile.name
+        )),
+        (None, None) => None,
+    }
+}
+
+/// The lights as the person finds them, and whether Hark draws them.
+fn lights_name(board: &Board) -> (Option<String>, bool) {
+    let Some(profile) = board.profile() else {
+        let count = board.simulated_leds().map_or(0, |leds| leds.frame().len());
+        return (Some(format!("{count} simulated LEDs")), true);
+    };
+    match (&profile.leds, &profile.link) {
+        (Leds::Gpio(leds), _) => {
+            let pins: Vec<String> = leds
+                .pins
+                .iter()
+                .map(|led| format!("{} ({})", led.pin, led.role))
+                .collect();
+            (
+                Some(format!(
+                    "LEDs on GPIO {} of {}",
+                    pins.join(", "),
+                    profile.name
+                )),
+                true,
+            )
+        }
+        (Leds::Apa102(ring), _) => (
+            Some(format!(
+                "{} APA102 LEDs on SPI{} of {}",
+                ring.count, ring.spi_bus, profile.name
+            )),
+            true,
+        ),
+        (Leds::None, Some(link)) => (
+            Some(format!(
+                "the microcontroller's LED ring at {}",
+                link.device.display()
+            )),
+            false,
+        ),
+        (Leds::None, None) => (None, false),
+    }
+}
+
+fn board_info(state: &ApplianceState) -> Result<BoardInfo, StepError> {
+    let board = board(state)?;
+    let (lights, lights_drawn) = lights_name(&board);
+    Ok(BoardInfo {
+        board: board.describe().to_owned(),
+        profile: board.profile().map(|p| p.name.clone()),
+        simulated: board.simulated_control().is_some(),
+        button: contact_name(&board, "push-to-talk button", |p| p.button),
+        mute: contact_name(&board, "mute switch", |p| p.mute),
+        lights,
+        lights_drawn,
+        link: board
+            .profile()
+            .and_then(|p| p.link.as_ref())
+            .map(|l| l.device.display().to_string()),
+        audio: state.subsystem("audio").0,
+    })
+}
+
+/// Plays `clip` and waits until it has been heard.
+async fn play(
+    state: &ApplianceState,
+    clip: &Clip,
+    what: &'static str,
+) -> Result<Played, StepError> {
+    let player = state
+        .player()
+        .ok_or_else(|| StepError::NoSpeaker(state.subsystem("audio").0))?;
+    let done = player.play(clip).map_err(|e| StepError::NotPlayed {
+        what,
+        why: e.to_string(),
+    })?;
+    let seconds = clip.duration_secs();
+    // The queue may hold a chime before it; a device that never drains is
+    // a failure, said with the speaker's state.
+    let wait = Duration::from_secs_f64(seconds) + Duration::from_secs(5);
+    let outcome = tokio::task::spawn_blocking(move || done.recv_timeout(wait)).await;
+    let why = match outcome {
+        Ok(Ok(Outcome::Finished)) => {
+            return Ok(Played {
+                seconds: (seconds * 1000.0).round() / 1000.0,
+            });
+        }
+        Ok(Ok(Outcome::Stopped)) => {
+            "it was stopped before its end (the button, or stop_speaking)".to_owned()
+        }
+        Ok(Ok(Outcome::Failed)) => format!("the speaker failed: {}", player.stats().describe()),
+        _ => format!(
+            "it had not finished {} s after it should have: {}",
+            (wait.as_secs_f64() - seconds).round(),
+            player.stats().describe()
+        ),
+    };
+    Err(StepError::NotPlayed { what, why })
+}
+
+/// Raises a flag when dropped: stops a speech request or a recording
+/// whose step ended early.
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+async fn speak(state: &Arc<ApplianceState>, text: String) -> Result<Spoken, StepError> {
+    let tts = state
+        .tts
+        .get()
+        .filter(|tts| tts.enabled)
+        .cloned()
+        .ok_or_else(|| StepError::NotSpoken(state.subsystem("tts").0))?;
+    let _turn = take_floor(state).await?;
+    let (progress, mut heard) = tokio::sync::mpsc::unbounded_channel();
+    // Planning reads the voice's model when it is not loaded: off the
+    // runtime.
+    let accepted = tokio::task::spawn_blocking(move || {
+        tts.speak(&text, None, None, Priority::Normal, Some(progress), None)
+    })
+    .await
+    .map_err(|e| StepError::NotSpoken(e.to_string()))?
+    .map_err(|e| StepError::NotSpoken(e.to_string()))?;
+    let _stop = SetOnDrop(Arc::clone(&accepted.cancel));
+    let finished = tokio::time::timeout(SPEECH_WAIT, async {
+        while let Some(event) = heard.recv().await {
+            if let SpeechEvent::Finished(finished) = event {
+                return Some(finished);
+            }
+        }
+        None
+    })
+    .await;
+    match finished {
+        Ok(Some(finished)) => match finished.outcome {
+            SpeechOutcome::Spoken => Ok(Spoken {
+                engine: finished.engine.to_string(),
+                voice: accepted.voice,
+                fallback: finished.fallback,
+                seconds: (finished.seconds * 100.0).round() / 100.0,
+            }),
+            SpeechOutcome::Stopped => Err(StepError::NotSpoken(
+                "it was stopped before its end (the button, or stop_speaking)".into(),
+            )),
+            SpeechOutcome::Failed(why) => Err(StepError::NotSpoken(why)),
+        },
+        Ok(None) => Err(StepError::NotSpoken("the speech thread stopped".into())),
+        Err(_) => Err(StepError::NotSpoken(format!(
+            "not said within {} s: {}",
+            SPEECH_WAIT.as_secs(),
+            state.subsystem("tts").0
+        ))),
+    }
+}
+
+async fn record(state: &Arc<ApplianceState>, ms: u32, chime: bool) -> Result<Recorded, StepError> {
+    let mic = state
+        .microphone
+        .get()
+        .ok_or_else(|| StepError::NoMicrophone(state.subsystem("audio").0))?;
+    if state.muted.load(Ordering::Acquire) {
+        return Err(StepError::Muted);
+    }
+    if mic.stats.state() != CaptureState::Capturing {
+        return Err(StepError::NoMicrophone(mic.stats.describe()));
+    }
+    let _turn = take_floor(state).await?;
+    if chime && let Some(player) = state.player() {
+        // Played before the recording opens: capture stores silence while
+        // the speaker plays (half duplex).
+        match player.play(&Earcon::ListenStart.clip()) {
+            Ok(done) => {
+                let _ =
+                    tokio::task::spawn_blocking(move || done.recv_timeout(Duration::from_secs(2)))
+                        .await;
+            }
+            Err(e) => tracing::debug!(error = %e, "self-test chime not played"),
+        }
+    }
+    // The microphone shows open (the listening light) while it records.
+    let mut recording = state.start_recording(None);
+    let stop = Arc::new(AtomicBool::new(false));
+    let _stop = SetOnDrop(Arc::clone(&stop));
+    let (ring, muted, stats) = (
+        Arc::clone(&mic.ring),
+        Arc::clone(&state.muted),
+        Arc::clone(&mic.stats),
+    );
+    let wanted = RATE as usize * ms as usize / 1000;
+    let samples = tokio::task::spawn_blocking(move || {
+        read_ring(&ring, wanted, &muted, &stop).map_err(|got| match got {
+            Cut::Muted => StepError::Muted,
+            Cut::Stopped => StepError::Cancelled,
+            Cut::Stalled(got) => StepError::Stalled {
+                got: got as f64 / f64::from(RATE),
+                wanted: wanted as f64 / f64::from(RATE),
+                state: stats.describe(),
+            },
+        })
+    })
+    .await
+    .map_err(|_| StepError::Cancelled)??;
+    recording.ended("selftest");
+    drop(recording);
+    let levels = signal::measure(&samples);
+    let clip = state.selftest.keep(Clip {
+        samples,
+        rate: RATE,
+    });
+    Ok(Recorded { clip, levels })
+}
+
+/// Why a recording ended before it had all its samples.
+enum Cut {
+    Muted,
+    Stopped,
+    /// With this many samples.
+    Stalled(usize),
+}
+
+/// Reads the next `wanted` samples from the ring (on a blocking thread).
+fn read_ring(
+    ring: &Ring,
+    wanted: usize,
+    muted: &AtomicBool,
+    stop: &AtomicBool,
+) -> Result<Vec<f32>, Cut> {
+    let mut reader = ring.reader(0);
+    let mut samples = Vec::with_capacity(wanted);
+    let mut chunk = vec![0.0f32; 1600];
+    let mut last_audio = Instant::now();
+    while samples.len() < wanted {
+        if stop.load(Ordering::Acquire) {
+            return Err(Cut::Stopped);
+        }
+        if muted.load(Ordering::Acquire) {
+            return Err(Cut::Muted);
+        }
+        let room = (wanted - samples.len()).min(chunk.len());
+        let n = reader.read(&mut chunk[..room]);
+        if n == 0 {
+            if last_audio.elapsed() > STALL {
+                return Err(Cut::Stalled(samples.len()));
+            }
+            std::thread::sleep(POLL);
+            continue;
+        }
+        last_audio = Instant::now();
+        samples.extend_from_slice(&chunk[..n]);
+    }
+    Ok(samples)
+}
+
+async fn lights(state: &ApplianceState, each: Duration) -> Result<Shown, StepError> {
+    let leds = board(state)?.shown().frame.len();
+    let tasks = state
+        .selftest
+        .lights()
+        .ok_or_else(|| StepError::NoBoard(state.subsystem("board").0))?;
+    let (done, result) = tokio::sync::oneshot::channel();
+    tasks
+        .send(LightsRequest { each, done })
+        .await
+        .map_err(|_| LightsError::Stopped)?;
+    // Dropping `result` (the step cancelled) ends the cycle at its next
+    // look.
+    let statuses = result.await.map_err(|_| LightsError::Stopped)??;
+    Ok(Shown { leds, statuses })
+}
+
+async fn link(state: &ApplianceState) -> Result<LinkState, StepError> {
+    let (device, profile) = {
+        let board = board(state)?;
+        let Some((link, profile)) = board
+            .profile()
+            .and_then(|p| p.link.as_ref().map(|l| (l.device.clone(), p.name.clone())))
+        else {
+            return Ok(LinkState {
+                device: None,
+                present: false,
+                connected: None,
+            });
+        };
+        (link, profile)
+    };
+    let shown = device.display().to_string();
+    let looked = {
+        let device = device.clone();
+        tokio::task::spawn_blocking(move || std::fs::metadata(device)).await
+    };
+    match looked {
+        Ok(Ok(_)) => Ok(LinkState {
+            device: Some(shown),
+            present: true,
+            connected: None,
+        }),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Err(StepError::LinkMissing {
+            device: shown,
+            profile,
+        }),
+        Ok(Err(source)) => Err(StepError::LinkUnreadable {
+            device: shown,
+            source,
+        }),
+        Err(_) => Err(StepError::Cancelled),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_checked_by_name_and_range() {
+        let parse = |v: Value| serde_json::from_value::<Request>(v);
+        assert_eq!(
+            parse(serde_json::json!({"step": "record", "ms": 1000})).unwrap(),
+            Request::Record {
+                ms: 1000,
+                chime: false
+            }
+        );
+        assert!(parse(serde_json::json!({"step": "dance"})).is_err());
+        assert!(parse(serde_json::json!({"step": "record", "ms": 1000, "loud": 1})).is_err());
+        let e = Request::Record {
+            ms: 60_000,
+            chime: false,
+        }
+        .check()
+        .unwrap_err();
+        assert!(e.to_string().contains("200–10000"), "{e}");
+        assert!(Request::Speak { text: " ".into() }.check().is_err());
+        let wire = serde_json::to_value(Request::Button {
+            expect: Press::LongPress,
+            simulate: true,
+            timeout_ms: 5000,
+        })
+        .unwrap();
+        assert_eq!(wire["step"], "button");
+        assert_eq!(wire["expect"], "long_press");
+    }
+}
