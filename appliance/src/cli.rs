@@ -118,6 +118,14 @@ pub enum Command {
         #[arg(value_enum)]
         state: OnOff,
     },
+    /// Check a newly assembled board through the running daemon: the board
+    /// profile found, a tone and a sentence, the noise floor and speech
+    /// level of a short recording (played back), a press, a long press,
+    /// the mute switch, every light and the microcontroller link; then a
+    /// report, one line per step. Exits non-zero when a step failed. On the
+    /// simulated board it needs nobody: the daemon moves the simulated
+    /// button and switch itself (over its Unix socket).
+    Selftest(SelftestArgs),
     /// Pair this machine's agents with an appliance: it asks the person
     /// aloud, and a short press of its button within a minute makes a
     /// token, kept here for `hark connect` and printed with the lines to
@@ -164,6 +172,24 @@ pub enum Command {
     /// Piper voices for text to speech.
     #[command(subcommand)]
     Voices(VoicesCommand),
+}
+
+/// `hark selftest`'s options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SelftestArgs {
+    /// Print the report as JSON (the prompts still go to stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Seconds each step waits for a press or the mute switch (1–300).
+    #[arg(long, default_value_t = 20.0)]
+    pub timeout: f64,
+    /// Steps to leave out, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub skip: Vec<crate::selftest::report::StepName>,
+    /// With the virtual sound card: a WAV file played into its microphone
+    /// as the person's speech while the level step records.
+    #[arg(long, value_name = "WAV")]
+    pub speech: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -72,7 +72,7 @@ mod rename_tests {
 
 /// How the `hark` CLI introduces itself: a name no person calls an agent,
 /// so the voice inbox never takes it for one.
-fn cli_info() -> rmcp::model::ClientConfig {
+pub(crate) fn cli_info() -> rmcp::model::ClientConfig {
     rmcp::model::ClientConfig::new(
         Default::default(),
         rmcp::model::Implementation::new("hark-cli", env!("CARGO_PKG_VERSION")),

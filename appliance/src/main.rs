@@ -16,12 +16,19 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // The report said which steps failed; the exit code says so too.
+        Err(e) if e.is::<StepsFailed>() => ExitCode::from(1),
         Err(e) => {
             eprintln!("hark: {}", describe(&e));
             ExitCode::FAILURE
         }
     }
 }
+
+/// `hark selftest` ran, and a step failed (its report says which).
+#[derive(Debug, thiserror::Error)]
+#[error("a self-test step failed")]
+struct StepsFailed;
 
 /// The error and its causes, leaving out a cause whose text the message
 /// already quotes (most of Hark's errors name their cause inline).
@@ -303,6 +310,28 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 return Ok(());
             }
             print!("{}", client::format_tokens(&command, &result));
+            Ok(())
+        }
+        Command::Selftest(args) => {
+            logging::init("warn")?;
+            if !(1.0..=300.0).contains(&args.timeout) {
+                anyhow::bail!("--timeout must be 1–300 seconds, got {}", args.timeout);
+            }
+            let (config, _) = Config::load(cli.config.as_deref())?;
+            let options = hark::selftest::run::Options {
+                timeout: Duration::from_secs_f64(args.timeout),
+                skip: args.skip,
+                speech: args.speech,
+            };
+            let report = runtime.block_on(hark::selftest::run::run(&config, options))?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", report.text());
+            }
+            if !report.passed {
+                return Err(StepsFailed.into());
+            }
             Ok(())
         }
         Command::Config(ConfigCommand::Check { file }) => {

@@ -21,6 +21,8 @@
 
 pub mod hand;
 pub mod lights;
+pub mod report;
+pub mod run;
 pub mod serve;
 pub mod signal;
 
