@@ -361,4 +361,44 @@ mod tests {
         assert_eq!(w.first_act(), Act::Mute(false));
         assert!(w.what().contains("off, then on"));
     }
+
+    #[tokio::test]
+    async fn the_simulated_hand_moves_the_board_and_the_classified_events_come_back() {
+        let state = Arc::new(ApplianceState::default());
+        let token = tokio_util::sync::CancellationToken::new();
+        let board = crate::board::BoardService::start(
+            &crate::config::Config::default(),
+            hark_board::board::Resolved::Simulated("a test".into()),
+            &state,
+            &token,
+        )
+        .expect("the simulated board starts");
+        let names = |moved: &Moved| -> Vec<String> {
+            moved.events.iter().map(|e| e.event.clone()).collect()
+        };
+        let pressed = wait_for_hand(&state, Expect::Press, true, 5000)
+            .await
+            .unwrap();
+        assert_eq!(names(&pressed), ["press", "release"]);
+        assert!(pressed.events[0].at_ms >= 25, "{pressed:?}");
+        assert!(
+            !state.selftest.has_button(),
+            "the button is the appliance's again"
+        );
+        let switched = wait_for_hand(&state, Expect::Mute { from: false }, true, 5000)
+            .await
+            .unwrap();
+        assert_eq!(names(&switched), ["mute_on", "mute_off"]);
+        assert!(!state.muted.load(std::sync::atomic::Ordering::Acquire));
+        // Nobody presses: the step fails naming the button, in time.
+        let missed = wait_for_hand(&state, Expect::LongPress, false, 300)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            missed.to_string(),
+            "no long press seen within 0.3 s on the simulated push-to-talk button"
+        );
+        token.cancel();
+        board.shutdown().await;
+    }
 }
