@@ -349,6 +349,12 @@ impl Board {
         Ok(())
     }
 
+    /// Whether the microcontroller answers on its link right now (its
+    /// handshake done, its heartbeat alive); `None`: the board has no link.
+    pub fn link_connected(&self) -> Option<bool> {
+        self.link.as_ref().map(LinkHandle::is_connected)
+    }
+
     /// The board's events; taken once, by the appliance's board task.
     pub fn take_events(&mut self) -> Option<mpsc::Receiver<BoardEvent>> {
         self.events.take()

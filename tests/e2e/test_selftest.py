@@ -8,6 +8,7 @@ run and a non-zero exit code."""
 
 import json
 import math
+import os
 import struct
 import subprocess
 import wave
@@ -167,6 +168,41 @@ baud = 115200
     # Nobody can see the microcontroller's own ring for Hark.
     assert steps["lights"]["result"] == "skipped", steps["lights"]
     assert report["counts"] == {"pass": 2, "fail": 2, "skipped": 7}, report["counts"]
+
+
+def test_a_silent_microcontroller_fails_the_link_step(start_daemon, tmp_path):
+    """The link's device is there (a pseudo-terminal) but nothing on it
+    answers the handshake: the link step fails saying so."""
+    master, slave = os.openpty()
+    try:
+        device = os.ttyname(slave)
+        profile = tmp_path / "silent-board.toml"
+        profile.write_text(f"""
+name = "silent-board"
+description = "a test board: a microcontroller that never answers"
+mics = [[0.0, 0.0, 0.0]]
+
+[audio]
+cards = []
+capture_channels = 1
+playback_channels = 1
+rate = 16000
+
+[link]
+device = "{device}"
+baud = 115200
+""")
+        d = start_daemon({"board": {"board": str(profile)}})
+        r = selftest(d, "--json", "--timeout", "1",
+                     "--skip", "tone,speech,noise-floor,level,playback,press,long-press,mute,lights")
+        assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+        link = steps_of(json.loads(r.stdout))["link"]
+        assert link["result"] == "fail", link
+        assert link["values"] == {"device": device, "present": True, "connected": False}, link
+        assert "has not answered its hello" in link["detail"], link
+    finally:
+        os.close(master)
+        os.close(slave)
 
 
 def test_without_a_daemon_the_error_names_the_socket(tmp_path):

@@ -805,9 +805,7 @@ impl Steps<'_> {
             Some(false) => format!(
                 "{device} is there, but the microcontroller has not answered its hello: is its firmware Hark's, at the profile's baud rate?"
             ),
-            None => format!(
-                "{device} is there (whether the microcontroller answers is not reported by this build)"
-            ),
+            None => format!("{device} is there"),
         };
         let outcome = if link.connected == Some(false) {
             Outcome::Fail

@@ -243,8 +243,8 @@ pub struct LinkState {
     pub device: Option<String>,
     /// Whether the device node exists.
     pub present: bool,
-    /// Whether the microcontroller answered the handshake; none: not known
-    /// to this build (the board does not report its link's state yet).
+    /// Whether the microcontroller answers (handshake done, heartbeat
+    /// alive); none: no link to ask.
     pub connected: Option<bool>,
 }
 
@@ -708,8 +708,9 @@ async fn lights(state: &ApplianceState, each: Duration) -> Result<Shown, StepErr
 }
 
 async fn link(state: &ApplianceState) -> Result<LinkState, StepError> {
-    let (device, profile) = {
+    let (device, profile, connected) = {
         let board = board(state)?;
+        let connected = board.link_connected();
         let Some((link, profile)) = board
             .profile()
             .and_then(|p| p.link.as_ref().map(|l| (l.device.clone(), p.name.clone())))
@@ -720,7 +721,7 @@ async fn link(state: &ApplianceState) -> Result<LinkState, StepError> {
                 connected: None,
             });
         };
-        (link, profile)
+        (link, profile, connected)
     };
     let shown = device.display().to_string();
     let looked = {
@@ -731,7 +732,7 @@ async fn link(state: &ApplianceState) -> Result<LinkState, StepError> {
         Ok(Ok(_)) => Ok(LinkState {
             device: Some(shown),
             present: true,
-            connected: None,
+            connected,
         }),
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Err(StepError::LinkMissing {
             device: shown,
