@@ -127,15 +127,12 @@ def test_silence_fails_the_level_step_and_the_rest_still_run(daemon):
     assert "Level: after the chime, speak" in r.stderr, r.stderr
 
 
-def test_a_missing_microcontroller_fails_its_steps_by_name(start_daemon, tmp_path):
-    """A board whose only inputs are a microcontroller's, on a device that is
-    not there: the link step says so, the press steps wait for a person and
-    time out naming the button, and the steps that need neither pass."""
-    device = tmp_path / "ttyHARK-nowhere"
-    profile = tmp_path / "link-board.toml"
+def link_profile(tmp_path, name, what, device):
+    """A board profile whose only part is a microcontroller on `device`."""
+    profile = tmp_path / f"{name}.toml"
     profile.write_text(f"""
-name = "link-board"
-description = "a test board: a microcontroller on a serial link, nothing else"
+name = "{name}"
+description = "a test board: {what}"
 mics = [[0.0, 0.0, 0.0]]
 
 [audio]
@@ -148,6 +145,15 @@ rate = 16000
 device = "{device}"
 baud = 115200
 """)
+    return profile
+
+
+def test_a_missing_microcontroller_fails_its_steps_by_name(start_daemon, tmp_path):
+    """A board whose only inputs are a microcontroller's, on a device that is
+    not there: the link step says so, the press steps wait for a person and
+    time out naming the button, and the steps that need neither pass."""
+    device = tmp_path / "ttyHARK-nowhere"
+    profile = link_profile(tmp_path, "link-board", "a microcontroller on a serial link, nothing else", device)
     d = start_daemon({"board": {"board": str(profile)}})
     r = selftest(d, "--json", "--timeout", "1",
                  "--skip", "speech,noise-floor,level,playback,long-press,mute")
@@ -176,22 +182,7 @@ def test_a_silent_microcontroller_fails_the_link_step(start_daemon, tmp_path):
     master, slave = os.openpty()
     try:
         device = os.ttyname(slave)
-        profile = tmp_path / "silent-board.toml"
-        profile.write_text(f"""
-name = "silent-board"
-description = "a test board: a microcontroller that never answers"
-mics = [[0.0, 0.0, 0.0]]
-
-[audio]
-cards = []
-capture_channels = 1
-playback_channels = 1
-rate = 16000
-
-[link]
-device = "{device}"
-baud = 115200
-""")
+        profile = link_profile(tmp_path, "silent-board", "a microcontroller that never answers", device)
         d = start_daemon({"board": {"board": str(profile)}})
         r = selftest(d, "--json", "--timeout", "1",
                      "--skip", "tone,speech,noise-floor,level,playback,press,long-press,mute,lights")
