@@ -156,7 +156,7 @@ def test_an_addressed_message_reaches_only_the_named_agent_once(room, tmp_path):
         t_cursor.join(60)
         s = got_cursor["value"]["structuredContent"]
         assert s["received"] and heard(s["text"], {"open", "door"}), s
-        assert s["message"]["addressed_to"] == "cursor" and s["message"]["addressed_by"] == "name"
+        assert s["message"]["addressed_to"] == "cursor" and s["message"]["addressed_by"] == "name", s
         t_claude.join(60)
         assert got_claude["value"]["structuredContent"]["received"] is False, "not Claude's"
         # Never twice: Cursor has nothing more.
