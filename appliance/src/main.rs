@@ -48,6 +48,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         if config.audio.enabled && config.audio.virtual_card.enabled {
             audio::prepare_virtual_card(&config.audio)?;
         }
+    } else {
+        // A one-shot command's output piped into `head` ends it quietly, as
+        // any Unix tool does, instead of a panic on the closed pipe. Not for
+        // the daemon: a client hanging up must never kill it.
+        // SAFETY: one thread still, and SIG_DFL is a valid disposition.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -7,7 +7,7 @@
 //!
 //! | backend | buttons and switch | lights |
 //! |---|---|---|
-//! | `gpio` | rppal input pins with interrupts | rppal output pins, or an APA102 chain on SPI |
+//! | `gpio` | input lines of the GPIO character device, with edge events | output lines, or an APA102 chain on SPI (spidev) |
 //! | `simulated` | [`SimControl`] (`hark button`, `hark mute`) | [`SimLeds`], shown in `get_status` |
 //!
 //! A profile with a serial `link` adds the microcontroller's inputs and
@@ -30,6 +30,7 @@ use crate::{
     ports::{ChannelContact, Contact, Running},
     profile::{LedRole, Leds, Profile, ProfileError},
     sim::{SimControl, SimLedView, SimLeds},
+    spi::Apa102,
     status::{LedRoles, Status, light},
 };
 
@@ -108,8 +109,10 @@ pub enum BoardError {
     #[error("board profile {profile}: {source}")]
     Gpio {
         profile: String,
+        // Boxed: the GPIO errors carry chip names and holders, and every
+        // board result would otherwise be as large as the largest.
         #[source]
-        source: GpioError,
+        source: Box<GpioError>,
     },
     #[error("cannot start the LED thread: {0}")]
     Thread(#[source] std::io::Error),
@@ -221,33 +224,36 @@ impl Board {
     fn hardware(config: &BoardConfig, profile: Profile) -> Result<Board, BoardError> {
         let gpio_error = |source| BoardError::Gpio {
             profile: profile.name.clone(),
-            source,
+            source: Box::new(source),
         };
-        let controller = if profile.needs_gpio() {
-            Some(gpio::controller().map_err(gpio_error)?)
+        // The chip only when the profile has GPIO lines to take: an LED ring
+        // on SPI without a power line needs none.
+        let chip = if profile.gpio_lines() {
+            let chip = gpio::find_chip(profile.gpio_chip.as_deref()).map_err(gpio_error)?;
+            tracing::info!(chip = %chip, path = %chip.path.display(), "GPIO lines on this chip");
+            Some(chip)
         } else {
             None
         };
-        let (output, roles): (Box<dyn LedOutput>, LedRoles) = match (&controller, &profile.leds) {
-            (Some(gpio), Leds::Gpio(leds)) => {
+        let (output, roles): (Box<dyn LedOutput>, LedRoles) = match (&chip, &profile.leds) {
+            (Some(chip), Leds::Gpio(leds)) => {
                 let pins: Vec<(u8, bool)> =
                     leds.pins.iter().map(|l| (l.pin, l.active_low)).collect();
                 let roles = leds.pins.iter().map(|l| statuses(l.role)).collect();
                 (
-                    Box::new(gpio::GpioLeds::open(gpio, &pins).map_err(gpio_error)?),
+                    Box::new(gpio::GpioLeds::open(chip, &pins).map_err(gpio_error)?),
                     LedRoles::PerLed(roles),
                 )
             }
-            (Some(gpio), Leds::Apa102(ring)) => (
+            (chip, Leds::Apa102(ring)) => (
                 Box::new(
-                    gpio::Apa102::open(
-                        gpio,
+                    Apa102::open(
                         ring.spi_bus,
                         ring.chip_select,
                         ring.max_clock_hz,
                         usize::from(ring.count),
                         ring.brightness,
-                        ring.power_pin,
+                        chip.as_ref().zip(ring.power_pin),
                     )
                     .map_err(gpio_error)?,
                 ),
@@ -257,9 +263,12 @@ impl Board {
             // run, on nothing, so status reports what would show.
             _ => (Box::new(SimLeds::new(1).0), LedRoles::Shared),
         };
-        let description = format!("{} ({})", profile.name, profile.description);
+        let description = match &chip {
+            Some(chip) => format!("{} ({}) on {chip}", profile.name, profile.description),
+            None => format!("{} ({})", profile.name, profile.description),
+        };
         let mut board = Self::with_lights(config, output, roles, description)?;
-        if let Some(gpio) = &controller {
+        if let Some(chip) = &chip {
             let contacts = [
                 (
                     ContactKind::Button,
@@ -271,7 +280,7 @@ impl Board {
             for (kind, pin, purpose) in contacts {
                 let Some(pin) = *pin else { continue };
                 let contact = GpioContact {
-                    gpio: gpio.clone(),
+                    chip: chip.clone(),
                     pin,
                     purpose,
                     profile: profile.name.clone(),

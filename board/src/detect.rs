@@ -331,7 +331,7 @@ pub fn detect_among(machine: &Machine, profiles: &[Profile]) -> Detected {
 /// not checked: a USB card can be plugged in later, and the audio engine
 /// reports it.
 pub fn check_explicit(profile: &Profile, machine: &Machine) -> Result<(), DetectError> {
-    if !profile.needs_gpio() || machine.is_raspberry_pi() {
+    if !profile.needs_pi_header() || machine.is_raspberry_pi() {
         return Ok(());
     }
     Err(DetectError::NotAPi {

@@ -1,44 +1,116 @@
-//! Raspberry Pi backends through rppal: buttons and switches on GPIO input
-//! pins, single LEDs on GPIO output pins, APA102 rings on SPI.
+//! GPIO through the kernel's character device (`/dev/gpiochipN`, uAPI v2):
+//! buttons and switches on input lines with edge events, LEDs and power
+//! switches on output lines.
 //!
-//! Hardware needs (the Debian image sets them up): the `hark` user in the
-//! `gpio` group for `/dev/gpiomem` (BCM2835–BCM2711) or `/dev/gpiochip*`
-//! (rppal's RP1 path on the Pi 5), in `spi` for `/dev/spidev0.*`, and SPI
-//! enabled (`dtparam=spi=on`). rppal builds on any Linux; off a Pi,
-//! `Gpio::new` fails and the error says so.
+//! Every current kernel has the character device, Debian's and Raspberry Pi
+//! OS's alike; nothing here needs `/dev/gpiomem` or `/dev/mem`.
 //!
-//! Pins are released when their owner is dropped: rppal puts an input or
-//! output pin back into the mode it found it in. LED outputs turn their LEDs
-//! off first (the [`crate::led::Lights`] thread shows a dark frame when it
-//! stops, SIGTERM included).
+//! # Which chip, which line
+//!
+//! A profile's pins are BCM numbers. On every Raspberry Pi they are the line
+//! offsets of the chip that drives the 40-pin header, whatever that chip's
+//! number (`gpiochip0` on one kernel, `gpiochip4` on another), so the chip
+//! is found by its label: `pinctrl-bcm2835` (Pi 1–3, Zero), `pinctrl-bcm2711`
+//! (Pi 4, 400, CM4), `pinctrl-rp1` (Pi 5's RP1). A profile's `gpio_chip`
+//! names another chip by label, name or path: a GPIO expander, or the
+//! kernel's `gpio-sim` in the image's test boot.
+//!
+//! # What the hardware needs
+//!
+//! The service's user in the `gpio` group, which the package's udev rule
+//! (`60-hark.rules`) gives `/dev/gpiochip*` to. Lines are requested with the
+//! consumer name `hark` (what `gpioinfo` shows) and released when their
+//! owner is dropped, SIGTERM included: the file descriptor closes and the
+//! kernel frees the lines. LED outputs go dark first (the
+//! [`crate::led::Lights`] thread shows a dark frame when it stops).
 
-use rppal::{
-    gpio::{Gpio, OutputPin, Trigger},
-    spi::{Bus, Mode, SlaveSelect, Spi},
+use std::{
+    io::ErrorKind,
+    path::{Path, PathBuf},
+    time::Duration,
 };
-use tokio::sync::mpsc;
+
+use gpiocdev::{
+    Chip, Request,
+    line::{Bias, EdgeDetection, EdgeKind, Value},
+};
+use tokio::{
+    io::{Interest, unix::AsyncFd},
+    sync::mpsc,
+};
 
 use crate::{
-    BoardError, apa102,
+    BoardError,
     button::Level,
     led::{LedError, LedOutput, Rgb},
-    ports::{Contact, Running},
+    ports::{AbortOnDrop, Contact, Running},
     profile::{InputPin, Pull},
 };
+
+/// The consumer name on every line Hark holds.
+pub const CONSUMER: &str = "hark";
+
+/// Labels of the chips that drive a Raspberry Pi's header, by model.
+pub const PI_HEADER_CHIPS: &[&str] = &["pinctrl-bcm2835", "pinctrl-bcm2711", "pinctrl-rp1"];
+
+/// The kernel's debounce on input lines. Short: the board's classifier
+/// does the real debounce (30 ms by default) behind every backend alike;
+/// this only keeps a bouncing contact from filling the event queue.
+const KERNEL_DEBOUNCE: Duration = Duration::from_millis(2);
 
 /// Why a GPIO or SPI backend could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum GpioError {
+    #[error("there is no GPIO chip (no /dev/gpiochip*): is this a Raspberry Pi?")]
+    NoChips,
     #[error(
-        "cannot open the GPIO controller ({0}); is this a Raspberry Pi, and is the user in the `gpio` group?"
+        "no GPIO chip drives a Raspberry Pi header here (looked for {}; found {}); name the chip with `gpio_chip` in the board profile",
+        PI_HEADER_CHIPS.join(", "),
+        list(.found)
     )]
-    Controller(#[source] rppal::gpio::Error),
-    #[error("cannot use GPIO {pin} for {purpose}: {source}")]
-    Pin {
+    NoHeaderChip { found: Vec<ChipSummary> },
+    #[error("no GPIO chip is called {wanted:?} (found {})", list(.found))]
+    NoSuchChip {
+        wanted: String,
+        found: Vec<ChipSummary>,
+    },
+    #[error("more than one GPIO chip is labelled {wanted:?} ({}); name one by path in `gpio_chip`", list(.found))]
+    AmbiguousChip {
+        wanted: String,
+        found: Vec<ChipSummary>,
+    },
+    #[error(
+        "cannot open {}: permission denied; the service's user must be in the `gpio` group (the package's udev rule 60-hark.rules gives /dev/gpiochip* to it)",
+        .path.display()
+    )]
+    Permission { path: PathBuf },
+    #[error("cannot open {}: {source}", .path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: gpiocdev::Error,
+    },
+    #[error("GPIO {pin} for {purpose}: {chip} has only {lines} lines")]
+    NoSuchLine {
         pin: u8,
         purpose: &'static str,
+        chip: ChipSummary,
+        lines: u32,
+    },
+    #[error("GPIO {pin} for {purpose} (line {pin} of {chip}) is busy: {holder}")]
+    Busy {
+        pin: u8,
+        purpose: &'static str,
+        chip: ChipSummary,
+        holder: String,
+    },
+    #[error("cannot use GPIO {pin} for {purpose} (line {pin} of {chip}): {source}")]
+    Line {
+        pin: u8,
+        purpose: &'static str,
+        chip: ChipSummary,
         #[source]
-        source: rppal::gpio::Error,
+        source: gpiocdev::Error,
     },
     #[error(
         "cannot open SPI bus {bus} chip select {cs} for the LEDs: {source}; is SPI enabled (dtparam=spi=on) and the user in the `spi` group?"
@@ -53,11 +125,182 @@ pub enum GpioError {
     NoSuchSpi { bus: u8, cs: u8 },
 }
 
-/// A button or switch on an input pin, as a [`Contact`]: the pin is taken
-/// when the board starts it and released when the returned [`Running`]
-/// is dropped.
+/// A chip as errors and logs name it: `gpiochip0 "pinctrl-bcm2711"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChipSummary {
+    pub name: String,
+    pub label: String,
+}
+
+impl std::fmt::Display for ChipSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {:?}", self.name, self.label)
+    }
+}
+
+fn list(chips: &[ChipSummary]) -> String {
+    if chips.is_empty() {
+        return "none".into();
+    }
+    chips
+        .iter()
+        .map(ChipSummary::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A GPIO chip, found: its device node and what it says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpioChip {
+    pub path: PathBuf,
+    pub summary: ChipSummary,
+    pub lines: u32,
+}
+
+impl std::fmt::Display for GpioChip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.summary.fmt(f)
+    }
+}
+
+/// Opens a chip's device node, telling a permission problem apart.
+fn open(path: &Path) -> Result<Chip, GpioError> {
+    Chip::from_path(path).map_err(|source| {
+        if os_error(&source) == Some(ErrorKind::PermissionDenied) {
+            GpioError::Permission {
+                path: path.to_owned(),
+            }
+        } else {
+            GpioError::Open {
+                path: path.to_owned(),
+                source,
+            }
+        }
+    })
+}
+
+/// Finds the chip a profile's pins are on: `wanted` (the profile's
+/// `gpio_chip`: a label, a name or a path), or the Pi header's chip.
+pub fn find_chip(wanted: Option<&str>) -> Result<GpioChip, GpioError> {
+    if let Some(path) = wanted.filter(|w| w.starts_with('/')) {
+        return describe(Path::new(path));
+    }
+    let paths = gpiocdev::chip::chips().map_err(|_| GpioError::NoChips)?;
+    if paths.is_empty() {
+        return Err(GpioError::NoChips);
+    }
+    let mut chips = Vec::with_capacity(paths.len());
+    for path in &paths {
+        chips.push(describe(path)?);
+    }
+    pick(&chips, wanted).cloned()
+}
+
+fn describe(path: &Path) -> Result<GpioChip, GpioError> {
+    let chip = open(path)?;
+    let info = chip.info().map_err(|source| GpioError::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(GpioChip {
+        path: chip.path().to_owned(),
+        summary: ChipSummary {
+            name: info.name,
+            label: info.label,
+        },
+        lines: info.num_lines,
+    })
+}
+
+/// The chip among `chips` that `wanted` names (by label or by name), or
+/// without a name the first that drives a Pi's header.
+pub fn pick<'a>(chips: &'a [GpioChip], wanted: Option<&str>) -> Result<&'a GpioChip, GpioError> {
+    let found = || chips.iter().map(|c| c.summary.clone()).collect();
+    let Some(wanted) = wanted else {
+        return chips
+            .iter()
+            .find(|c| PI_HEADER_CHIPS.contains(&c.summary.label.as_str()))
+            .ok_or_else(|| GpioError::NoHeaderChip { found: found() });
+    };
+    if let Some(chip) = chips.iter().find(|c| c.summary.name == wanted) {
+        return Ok(chip);
+    }
+    let mut labelled = chips.iter().filter(|c| c.summary.label == wanted);
+    match (labelled.next(), labelled.next()) {
+        (Some(chip), None) => Ok(chip),
+        (Some(_), Some(_)) => Err(GpioError::AmbiguousChip {
+            wanted: wanted.to_owned(),
+            found: chips
+                .iter()
+                .filter(|c| c.summary.label == wanted)
+                .map(|c| c.summary.clone())
+                .collect(),
+        }),
+        _ => Err(GpioError::NoSuchChip {
+            wanted: wanted.to_owned(),
+            found: found(),
+        }),
+    }
+}
+
+/// The OS error behind a gpiocdev error, if one is.
+fn os_error(error: &gpiocdev::Error) -> Option<ErrorKind> {
+    let errno = match error {
+        gpiocdev::Error::Os(errno) => errno.0,
+        gpiocdev::Error::Uapi(_, gpiocdev_uapi::Error::Os(errno)) => errno.0,
+        _ => return None,
+    };
+    Some(std::io::Error::from_raw_os_error(errno).kind())
+}
+
+/// A line's request failed: says who holds it when it is busy.
+fn line_error(
+    chip: &GpioChip,
+    pin: u8,
+    purpose: &'static str,
+    source: gpiocdev::Error,
+) -> GpioError {
+    if os_error(&source) == Some(ErrorKind::ResourceBusy) {
+        let holder = Chip::from_path(&chip.path)
+            .and_then(|c| c.line_info(u32::from(pin)))
+            .map(|info| match info.consumer.as_str() {
+                "" => "held by a program that gave no name".to_owned(),
+                name => format!("held by {name:?}"),
+            })
+            .unwrap_or_else(|_| "held by another program".to_owned());
+        return GpioError::Busy {
+            pin,
+            purpose,
+            chip: chip.summary.clone(),
+            holder,
+        };
+    }
+    GpioError::Line {
+        pin,
+        purpose,
+        chip: chip.summary.clone(),
+        source,
+    }
+}
+
+fn check_line(chip: &GpioChip, pin: u8, purpose: &'static str) -> Result<u32, GpioError> {
+    let offset = u32::from(pin);
+    if offset >= chip.lines {
+        return Err(GpioError::NoSuchLine {
+            pin,
+            purpose,
+            chip: chip.summary.clone(),
+            lines: chip.lines,
+        });
+    }
+    Ok(offset)
+}
+
+/// A button or switch on an input line, as a [`Contact`]: the line is
+/// requested when the board starts it and released when the returned
+/// [`Running`] is dropped.
 pub struct GpioContact {
-    pub gpio: Gpio,
+    pub chip: GpioChip,
     /// The pin, its polarity and pull, from the profile.
     pub pin: InputPin,
     pub purpose: &'static str,
@@ -67,7 +310,10 @@ pub struct GpioContact {
 
 impl Contact for GpioContact {
     fn describe(&self) -> String {
-        format!("{} on GPIO {}", self.purpose, self.pin.pin)
+        format!(
+            "{} on GPIO {} (line {} of {})",
+            self.purpose, self.pin.pin, self.pin.pin, self.chip
+        )
     }
 
     fn start(self: Box<Self>, levels: mpsc::Sender<Level>) -> Result<Running, BoardError> {
@@ -77,175 +323,206 @@ impl Contact for GpioContact {
             pull,
         } = self.pin;
         let purpose = self.purpose;
-        let error = |source| BoardError::Gpio {
+        let chip = self.chip;
+        let error = |source: GpioError| BoardError::Gpio {
             profile: self.profile.clone(),
-            source: GpioError::Pin {
-                pin,
-                purpose,
-                source,
-            },
+            source: Box::new(source),
         };
-        let raw = self.gpio.get(pin).map_err(error)?;
-        let mut input = match pull {
-            Pull::Up => raw.into_input_pullup(),
-            Pull::Down => raw.into_input_pulldown(),
-            Pull::None => raw.into_input(),
+        let offset = check_line(&chip, pin, purpose).map_err(error)?;
+        let bias = match pull {
+            Pull::Up => Bias::PullUp,
+            Pull::Down => Bias::PullDown,
+            Pull::None => Bias::Disabled,
         };
-        let level_of = move |high: bool| {
-            if high != active_low {
-                Level::Pressed
-            } else {
-                Level::Released
+        // The kernel applies the polarity, so "active" is pressed (or muted)
+        // and a rising edge is the contact closing.
+        let request = |debounce: bool| {
+            let mut builder = Request::builder();
+            builder
+                .on_chip(&chip.path)
+                .with_consumer(CONSUMER)
+                .with_line(offset)
+                .as_input()
+                .with_bias(bias)
+                .with_edge_detection(EdgeDetection::BothEdges);
+            if active_low {
+                builder.as_active_low();
+            }
+            if debounce {
+                builder.with_debounce_period(KERNEL_DEBOUNCE);
+            }
+            builder.request()
+        };
+        // Debounce is optional: a chip (or kernel) without it still gives
+        // edges, and the classifier debounces anyway.
+        let request = match request(true) {
+            Ok(request) => request,
+            Err(first) => {
+                tracing::debug!(pin, error = %first, "no kernel debounce on this line; without it");
+                request(false).map_err(|source| error(line_error(&chip, pin, purpose, source)))?
             }
         };
+        let level_of = |value: Value| match value {
+            Value::Active => Level::Pressed,
+            Value::Inactive => Level::Released,
+        };
         // The level it starts in, so a switch already on reads as on.
-        let _ = levels.try_send(level_of(input.is_high()));
-        input
-            .set_async_interrupt(Trigger::Both, None, move |event| {
-                let high = event.trigger == Trigger::RisingEdge;
-                // rppal's interrupt thread must not block; the classifier
-                // drains far faster than a contact can bounce, so a full
-                // queue means it is gone or stuck.
-                if levels.try_send(level_of(high)).is_err() {
-                    tracing::debug!(pin, "input level dropped: its reader is not keeping up");
+        match request.value(offset) {
+            Ok(value) => {
+                let _ = levels.try_send(level_of(value));
+            }
+            Err(e) => {
+                tracing::warn!(pin, error = %e, "cannot read the starting level of {purpose}")
+            }
+        }
+        // SAFETY: the request owns its line's file descriptor for as long as
+        // it lives, never closes or replaces it, and the AsyncFd owns the
+        // request, so the descriptor stays the same open file until both
+        // are dropped together.
+        let fd = unsafe { AsyncFd::register_with_interest(request, Interest::READABLE) }.map_err(
+            |e| {
+                error(line_error(
+                    &chip,
+                    pin,
+                    purpose,
+                    gpiocdev::Error::from(e.into_parts().1),
+                ))
+            },
+        )?;
+        let described = format!("{purpose} on GPIO {pin}");
+        let task = tokio::spawn(async move {
+            loop {
+                let mut ready = match fd.readable().await {
+                    Ok(ready) => ready,
+                    Err(e) => {
+                        tracing::error!(error = %e, "{described}: cannot wait for edges; the contact is not read any more");
+                        return;
+                    }
+                };
+                let request = fd.get_ref();
+                loop {
+                    match request.has_edge_event() {
+                        Ok(true) => {}
+                        Ok(false) => break,
+                        Err(e) => {
+                            tracing::error!(error = %e, "{described}: cannot read edges; the contact is not read any more");
+                            return;
+                        }
+                    }
+                    let level = match request.read_edge_event() {
+                        Ok(event) => match event.kind {
+                            EdgeKind::Rising => Level::Pressed,
+                            EdgeKind::Falling => Level::Released,
+                        },
+                        Err(e) => {
+                            tracing::error!(error = %e, "{described}: cannot read an edge; the contact is not read any more");
+                            return;
+                        }
+                    };
+                    if levels.send(level).await.is_err() {
+                        // The board is gone.
+                        return;
+                    }
                 }
-            })
-            .map_err(error)?;
-        // Dropping the pin stops the interrupt and releases it.
-        Ok(Box::new(input))
+                ready.clear_ready();
+            }
+        });
+        // Aborting the task drops the request, which releases the line.
+        Ok(Box::new(AbortOnDrop(task)))
     }
 }
 
-/// `pin` as an output, for `purpose` (named in the error).
-fn output(gpio: &Gpio, pin: u8, purpose: &'static str) -> Result<OutputPin, GpioError> {
-    Ok(gpio
-        .get(pin)
-        .map_err(|source| GpioError::Pin {
-            pin,
-            purpose,
-            source,
-        })?
-        .into_output())
+/// One output line, driven until dropped: an LED, or the supply of an LED
+/// ring.
+pub struct OutputLine {
+    request: Request,
+    offset: u32,
+    on: bool,
 }
 
-/// Single LEDs, one per output pin; an LED is lit when its colour in the
-/// frame is not black.
+impl OutputLine {
+    /// Requests `pin` of `chip` as an output, lit (active) when `on`;
+    /// `active_low`: active drives the pin low.
+    pub fn open(
+        chip: &GpioChip,
+        pin: u8,
+        active_low: bool,
+        on: bool,
+        purpose: &'static str,
+    ) -> Result<OutputLine, GpioError> {
+        let offset = check_line(chip, pin, purpose)?;
+        let mut builder = Request::builder();
+        builder
+            .on_chip(&chip.path)
+            .with_consumer(CONSUMER)
+            .with_line(offset)
+            .as_output(if on { Value::Active } else { Value::Inactive });
+        if active_low {
+            builder.as_active_low();
+        }
+        let request = builder
+            .request()
+            .map_err(|source| line_error(chip, pin, purpose, source))?;
+        Ok(OutputLine {
+            request,
+            offset,
+            on,
+        })
+    }
+
+    /// Drives the line; writes only changes (the lights call this every
+    /// frame).
+    pub fn set(&mut self, on: bool) -> Result<(), gpiocdev::Error> {
+        if on != self.on {
+            self.request.set_value(
+                self.offset,
+                if on { Value::Active } else { Value::Inactive },
+            )?;
+            self.on = on;
+        }
+        Ok(())
+    }
+}
+
+/// Single LEDs, one per output line; an LED is lit when its colour in the
+/// frame is bright enough.
 pub struct GpioLeds {
-    pins: Vec<(OutputPin, bool)>,
-    names: Vec<u8>,
+    lines: Vec<OutputLine>,
+    name: String,
 }
 
 impl GpioLeds {
-    /// `pins`: BCM number and whether the LED lights when the pin is low.
-    pub fn open(gpio: &Gpio, pins: &[(u8, bool)]) -> Result<GpioLeds, GpioError> {
-        let mut out = Vec::with_capacity(pins.len());
+    /// `pins`: BCM number and whether the LED lights when the pin is low;
+    /// all start dark.
+    pub fn open(chip: &GpioChip, pins: &[(u8, bool)]) -> Result<GpioLeds, GpioError> {
+        let mut lines = Vec::with_capacity(pins.len());
         for &(pin, active_low) in pins {
-            let mut led = output(gpio, pin, "an LED")?;
-            set(&mut led, active_low, false);
-            out.push((led, active_low));
+            lines.push(OutputLine::open(chip, pin, active_low, false, "an LED")?);
         }
+        let numbers: Vec<u8> = pins.iter().map(|&(p, _)| p).collect();
         Ok(GpioLeds {
-            pins: out,
-            names: pins.iter().map(|&(p, _)| p).collect(),
+            lines,
+            name: format!("GPIO LEDs on {numbers:?} ({chip})"),
         })
-    }
-}
-
-fn set(pin: &mut OutputPin, active_low: bool, on: bool) {
-    if on != active_low {
-        pin.set_high();
-    } else {
-        pin.set_low();
     }
 }
 
 impl LedOutput for GpioLeds {
     fn count(&self) -> usize {
-        self.pins.len()
+        self.lines.len()
     }
 
     fn show(&mut self, frame: &[Rgb]) -> Result<(), LedError> {
-        for ((pin, active_low), color) in self.pins.iter_mut().zip(frame) {
+        for (line, color) in self.lines.iter_mut().zip(frame) {
             // A dim pulse is still "on" for a plain LED; below a quarter it
             // is off, so pulses and spins read as blinking.
             let on = color.0.max(color.1).max(color.2) >= 64;
-            set(pin, *active_low, on);
-        }
-        Ok(())
-    }
-
-    fn describe(&self) -> String {
-        format!("GPIO LEDs on {:?}", self.names)
-    }
-}
-
-/// An APA102 chain on SPI, with an optional pin that powers it (the
-/// ReSpeaker 4-mic array switches its LEDs' supply with GPIO 5).
-pub struct Apa102 {
-    spi: Spi,
-    count: usize,
-    brightness: u8,
-    bytes: Vec<u8>,
-    name: String,
-    _power: Option<OutputPin>,
-}
-
-impl Apa102 {
-    pub fn open(
-        gpio: &Gpio,
-        bus: u8,
-        cs: u8,
-        clock_hz: u32,
-        count: usize,
-        brightness: u8,
-        power_pin: Option<u8>,
-    ) -> Result<Apa102, GpioError> {
-        let spi_bus = match bus {
-            0 => Bus::Spi0,
-            1 => Bus::Spi1,
-            _ => return Err(GpioError::NoSuchSpi { bus, cs }),
-        };
-        let select = match cs {
-            0 => SlaveSelect::Ss0,
-            1 => SlaveSelect::Ss1,
-            2 => SlaveSelect::Ss2,
-            _ => return Err(GpioError::NoSuchSpi { bus, cs }),
-        };
-        let power = match power_pin {
-            Some(pin) => {
-                let mut power = output(gpio, pin, "the LEDs' power")?;
-                power.set_high();
-                Some(power)
-            }
-            None => None,
-        };
-        let spi = Spi::new(spi_bus, select, clock_hz, Mode::Mode0)
-            .map_err(|source| GpioError::Spi { bus, cs, source })?;
-        Ok(Apa102 {
-            spi,
-            count,
-            brightness,
-            bytes: Vec::with_capacity(apa102::frame_len(count)),
-            name: format!("APA102 ×{count} on /dev/spidev{bus}.{cs}"),
-            _power: power,
-        })
-    }
-}
-
-impl LedOutput for Apa102 {
-    fn count(&self) -> usize {
-        self.count
-    }
-
-    fn show(&mut self, frame: &[Rgb]) -> Result<(), LedError> {
-        apa102::encode(frame, self.brightness, &mut self.bytes);
-        self.spi
-            .write(&self.bytes)
-            .map(|_| ())
-            .map_err(|e| LedError::Write {
+            line.set(on).map_err(|e| LedError::Write {
                 device: self.name.clone(),
                 source: std::io::Error::other(e),
-            })
+            })?;
+        }
+        Ok(())
     }
 
     fn describe(&self) -> String {
@@ -253,7 +530,93 @@ impl LedOutput for Apa102 {
     }
 }
 
-/// Opens the GPIO controller.
-pub fn controller() -> Result<Gpio, GpioError> {
-    Gpio::new().map_err(GpioError::Controller)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chip(name: &str, label: &str) -> GpioChip {
+        GpioChip {
+            path: PathBuf::from(format!("/dev/{name}")),
+            summary: ChipSummary {
+                name: name.into(),
+                label: label.into(),
+            },
+            lines: 54,
+        }
+    }
+
+    #[test]
+    fn the_header_chip_is_found_by_label_whatever_its_number() {
+        // A Pi 5 on a kernel that numbers RP1 fourth, after the SoC's own.
+        let chips = [
+            chip("gpiochip0", "gpio-brcmstb@107d508500"),
+            chip("gpiochip1", "gpio-brcmstb@107d508520"),
+            chip("gpiochip2", "gpio-brcmstb@107d517c00"),
+            chip("gpiochip3", "gpio-brcmstb@107d517c20"),
+            chip("gpiochip4", "pinctrl-rp1"),
+        ];
+        assert_eq!(pick(&chips, None).unwrap().summary.name, "gpiochip4");
+        let pi4 = [
+            chip("gpiochip0", "pinctrl-bcm2711"),
+            chip("gpiochip1", "raspberrypi-exp-gpio"),
+        ];
+        assert_eq!(pick(&pi4, None).unwrap().summary.name, "gpiochip0");
+    }
+
+    #[test]
+    fn without_a_header_chip_the_error_lists_what_there_is() {
+        let e = pick(&[chip("gpiochip0", "9030000.pl061")], None).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains(r#"gpiochip0 "9030000.pl061""#), "{text}");
+        assert!(text.contains("gpio_chip"), "{text}");
+    }
+
+    #[test]
+    fn a_named_chip_is_found_by_name_or_label() {
+        let chips = [
+            chip("gpiochip0", "pinctrl-bcm2711"),
+            chip("gpiochip1", "hark-sim"),
+        ];
+        assert_eq!(
+            pick(&chips, Some("hark-sim")).unwrap().summary.name,
+            "gpiochip1"
+        );
+        assert_eq!(
+            pick(&chips, Some("gpiochip0")).unwrap().summary.label,
+            "pinctrl-bcm2711"
+        );
+        let e = pick(&chips, Some("mcp23017")).unwrap_err().to_string();
+        assert!(e.contains(r#""mcp23017""#) && e.contains("hark-sim"), "{e}");
+    }
+
+    #[test]
+    fn two_chips_with_one_label_are_not_guessed_between() {
+        let chips = [chip("gpiochip0", "hark-sim"), chip("gpiochip1", "hark-sim")];
+        let e = pick(&chips, Some("hark-sim")).unwrap_err().to_string();
+        assert!(
+            e.contains("gpiochip0") && e.contains("gpiochip1") && e.contains("by path"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_line_past_the_chip_is_named() {
+        let mut small = chip("gpiochip2", "pca9536");
+        small.lines = 4;
+        let e = check_line(&small, 17, "the push-to-talk button")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("GPIO 17") && e.contains("pca9536") && e.contains("4 lines"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_missing_device_node_is_named() {
+        let e = find_chip(Some("/dev/gpiochip-that-is-not-there"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/dev/gpiochip-that-is-not-there"), "{e}");
+    }
 }

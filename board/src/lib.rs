@@ -16,6 +16,7 @@ pub mod link;
 pub mod ports;
 pub mod profile;
 pub mod sim;
+pub mod spi;
 pub mod status;
 
 pub use board::{Board, BoardConfig, BoardError, BoardEvent};

@@ -53,7 +53,7 @@ impl ChannelContact {
 }
 
 /// Aborts a forwarding task when dropped.
-struct AbortOnDrop(JoinHandle<()>);
+pub(crate) struct AbortOnDrop(pub(crate) JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

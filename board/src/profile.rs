@@ -124,6 +124,13 @@ pub struct Profile {
     /// when looking down on the board with its header at the top; z up.
     /// At least one; a single microphone is `[[0.0, 0.0, 0.0]]`.
     pub mics: Vec<[f64; 3]>,
+    /// The GPIO chip whose lines the pin numbers below are: a chip's label
+    /// (`pinctrl-bcm2711`), its name (`gpiochip0`) or its path
+    /// (`/dev/gpiochip0`). Absent: the Raspberry Pi header's chip, found by
+    /// its label (see [`crate::gpio`]). Lines are taken by offset, which on
+    /// every Pi is the BCM number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpio_chip: Option<String>,
     /// The push-to-talk button: a momentary input. Absent: no button.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub button: Option<InputPin>,
@@ -641,10 +648,24 @@ impl Profile {
         }
     }
 
-    /// Whether the board needs a Raspberry Pi's header: any GPIO, an SPI
-    /// LED ring or the header's UART. A USB microphone array does not.
-    pub fn needs_gpio(&self) -> bool {
-        !self.gpio_pins().is_empty() || matches!(self.leds, Leds::Apa102(_))
+    /// Whether the profile takes GPIO lines (a button, a switch, LEDs on
+    /// lines, an LED ring's power line): then it needs a GPIO chip.
+    pub fn gpio_lines(&self) -> bool {
+        self.button.is_some()
+            || self.mute.is_some()
+            || matches!(&self.leds, Leds::Gpio(_))
+            || matches!(&self.leds, Leds::Apa102(ring) if ring.power_pin.is_some())
+    }
+
+    /// Whether the board needs a Raspberry Pi's header: GPIO lines on the
+    /// header's chip, a HAT's pins, an SPI LED ring or the header's UART. A
+    /// USB microphone array does not, nor lines on a chip the profile names
+    /// (`gpio_chip`: an expander, or the test boot's simulated chip).
+    pub fn needs_pi_header(&self) -> bool {
+        (self.gpio_lines() && self.gpio_chip.is_none())
+            || !self.audio.header_pins.is_empty()
+            || matches!(self.leds, Leds::Apa102(_))
+            || self.link.as_ref().is_some_and(Link::uses_header_uart)
     }
 
     /// Checks what the TOML types cannot. `source` names the profile in
@@ -669,6 +690,15 @@ impl Profile {
                     "{:?} is not a profile name (lowercase letters, digits and -)",
                     self.name
                 ),
+            ));
+        }
+
+        if let Some(chip) = &self.gpio_chip
+            && chip.trim().is_empty()
+        {
+            return Err(invalid(
+                "gpio_chip",
+                "is empty; name a chip (label, gpiochipN or /dev/gpiochipN) or leave it out".into(),
             ));
         }
 

@@ -106,7 +106,7 @@ fn shipped_profiles_have_their_key_facts() {
     assert_eq!(two.mics.len(), 2);
     assert!(two.audio.cards.iter().any(|c| c == "seeed2micvoicec"));
     assert!(two.audio.cards.iter().any(|c| c == "wm8960soundcard"));
-    assert!(two.needs_gpio());
+    assert!(two.needs_pi_header());
 
     let four = Profile::builtin("respeaker-4mic").expect("4-mic");
     assert!(four.button.is_none());
@@ -121,7 +121,7 @@ fn shipped_profiles_have_their_key_facts() {
     assert!((span - 0.081).abs() < 0.001, "{span}");
 
     let usb = Profile::builtin("usb-mic-array").expect("usb");
-    assert!(!usb.needs_gpio());
+    assert!(!usb.needs_pi_header());
     assert_eq!(usb.audio.mic_channels.as_deref(), Some(&[1, 2, 3, 4][..]));
     assert_eq!(usb.leds, Leds::None);
 
@@ -140,6 +140,31 @@ fn shipped_profiles_have_their_key_facts() {
     );
     assert_eq!(generic.mute.map(|m| (m.pin, m.pull)), Some((27, Pull::Up)));
     assert!(generic.audio.cards.is_empty(), "any card");
+    assert!(generic.needs_pi_header() && generic.gpio_chip.is_none());
+}
+
+#[test]
+fn a_profile_naming_its_gpio_chip_needs_no_pi_header_and_round_trips() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/profiles/generic-pi.toml"
+    ))
+    .expect("generic-pi.toml")
+    .replace(
+        "name = \"generic-pi\"",
+        "name = \"on-sim\"\ngpio_chip = \"hark-sim\"",
+    );
+    let profile = Profile::from_toml("on-sim.toml", &text).expect("parses");
+    assert_eq!(profile.gpio_chip.as_deref(), Some("hark-sim"));
+    assert!(profile.gpio_lines());
+    assert!(!profile.needs_pi_header(), "lines on a named chip");
+    let again =
+        Profile::from_toml("again", &profile.to_toml().expect("serialises")).expect("reads back");
+    assert_eq!(again, profile);
+
+    let empty = text.replace("gpio_chip = \"hark-sim\"", "gpio_chip = \" \"");
+    let error = Profile::from_toml("on-sim.toml", &empty).expect_err("an empty chip name");
+    assert!(error.to_string().contains("gpio_chip"), "{error}");
 }
 
 #[test]

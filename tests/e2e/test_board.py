@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from harness import HARK, Daemon, LineClient, status_of, wait_for
+from harness import HARK, REPO, Daemon, LineClient, status_of, wait_for
 
 LONG = " ".join([
     "Once upon a time there was a small house at the edge of a quiet forest.",
@@ -240,6 +240,27 @@ def test_a_pi_profile_here_is_a_clear_error_and_the_appliance_still_serves(start
     r = hark(d, "button", "press")
     assert r.returncode != 0 and "no simulated board" in r.stderr and "not a Raspberry Pi" in r.stderr, \
         (r.returncode, r.stderr)
+
+
+def test_a_profile_on_a_missing_gpio_chip_is_a_clear_error_and_the_appliance_still_serves(start_daemon, tmp_path):
+    # Lines on a chip the profile names need no Raspberry Pi, only the chip:
+    # this machine has no GPIO chip at all, so the board says so, by name.
+    profile = (REPO / "board" / "profiles" / "generic-pi.toml").read_text().replace(
+        'name = "generic-pi"', 'name = "on-a-sim-chip"\ngpio_chip = "hark-sim"')
+    path = tmp_path / "on-a-sim-chip.toml"
+    path.write_text(profile)
+    d = start_daemon({"board": {"board": str(path)}})
+    text = board_status(d)
+    assert text.startswith("unavailable:") and "on-a-sim-chip" in text, text
+    assert "not a Raspberry Pi" not in text, text
+    assert "there is no GPIO chip" in text, text
+    # The rest of the appliance serves: speech out works.
+    c = client(d)
+    try:
+        reply = c.call_tool("speak_text", {"text": "Still here.", "wait": True})
+        assert not reply.get("isError"), reply
+    finally:
+        c.close()
 
 
 def test_sigterm_turns_the_lights_off(start_daemon):

@@ -305,6 +305,17 @@ def test_models_store_holds_moonshine_and_smart_turn(tmp_path):
     assert re.search(r"^  moonshine-tiny-en +moonshine +\d+ MB +en +", r.stdout, re.M), r.stdout
     assert re.search(r"^  smart-turn-v3\.2 +smart-turn +\d+ MB +any +", r.stdout, re.M), r.stdout
     assert "not in the manifest" not in r.stdout, r.stdout
+    # Its output into a pipe that is already closed (`hark models list |
+    # head` once head has had enough): it ends as Unix tools do, by
+    # SIGPIPE, not with a panic on stderr.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        piped = subprocess.run([str(HARK), "models", "list", "--dir", str(store)], stdout=write_end,
+                               stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert piped.returncode == -signal.SIGPIPE and "panicked" not in piped.stderr, (piped.returncode, piped.stderr)
     r = run("verify")
     assert r.returncode == 0, r.stdout
     assert "moonshine-tiny-en: ok (4 files" in r.stdout and "smart-turn-v3.2: ok" in r.stdout, r.stdout

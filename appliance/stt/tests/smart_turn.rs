@@ -145,6 +145,6 @@ fn a_wrong_file_is_refused_by_name() {
 #[test]
 fn features_of_the_wrong_size_are_refused() {
     let mut model = SmartTurn::load(&common::onnx_runtime(), &dir().join(MODEL)).expect("load");
-    let e = model.predict(&[0.0; 80]).err().expect("refused");
+    let e = model.predict(&[0.0; 80]).expect_err("refused");
     assert!(e.to_string().contains("not 80"), "{e}");
 }
