@@ -189,11 +189,25 @@ pub fn find_chip(wanted: Option<&str>) -> Result<GpioChip, GpioError> {
     if paths.is_empty() {
         return Err(GpioError::NoChips);
     }
+    // A chip this user may not open (another board's expander, say) only
+    // matters when the one wanted is not among those it may: then the
+    // permission is the likely reason, and the error says so.
     let mut chips = Vec::with_capacity(paths.len());
+    let mut unopened = None;
     for path in &paths {
-        chips.push(describe(path)?);
+        match describe(path) {
+            Ok(chip) => chips.push(chip),
+            Err(e) => {
+                tracing::debug!(chip = %path.display(), error = %e, "GPIO chip not usable");
+                unopened.get_or_insert(e);
+            }
+        }
     }
-    pick(&chips, wanted).cloned()
+    match (pick(&chips, wanted), unopened) {
+        (Ok(chip), _) => Ok(chip.clone()),
+        (Err(_), Some(e)) => Err(e),
+        (Err(e), None) => Err(e),
+    }
 }
 
 fn describe(path: &Path) -> Result<GpioChip, GpioError> {
