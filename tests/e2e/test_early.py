@@ -79,7 +79,10 @@ def test_the_early_pass_is_thrown_away_when_speech_resumes(start_daemon, tmp_pat
     # Had the pass begun at the pause been kept, the second half would be
     # missing; the one begun at the final pause is the turn's.
     assert {"thinking", "park", "saturday"} <= set(words(s["text"])), s
-    assert s["end_reason"] == "end_of_turn" and s["speculative"] is True, s
+    # The final pause ends the turn by the model, or by the silence rule
+    # when its two asks disagree (both at the same pause, the pass begun
+    # there kept either way); never at the first pause.
+    assert s["end_reason"] in ("end_of_turn", "end_of_speech") and s["speculative"] is True, s
     assert "the early transcription is thrown away: speech resumed" in d.log()
     # The pause's own pass was shown as what had been said so far.
     halves = [p["message"] for p in progress if p["message"].startswith("heard so far: ")]
