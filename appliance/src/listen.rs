@@ -342,6 +342,19 @@ pub fn play(state: &ApplianceState, earcon: Earcon) {
     }
 }
 
+/// Plays `earcon` and waits until it has been heard (at most 2 s): before
+/// a recording opens, since with half duplex the speaker mutes capture.
+pub async fn play_through(state: &ApplianceState, earcon: Earcon) {
+    let Some(player) = state.player() else { return };
+    match player.play(&earcon.clip()) {
+        Ok(done) => {
+            let _ = tokio::task::spawn_blocking(move || done.recv_timeout(Duration::from_secs(2)))
+                .await;
+        }
+        Err(e) => tracing::debug!(error = %e, "earcon not played"),
+    }
+}
+
 fn seconds(d: Duration) -> f64 {
     (d.as_secs_f64() * 1000.0).round() / 1000.0
 }
@@ -377,17 +390,8 @@ pub async fn listen(
         Some(agent) => Earcon::ListenStartIn(state.agents().earcon(agent)),
         None => Earcon::ListenStart,
     };
-    if request.chime == Chime::First
-        && let Some(player) = state.player()
-    {
-        match player.play(&chime.clip()) {
-            Ok(done) => {
-                let _ =
-                    tokio::task::spawn_blocking(move || done.recv_timeout(Duration::from_secs(2)))
-                        .await;
-            }
-            Err(e) => tracing::debug!(error = %e, "earcon not played"),
-        }
+    if request.chime == Chime::First {
+        play_through(state, chime).await;
     }
     // The microphone shows open from here until the guard drops, whatever
     // ends the recording.

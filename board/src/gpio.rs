@@ -239,20 +239,16 @@ pub fn pick<'a>(chips: &'a [GpioChip], wanted: Option<&str>) -> Result<&'a GpioC
     if let Some(chip) = chips.iter().find(|c| c.summary.name == wanted) {
         return Ok(chip);
     }
-    let mut labelled = chips.iter().filter(|c| c.summary.label == wanted);
-    match (labelled.next(), labelled.next()) {
-        (Some(chip), None) => Ok(chip),
-        (Some(_), Some(_)) => Err(GpioError::AmbiguousChip {
-            wanted: wanted.to_owned(),
-            found: chips
-                .iter()
-                .filter(|c| c.summary.label == wanted)
-                .map(|c| c.summary.clone())
-                .collect(),
-        }),
-        _ => Err(GpioError::NoSuchChip {
+    let labelled: Vec<&GpioChip> = chips.iter().filter(|c| c.summary.label == wanted).collect();
+    match labelled[..] {
+        [chip] => Ok(chip),
+        [] => Err(GpioError::NoSuchChip {
             wanted: wanted.to_owned(),
             found: found(),
+        }),
+        _ => Err(GpioError::AmbiguousChip {
+            wanted: wanted.to_owned(),
+            found: labelled.iter().map(|c| c.summary.clone()).collect(),
         }),
     }
 }

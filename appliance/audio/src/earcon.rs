@@ -35,12 +35,30 @@ pub enum Earcon {
     Error,
 }
 
-const RATE: u32 = 16_000;
+const RATE: u32 = crate::config::PIPELINE_RATE;
 
-/// A tone of `ms` milliseconds at `hz`, with 8 ms raised-cosine edges.
+/// An earcon's notes: raised-cosine edges this long.
+const NOTE_EDGE_MS: u32 = 8;
+
+/// A sine of `hz` for `ms` at `amplitude`, with raised-cosine edges of
+/// `edge_ms` (at most half the tone) so it starts and ends without a click:
+/// the self-test's tone, and each note of the earcons.
+pub fn tone(hz: f32, ms: u32, amplitude: f32, edge_ms: u32) -> Clip {
+    let mut samples = Vec::with_capacity((RATE * ms / 1000) as usize);
+    note_with(hz, ms, amplitude, edge_ms, &mut samples);
+    Clip {
+        samples,
+        rate: RATE,
+    }
+}
+
 fn note(hz: f32, ms: u32, amp: f32, out: &mut Vec<f32>) {
+    note_with(hz, ms, amp, NOTE_EDGE_MS, out);
+}
+
+fn note_with(hz: f32, ms: u32, amp: f32, edge_ms: u32, out: &mut Vec<f32>) {
     let n = (RATE * ms / 1000) as usize;
-    let edge = (RATE * 8 / 1000) as usize;
+    let edge = ((RATE * edge_ms / 1000) as usize).min(n / 2).max(1);
     for i in 0..n {
         let envelope = if i < edge {
             0.5 - 0.5 * (PI * i as f32 / edge as f32).cos()

@@ -61,6 +61,11 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Passed or failed, by what the step measured.
+    pub fn of(passed: bool) -> Outcome {
+        if passed { Outcome::Pass } else { Outcome::Fail }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Pass => "pass",
@@ -118,6 +123,7 @@ impl Report {
     }
 
     /// The step's line, if it ran.
+    #[cfg(test)]
     pub fn step(&self, step: StepName) -> Option<&StepReport> {
         self.steps.iter().find(|s| s.step == step)
     }

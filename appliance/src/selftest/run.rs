@@ -299,11 +299,7 @@ pub async fn run(config: &Config, options: Options) -> Result<Report, SelftestEr
         noise: None,
         clip: None,
     };
-    steps.board(board);
-    let info = match steps.report.step(StepName::Board) {
-        Some(step) => serde_json::from_value::<BoardInfo>(step.values.clone()).ok(),
-        None => None,
-    };
+    let info = steps.board(board);
     let simulated = info.as_ref().is_some_and(|info| info.simulated);
     let result = if !simulated && std::io::stdin().is_terminal() {
         steps.rest(info.as_ref(), &mut AtTerminal::start()).await
@@ -404,10 +400,9 @@ impl Steps<'_> {
         true
     }
 
-    fn board(&mut self, answer: Answer<BoardInfo>) {
-        let Some(info) = self.settle(StepName::Board, answer) else {
-            return;
-        };
+    /// Reports the board step; what the board is, when the step found it.
+    fn board(&mut self, answer: Answer<BoardInfo>) -> Option<BoardInfo> {
+        let info = self.settle(StepName::Board, answer)?;
         eprintln!("Board: {}", info.board);
         self.report.board = Some(info.board.clone());
         let parts = [
@@ -428,6 +423,7 @@ impl Steps<'_> {
         let values = serde_json::to_value(&info).unwrap_or(Value::Null);
         let detail = format!("{name}: {}", parts.join(", "));
         self.push(StepName::Board, (Outcome::Pass, detail), values);
+        Some(info)
     }
 
     async fn rest<P: Person>(
@@ -544,7 +540,7 @@ impl Steps<'_> {
         let noise = quiet.levels.median_dbfs;
         self.noise = Some(noise);
         let (ok, detail) = signal::explain_noise(noise);
-        let outcome = if ok { Outcome::Pass } else { Outcome::Fail };
+        let outcome = Outcome::of(ok);
         let values = json!({"noise_floor_dbfs": noise, "levels": quiet.levels});
         self.push(StepName::NoiseFloor, (outcome, detail), values);
         Ok(())
@@ -585,11 +581,7 @@ impl Steps<'_> {
                 "; --speech could not be played into the virtual microphone: {why}"
             ));
         }
-        let outcome = if verdict.passed() {
-            Outcome::Pass
-        } else {
-            Outcome::Fail
-        };
+        let outcome = Outcome::of(verdict.passed());
         let level = speech.levels.active_dbfs;
         let values = json!({
             "level_dbfs": level,
@@ -807,11 +799,7 @@ impl Steps<'_> {
             ),
             None => format!("{device} is there"),
         };
-        let outcome = if link.connected == Some(false) {
-            Outcome::Fail
-        } else {
-            Outcome::Pass
-        };
+        let outcome = Outcome::of(link.connected != Some(false));
         let values = serde_json::to_value(&link).unwrap_or(Value::Null);
         self.push(StepName::Link, (outcome, detail), values);
         Ok(())

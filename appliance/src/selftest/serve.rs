@@ -604,17 +604,8 @@ async fn record(state: &Arc<ApplianceState>, ms: u32, chime: bool) -> Result<Rec
         return Err(StepError::NoMicrophone(mic.stats.describe()));
     }
     let _turn = take_floor(state).await?;
-    if chime && let Some(player) = state.player() {
-        // Played before the recording opens: capture stores silence while
-        // the speaker plays (half duplex).
-        match player.play(&Earcon::ListenStart.clip()) {
-            Ok(done) => {
-                let _ =
-                    tokio::task::spawn_blocking(move || done.recv_timeout(Duration::from_secs(2)))
-                        .await;
-            }
-            Err(e) => tracing::debug!(error = %e, "self-test chime not played"),
-        }
+    if chime {
+        crate::listen::play_through(state, Earcon::ListenStart).await;
     }
     // The microphone shows open (the listening light) while it records.
     let mut recording = state.start_recording(None);

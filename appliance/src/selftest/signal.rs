@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 /// The capture ring's sample rate (`hark-audio` resamples every card to
 /// it).
-pub const RATE: u32 = 16_000;
+pub const RATE: u32 = hark_audio::config::PIPELINE_RATE;
 /// 20 ms at [`RATE`]: short enough to find the pauses between words.
 pub const FRAME: usize = 320;
 /// What digital silence (all zeros, whose logarithm is −∞) reads as.
@@ -59,15 +59,18 @@ fn frame_levels(samples: &[f32]) -> Vec<f64> {
     samples
         .chunks(FRAME)
         .filter(|frame| frame.len() >= FRAME / 2)
-        .map(|frame| {
-            let power = frame
-                .iter()
-                .map(|&s| f64::from(s) * f64::from(s))
-                .sum::<f64>()
-                / frame.len() as f64;
-            power.sqrt()
-        })
+        .map(rms)
         .collect()
+}
+
+/// The RMS amplitude of `samples` (0 for none).
+fn rms(samples: &[f32]) -> f64 {
+    let power = samples
+        .iter()
+        .map(|&s| f64::from(s) * f64::from(s))
+        .sum::<f64>()
+        / samples.len().max(1) as f64;
+    power.sqrt()
 }
 
 /// What one recording measured.
@@ -102,17 +105,11 @@ pub fn measure(samples: &[f32]) -> Levels {
         (loud.iter().map(|l| l * l).sum::<f64>() / loud.len() as f64).sqrt()
     };
     let n = samples.len().max(1) as f64;
-    let rms = (samples
-        .iter()
-        .map(|&s| f64::from(s) * f64::from(s))
-        .sum::<f64>()
-        / n)
-        .sqrt();
     let peak = samples.iter().fold(0.0f32, |m, s| m.max(s.abs()));
     let clipped = samples.iter().filter(|s| s.abs() >= CLIP_AMPLITUDE).count();
     Levels {
         seconds: (samples.len() as f64 / f64::from(RATE) * 1000.0).round() / 1000.0,
-        rms_dbfs: tenth(dbfs(rms)),
+        rms_dbfs: tenth(dbfs(rms(samples))),
         active_dbfs: tenth(dbfs(active)),
         median_dbfs: tenth(dbfs(median)),
         peak_dbfs: tenth(dbfs(f64::from(peak))),
@@ -205,24 +202,7 @@ pub fn explain_noise(noise: f64) -> (bool, String) {
 /// The test tone: `hz` for `ms` at `amplitude`, with 20 ms raised-cosine
 /// fades so it starts and ends without a click, at [`RATE`].
 pub fn tone(hz: f32, ms: u32, amplitude: f32) -> hark_audio::clip::Clip {
-    use std::f32::consts::PI;
-    let n = (RATE as usize * ms as usize) / 1000;
-    let fade = (RATE as usize * 20 / 1000).min(n / 2).max(1);
-    let samples = (0..n)
-        .map(|i| {
-            let edge = i.min(n - 1 - i);
-            let envelope = if edge < fade {
-                0.5 - 0.5 * (PI * edge as f32 / fade as f32).cos()
-            } else {
-                1.0
-            };
-            (2.0 * PI * hz * i as f32 / RATE as f32).sin() * amplitude * envelope
-        })
-        .collect();
-    hark_audio::clip::Clip {
-        samples,
-        rate: RATE,
-    }
+    hark_audio::earcon::tone(hz, ms, amplitude, 20)
 }
 
 #[cfg(test)]
