@@ -278,6 +278,14 @@ class LineClient:
             return True
 
     def close(self):
+        # Shut down first: a thread still blocked reading this socket keeps
+        # it open past close() (no FIN is sent), and the daemon would go on
+        # serving a call nobody reads, a wait_for_person taking the next
+        # message among them.
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed by the daemon
         self.sock.close()
 
 
@@ -314,6 +322,16 @@ def wait_for(predicate, timeout=10.0):
             return True
         time.sleep(0.05)
     return False
+
+
+def after_the_chime(daemon, within=1.0):
+    """Waits as a person does for the listening chime to end: with half
+    duplex the speaker mutes the microphone while it plays, so words said
+    over it are not heard. The light shows before the chime starts, so the
+    chime is first seen playing (or `within` seconds pass: it lasts 175 ms
+    and a poll can miss it), then seen over."""
+    wait_for(lambda: status(daemon)["speaking"], within)
+    assert wait_for(lambda: not status(daemon)["speaking"], 5), "the chime ended"
 
 
 def status_of(client: LineClient, id=99) -> dict:

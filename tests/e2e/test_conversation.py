@@ -15,8 +15,8 @@ import pytest
 from mcp import Client
 from mcp.types import Implementation
 
-from harness import (Daemon, LineClient, call, client, hark, heard, in_thread, response, seconds,
-                     speak, status, status_of, wait_for, words)
+from harness import (Daemon, LineClient, after_the_chime, call, client, hark, heard, in_thread,
+                     response, seconds, speak, status, status_of, wait_for, words)
 
 ALIASES = {"agents.cursor": {"aliases": ["curser", "cursor"]},
            "agents.claude-code": {"aliases": ["claude", "clod", "cloud"]}}
@@ -69,9 +69,7 @@ def person_says(daemon, wav, hold=False):
     else:
         hark(daemon, "button", "press")
     wait_lights(daemon, "listening")
-    # A person speaks after the chime (it mutes the microphone while it
-    # plays: half duplex).
-    assert wait_for(lambda: not status(daemon)["speaking"], 5)
+    after_the_chime(daemon)
     # `hark inject` hands the clip over and returns; it plays in real time.
     hark(daemon, "inject", str(wav))
     if hold:

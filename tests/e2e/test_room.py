@@ -20,8 +20,8 @@ import pytest
 from mcp import Client
 from mcp.types import Implementation
 
-from harness import (HARK, Daemon, LineClient, call, client, hark, heard, in_thread, response,
-                     seconds, speak, status, status_of, wait_for, words)
+from harness import (HARK, Daemon, LineClient, after_the_chime, call, client, hark, heard,
+                     in_thread, response, seconds, speak, status, status_of, wait_for, words)
 
 AGENTS = {
     "agents.alpha": {"earcon": "high"},
@@ -136,6 +136,8 @@ def test_two_sdk_clients_listen_in_turn(room, tmp_path):
                 # The floor passes on as the first recording ends.
                 await anyio.to_thread.run_sync(lambda: wait_for(
                     lambda: status(room)["floor"]["queue"] == [] and microphone_open(room), 30))
+                # Handed the floor, the microphone opened with the chime alongside.
+                await anyio.to_thread.run_sync(after_the_chime, room)
                 await anyio.to_thread.run_sync(hark, room, "inject", str(second))
 
             async with anyio.create_task_group() as tg:
@@ -580,6 +582,7 @@ def test_a_full_disk_under_history_is_reported_and_tools_still_answer(tmp_path_f
         assert wait_for(lambda: "1 agent(s) waiting" in status(d)["subsystems"]["inbox"], 10)
         hark(d, "button", "press")
         assert wait_for(lambda: microphone_open(d), 10)
+        after_the_chime(d)
         hark(d, "inject", str(message))
         got = joined(t, out)["structuredContent"]
         assert got["received"] and heard(got["text"], {"weather", "tomorrow", "morning"}), got
