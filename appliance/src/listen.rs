@@ -41,6 +41,12 @@ const LEAD: Duration = Duration::from_millis(250);
 /// Audio kept after the detected end: word endings trail off below the
 /// detector's threshold.
 const TAIL: Duration = Duration::from_millis(400);
+/// A pause held open because the words up to it stop midway is looked at
+/// again this long into it (at least 200 ms after the first look), with
+/// everything recorded: a quiet last word the detector missed ("turn on
+/// the … lights") has been spoken by then, and the turn need not wait out
+/// `audio.vad.max_pause_ms` (docs/benchmarks.md, the turn).
+const LOOK_AGAIN: Duration = Duration::from_millis(500);
 /// After the first ask at `audio.vad.pause_ms`, the end-of-turn model is
 /// asked again this often while the pause lasts.
 const TURN_ASK_EVERY: Duration = Duration::from_millis(100);
@@ -212,6 +218,9 @@ enum Glimpse {
         clip: Vec<f32>,
         from: usize,
         speech: (Duration, Duration),
+        /// The second look at a pause held open: the clip runs to the
+        /// end of what was recorded.
+        again: bool,
     },
     Resumed,
 }
@@ -275,6 +284,10 @@ struct Speculative {
     clip: Vec<f32>,
     pass: Option<Pass>,
     result: Option<Result<hark_stt::engine::Transcript, SttError>>,
+    /// A second look's: what the first look heard. The end-of-turn rule
+    /// reads the new words only if they go further (words the first look
+    /// could not hear yet), not a second reading of the same ones.
+    before: Option<String>,
 }
 
 /// Waits for the early pass, if one runs; forever otherwise.
@@ -318,12 +331,20 @@ fn watcher(glimpses: tokio::sync::mpsc::Sender<Glimpse>) -> utterance::Watcher {
                 let from = clip_range((start, start), audio.len()).start;
                 Glimpse::Speaking(audio[from..].to_vec())
             }
-            utterance::SoFar::Paused { audio, speech } => {
-                let range = clip_range(speech, audio.len());
+            utterance::SoFar::Paused {
+                audio,
+                speech,
+                again,
+            } => {
+                let mut range = clip_range(speech, audio.len());
+                if again {
+                    range.end = audio.len();
+                }
                 Glimpse::Paused {
                     from: range.start,
                     clip: audio[range].to_vec(),
                     speech,
+                    again,
                 }
             }
             utterance::SoFar::Resumed => Glimpse::Resumed,
@@ -467,6 +488,12 @@ pub async fn listen(
             every: partial_every,
             pause: Duration::from_millis(u64::from(mic.vad.pause_ms)),
             pauses: stt.speculative,
+            // Only the words of the live engine hold a pause open.
+            again: options
+                .end_of_turn
+                .as_ref()
+                .is_some_and(|turn| turn.words.is_some())
+                .then(|| LOOK_AGAIN.max(Duration::from_millis(u64::from(mic.vad.pause_ms) + 200))),
             watcher: watcher(glimpse_tx),
         });
     }
@@ -491,10 +518,18 @@ pub async fn listen(
                         partial = Pass::ahead(&engine, audio, request.language.clone());
                     }
                 }
-                Glimpse::Paused { clip, from, speech } => {
+                Glimpse::Paused { clip, from, speech, again } => {
                     // The pause's pass matters more than one on less audio.
                     partial = None;
-                    if stt.speculative {
+                    let before = speculative
+                        .as_ref()
+                        .filter(|early| again && early.speech == speech)
+                        .and_then(|early| early.result.as_ref()?.as_ref().ok())
+                        .map(|heard| heard.text.clone());
+                    if again {
+                        tracing::debug!(speech = ?speech, heard = ?before,
+                            "a pause held open as mid-sentence: transcribing all of it again");
+                    } else if stt.speculative {
                         tracing::debug!(speech = ?speech, "the final transcription starts early, at a pause");
                     }
                     speculative = stt.speculative.then(|| Speculative {
@@ -503,6 +538,7 @@ pub async fn listen(
                         pass: Pass::ahead(&engine, clip.clone(), request.language.clone()),
                         clip,
                         result: None,
+                        before,
                     });
                 }
                 Glimpse::Resumed => {
@@ -555,9 +591,14 @@ pub async fn listen(
                 if let Some(early) = speculative.as_mut() {
                     early.pass = None;
                     if let Some(Ok(so_far)) = &done {
-                        *at_pause.lock().unwrap_or_else(PoisonError::into_inner) =
-                            Some((early.speech, so_far.text.clone()));
-                        so_far_heard(state, &request.agent, recording.id, &so_far.text, progress).await;
+                        let further = early.before.as_deref().is_none_or(|before| {
+                            hark_stt::turn::word_count(&so_far.text) > hark_stt::turn::word_count(before)
+                        });
+                        if further {
+                            *at_pause.lock().unwrap_or_else(PoisonError::into_inner) =
+                                Some((early.speech, so_far.text.clone()));
+                            so_far_heard(state, &request.agent, recording.id, &so_far.text, progress).await;
+                        }
                     }
                     early.result = done;
                 }

@@ -4,11 +4,16 @@ progress and the event stream as `utterance_partial`; the final pass starts
 at the first pause and is kept when the turn ends there (`speculative`),
 thrown away when speech resumes, and abandoned when the client cancels."""
 
+import wave
+
 from harness import response, start_listening, status_of, wait_for
 from test_live import MOONSHINE
 from test_room import Events
 from test_stt import inject, speak, words
 from test_turn import SMART_TURN, join, say
+
+# How much more quietly the last word is said in the trailing-off clip.
+QUIET_DB = -40
 
 LIVE = {"stt": {"live_model": str(MOONSHINE), "turn_model": str(SMART_TURN), "partial_ms": 500},
         "audio.vad": {"end_of_turn": "smart-turn"}}
@@ -115,3 +120,40 @@ def test_whisper_starts_at_the_pause_and_a_cancel_abandons_it(start_daemon, tmp_
     result, _ = listen_with_progress(d, wav, id=11)
     assert "kitchen" in words(result["structuredContent"]["text"]), result
     watcher.close()
+
+
+def quieter(path, out, db):
+    """The clip at `db` dB (negative: quieter), as a voice trailing off."""
+    import array
+    with wave.open(str(path)) as w:
+        params = w.getparams()
+        samples = array.array("h", w.readframes(w.getnframes()))
+    gain = 10 ** (db / 20)
+    samples = array.array("h", (int(s * gain) for s in samples))
+    with wave.open(str(out), "wb") as w:
+        w.setparams(params)
+        w.writeframes(samples.tobytes())
+    return out
+
+
+def test_a_pause_held_midway_is_looked_at_again_and_stays_held_if_nothing_more_is_heard(
+        start_daemon, tmp_path):
+    """A last word said far more quietly than the rest ("turn on the …
+    lights" at -40 dB) is not voice to the detector, so the words up to the
+    pause ("turn on that") read as a sentence stopped midway and hold it
+    open. 500 ms in, the pause is transcribed again with all that was
+    recorded; here the live engine hears no more words in it either, and a
+    second reading of the same words must not let the turn end: it stays
+    held to `audio.vad.max_pause_ms`. (That a second look that does hear
+    further ends the turn is the recorder's test, virtual_card.rs.)"""
+    d = start_daemon(LIVE)
+    first = say(d, tmp_path / "a.wav", "Turn on the")
+    last = quieter(say(d, tmp_path / "b.wav", "lights."), tmp_path / "quiet.wav", QUIET_DB)
+    clip = join(tmp_path / "trailing.wav", first, 0.05, last)
+    result, _ = listen_with_progress(d, clip)
+    s = result["structuredContent"]
+    log = d.log()
+    assert "a pause held open as mid-sentence: transcribing all of it again" in log, log[-4000:]
+    assert "on" in words(s["text"]) and "lights" not in words(s["text"]), s
+    # Held to the longest pause (2.5 s), not ended at the second look.
+    assert s["end_reason"] == "end_of_speech" and s["duration"] - s["speech_end"] > 2.3, s

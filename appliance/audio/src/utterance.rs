@@ -148,9 +148,12 @@ pub enum SoFar<'a> {
     Speaking { audio: &'a [f32], start: Duration },
     /// Speech paused for `Watch::pause` (shown once a pause): if the
     /// recording ends at this pause, its speech span is `speech`, exactly.
+    /// `again`: the same pause shown a second time (see `Watch::again`),
+    /// with all the audio recorded since.
     Paused {
         audio: &'a [f32],
         speech: (Duration, Duration),
+        again: bool,
     },
     /// Speech went on after a pause shown with [`SoFar::Paused`].
     Resumed,
@@ -172,6 +175,12 @@ pub struct Watch {
     /// Whether pauses are shown ([`SoFar::Paused`], [`SoFar::Resumed`]):
     /// only a watcher that starts work at a pause needs the copy.
     pub pauses: bool,
+    /// A pause the end-of-turn rule holds open as a sentence stopped midway
+    /// is shown once more when it has lasted this long. The words read
+    /// midway may be the detector's fault: a quiet last word it did not
+    /// count as voice ("turn on the … lights") sits in the pause, and a
+    /// second transcription of everything recorded hears it.
+    pub again: Option<Duration>,
     pub watcher: Watcher,
 }
 
@@ -181,6 +190,7 @@ impl std::fmt::Debug for Watch {
             .field("every", &self.every)
             .field("pause", &self.pause)
             .field("pauses", &self.pauses)
+            .field("again", &self.again)
             .finish()
     }
 }
@@ -243,16 +253,28 @@ struct Asked {
     held: bool,
 }
 
+/// Where [`show`] is: the last [`SoFar::Speaking`] shown, the pause (its
+/// voice's end) last shown as [`SoFar::Paused`], and the pause last shown
+/// a second time.
+#[derive(Default)]
+struct Shown {
+    at: Option<u64>,
+    pause: Option<u64>,
+    again: Option<u64>,
+}
+
 /// Shows the recording to `watch` where it is due: a pause once, when it
-/// has lasted `watch.pause`; the end of that pause when speech resumes; and
-/// speech every `watch.every` while it goes on.
+/// has lasted `watch.pause`, and again at `watch.again` if `held_open`; the
+/// end of that pause when speech resumes; and speech every `watch.every`
+/// while it goes on.
 fn show(
     watch: &Watch,
     samples: &[f32],
     origin: u64,
     speech_start: Option<u64>,
     pause: Option<(u64, u64, u64)>,
-    (shown_at, shown_pause): (&mut Option<u64>, &mut Option<u64>),
+    held_open: bool,
+    shown: &mut Shown,
 ) {
     let Some(start) = speech_start else {
         return;
@@ -262,28 +284,38 @@ fn show(
     // A pause shown, then voice again (a later voiced end, or voice now):
     // what was shown is no longer where speech ends.
     let voiced_end = pause.map(|(_, end, _)| end);
-    if let Some(end) = *shown_pause
+    if let Some(end) = shown.pause
         && voiced_end != Some(end)
     {
-        *shown_pause = None;
+        shown.pause = None;
         (watch.watcher)(SoFar::Resumed);
     }
     if let Some((start, end, quiet)) = pause
         && quiet >= duration_to_samples(watch.pause)
     {
-        if watch.pauses && *shown_pause != Some(end) {
-            *shown_pause = Some(end);
+        let again = held_open
+            && shown.pause == Some(end)
+            && shown.again != Some(end)
+            && watch
+                .again
+                .is_some_and(|again| quiet >= duration_to_samples(again));
+        if watch.pauses && (shown.pause != Some(end) || again) {
+            if again {
+                shown.again = Some(end);
+            }
+            shown.pause = Some(end);
             (watch.watcher)(SoFar::Paused {
                 audio: samples,
                 speech: (at(start), at(end)),
+                again,
             });
         }
         return;
     }
     if let Some(every) = watch.every {
-        let due = shown_at.unwrap_or(start) + duration_to_samples(every).max(1);
+        let due = shown.at.unwrap_or(start) + duration_to_samples(every).max(1);
         if now >= due {
-            *shown_at = Some(now);
+            shown.at = Some(now);
             (watch.watcher)(SoFar::Speaking {
                 audio: samples,
                 start: at(start),
@@ -312,10 +344,7 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
     // which to ask next, how many asks in a row said "finished", and
     // whether it is held open (a sentence stopped midway).
     let mut asked: Option<Asked> = None;
-    // Where the last `SoFar::Speaking` was shown, and the pause (its
-    // voice's end) last shown as `SoFar::Paused`.
-    let mut shown_at: Option<u64> = None;
-    let mut shown_pause: Option<u64> = None;
+    let mut shown = Shown::default();
 
     let reason = loop {
         match control.state() {
@@ -376,7 +405,13 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                 origin,
                 speech_start,
                 segmenter.pause().filter(|_| !held),
-                (&mut shown_at, &mut shown_pause),
+                asked.as_ref().is_some_and(|a| {
+                    a.held
+                        && segmenter
+                            .pause()
+                            .is_some_and(|(_, end, _)| end == a.voiced_end)
+                }),
+                &mut shown,
             );
         }
         if let (Some(turn), Some((start, voiced_end, quiet)), false) =
@@ -407,9 +442,12 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                         0
                     };
                     let words = turn.words.as_ref().map(|w| w(span));
-                    ask.held |= match words {
-                        Some(midway) => midway == Some(true),
-                        None => finished == Some(false),
+                    ask.held = match words {
+                        // The words decide as they stand: a second look
+                        // (`Watch::again`) may find the sentence finished.
+                        Some(Some(midway)) => midway,
+                        Some(None) => ask.held,
+                        None => ask.held || finished == Some(false),
                     };
                     if !ask.held
                         && ask.in_a_row >= turn.agree.max(1)

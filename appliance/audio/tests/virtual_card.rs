@@ -268,6 +268,22 @@ fn true_end(clip: &[f32]) -> usize {
     end
 }
 
+/// Records one utterance on its own thread while `clip` is spoken into
+/// the virtual microphone.
+fn record_injected(
+    mic: &VirtualMic,
+    capture: &Capture,
+    options: Options,
+    clip: &[f32],
+) -> utterance::Utterance {
+    let control = Control::default();
+    let ring = capture.ring().clone();
+    let recorder = std::thread::spawn(move || utterance::record(&ring, &options, &control));
+    std::thread::sleep(Duration::from_millis(100));
+    mic.inject(&s16(clip));
+    recorder.join().expect("recorder")
+}
+
 fn end_of_speech(env: &Env) {
     let speech = speech_clip(
         &env.dir,
@@ -465,6 +481,7 @@ fn a_recording_shows_speech_and_pauses_as_it_goes(env: &Env) {
         every: Some(Duration::from_millis(500)),
         pause: Duration::from_millis(200),
         pauses: true,
+        again: None,
         watcher: Arc::new(move |so_far| {
             let shown = match so_far {
                 utterance::SoFar::Speaking { audio, .. } => Shown::S(audio.len()),
@@ -474,12 +491,7 @@ fn a_recording_shows_speech_and_pauses_as_it_goes(env: &Env) {
             seen.lock().expect("shown").push(shown);
         }),
     });
-    let control = Control::default();
-    let ring = capture.ring().clone();
-    let recorder = std::thread::spawn(move || utterance::record(&ring, &options, &control));
-    std::thread::sleep(Duration::from_millis(100));
-    mic.inject(&s16(&clip));
-    let utterance = recorder.join().expect("recorder");
+    let utterance = record_injected(&mic, &capture, options, &clip);
     assert_eq!(utterance.reason, EndReason::EndOfSpeech);
     let (start, end) = utterance.speech.expect("speech timing");
     let shown = shown.lock().expect("shown").clone();
@@ -520,6 +532,84 @@ fn a_recording_shows_speech_and_pauses_as_it_goes(env: &Env) {
     println!(
         "a_recording_shows_speech_and_pauses_as_it_goes: ok ({} shown)",
         shown.len()
+    );
+}
+
+/// A pause the words hold open is shown a second time, with all the audio
+/// since; when that second look finds the sentence finished, the turn ends
+/// there instead of at the longest pause. `found`: whether the second look
+/// finds it finished. Returns the silence recorded after the speech and
+/// how many second looks were shown.
+fn held_pause(env: &Env, found: bool) -> (f64, usize, EndReason) {
+    let speech = speech_clip(&env.dir, "Turn on the lights.");
+    let mut clip = vec![0.0f32; 8_000];
+    clip.extend_from_slice(&speech);
+    clip.extend(vec![0.0f32; 56_000]);
+    let (mic, capture) = capturing(env, 1, 16_000);
+    // As the daemon sets it with an end-of-turn model: the detector's own
+    // hang-over is the longest pause inside a turn.
+    let vad = VadConfig {
+        hangover_ms: 2_500,
+        ..VadConfig::default()
+    };
+    let mut options = Options::new(Duration::from_secs(5), Duration::from_millis(300), vad);
+    let looked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = Arc::clone(&looked);
+    options.watch = Some(utterance::Watch {
+        every: None,
+        pause: Duration::from_millis(200),
+        pauses: true,
+        again: Some(Duration::from_millis(500)),
+        watcher: Arc::new(move |so_far| {
+            if let utterance::SoFar::Paused {
+                again: true,
+                audio,
+                speech,
+            } = so_far
+            {
+                // Everything recorded is shown, past the speech's end.
+                assert!(audio.len() as f64 / 16_000.0 >= speech.1.as_secs_f64() + 0.5);
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }),
+    });
+    let read = Arc::clone(&looked);
+    options.end_of_turn = Some(utterance::EndOfTurn {
+        pause: Duration::from_millis(200),
+        every: Duration::from_millis(100),
+        agree: 2,
+        fallback: Duration::from_millis(800),
+        // The model calls every pause finished; the words decide.
+        check: Arc::new(|_| Some(true)),
+        // Midway ("turn on the") until a second look has been shown, then
+        // as `found` says (the listen path reads the second look's words).
+        words: Some(Arc::new(move |_| {
+            Some(read.load(std::sync::atomic::Ordering::SeqCst) == 0 || !found)
+        })),
+    });
+    let utterance = record_injected(&mic, &capture, options, &clip);
+    let (_, end) = utterance.speech.expect("speech timing");
+    let silence = utterance.samples.len() as f64 / 16_000.0 - end.as_secs_f64();
+    let looks = looked.load(std::sync::atomic::Ordering::SeqCst);
+    (silence, looks, utterance.reason)
+}
+
+fn a_pause_held_midway_is_looked_at_again(env: &Env) {
+    let (silence, looks, reason) = held_pause(env, true);
+    assert_eq!(looks, 1, "one second look");
+    assert_eq!(reason, EndReason::EndOfTurn);
+    // At the first ask after the second look (500 ms), well before the
+    // silence rule (800 ms) and the longest pause (2.5 s).
+    assert!((0.5..0.75).contains(&silence), "{silence:.2} s of silence");
+    let (held, looks, reason) = held_pause(env, false);
+    assert_eq!(looks, 1, "one second look, not one per ask");
+    assert_eq!(reason, EndReason::EndOfSpeech);
+    assert!(
+        held > 2.4,
+        "still midway: held to the longest pause, {held:.2} s"
+    );
+    println!(
+        "a_pause_held_midway_is_looked_at_again: ok (ended {silence:.2} s into the pause; held {held:.2} s)"
     );
 }
 
@@ -925,6 +1015,10 @@ fn main() {
         (
             "a_recording_shows_speech_and_pauses_as_it_goes",
             a_recording_shows_speech_and_pauses_as_it_goes,
+        ),
+        (
+            "a_pause_held_midway_is_looked_at_again",
+            a_pause_held_midway_is_looked_at_again,
         ),
         ("silence_times_out", silence_times_out),
         ("pre_roll_keeps_the_onset", pre_roll_keeps_the_onset),

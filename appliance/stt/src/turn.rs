@@ -284,9 +284,27 @@ pub fn ends_mid_sentence(text: &str) -> bool {
     DANGLING.contains(&last.as_str())
 }
 
+/// How many words `text` has (runs of letters, digits and apostrophes):
+/// enough to tell a transcript that heard further from another reading of
+/// the same speech.
+pub fn word_count(text: &str) -> usize {
+    text.split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| w.chars().any(char::is_alphanumeric))
+        .count()
+}
+
 #[cfg(test)]
 mod text_tests {
-    use super::ends_mid_sentence;
+    use super::{ends_mid_sentence, word_count};
+
+    #[test]
+    fn words_are_counted_without_punctuation() {
+        assert_eq!(word_count("Turn on the"), 3);
+        assert_eq!(word_count("Turn on the lights."), 4);
+        assert_eq!(word_count("Turn on the, uh... lights!"), 5);
+        assert_eq!(word_count("I'm late - sorry"), 3);
+        assert_eq!(word_count(" ... "), 0);
+    }
 
     #[test]
     fn sentences_stopped_midway_are_told_from_finished_ones() {
