@@ -591,9 +591,10 @@ pub async fn listen(
                 if let Some(early) = speculative.as_mut() {
                     early.pass = None;
                     if let Some(Ok(so_far)) = &done {
-                        let further = early.before.as_deref().is_none_or(|before| {
-                            hark_stt::turn::word_count(&so_far.text) > hark_stt::turn::word_count(before)
-                        });
+                        let further = early
+                            .before
+                            .as_deref()
+                            .is_none_or(|before| hark_stt::turn::heard_further(before, &so_far.text));
                         if further {
                             *at_pause.lock().unwrap_or_else(PoisonError::into_inner) =
                                 Some((early.speech, so_far.text.clone()));

@@ -4,6 +4,8 @@ progress and the event stream as `utterance_partial`; the final pass starts
 at the first pause and is kept when the turn ends there (`speculative`),
 thrown away when speech resumes, and abandoned when the client cancels."""
 
+import array
+import re
 import wave
 
 from harness import response, start_listening, status_of, wait_for
@@ -124,7 +126,6 @@ def test_whisper_starts_at_the_pause_and_a_cancel_abandons_it(start_daemon, tmp_
 
 def quieter(path, out, db):
     """The clip at `db` dB (negative: quieter), as a voice trailing off."""
-    import array
     with wave.open(str(path)) as w:
         params = w.getparams()
         samples = array.array("h", w.readframes(w.getnframes()))
@@ -136,16 +137,16 @@ def quieter(path, out, db):
     return out
 
 
-def test_a_pause_held_midway_is_looked_at_again_and_stays_held_if_nothing_more_is_heard(
-        start_daemon, tmp_path):
+def test_a_pause_held_midway_is_looked_at_again(start_daemon, tmp_path):
     """A last word said far more quietly than the rest ("turn on the …
     lights" at -40 dB) is not voice to the detector, so the words up to the
     pause ("turn on that") read as a sentence stopped midway and hold it
     open. 500 ms in, the pause is transcribed again with all that was
-    recorded; here the live engine hears no more words in it either, and a
-    second reading of the same words must not let the turn end: it stays
-    held to `audio.vad.max_pause_ms`. (That a second look that does hear
-    further ends the turn is the recorder's test, virtual_card.rs.)"""
+    recorded. At this level the live engine hears the quiet word in some
+    takes and not in others (at the first look, at the second, or not at
+    all): heard, the turn ends soon after; not heard, it stays held to
+    `audio.vad.max_pause_ms`. (A second reading of the same words cannot
+    end it: `turn::heard_further`'s test.)"""
     d = start_daemon(LIVE)
     first = say(d, tmp_path / "a.wav", "Turn on the")
     last = quieter(say(d, tmp_path / "b.wav", "lights."), tmp_path / "quiet.wav", QUIET_DB)
@@ -153,7 +154,13 @@ def test_a_pause_held_midway_is_looked_at_again_and_stays_held_if_nothing_more_i
     result, _ = listen_with_progress(d, clip)
     s = result["structuredContent"]
     log = d.log()
-    assert "a pause held open as mid-sentence: transcribing all of it again" in log, log[-4000:]
-    assert "on" in words(s["text"]) and "lights" not in words(s["text"]), s
-    # Held to the longest pause (2.5 s), not ended at the second look.
-    assert s["end_reason"] == "end_of_speech" and s["duration"] - s["speech_end"] > 2.3, s
+    looked = re.search(r'transcribing all of it again .*heard=Some\("([^"]*)"\)', log)
+    silence = s["duration"] - s["speech_end"]
+    if looked is None or len(words(s["text"])) > len(words(looked.group(1))):
+        # Not held (the first look heard the words finished), or the second
+        # look heard further: ended by the model or the silence rule, well
+        # before the longest pause (2.5 s). Held with no second look, or
+        # let go by one that heard nothing new, it would not be.
+        assert silence < 1.2, (looked and looked.group(1), s)
+    else:
+        assert s["end_reason"] == "end_of_speech" and silence > 2.3, (looked.group(1), s)

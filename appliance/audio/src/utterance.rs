@@ -399,18 +399,18 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
             break reason;
         }
         if let Some(watch) = &options.watch {
+            let pause = segmenter.pause().filter(|_| !held);
+            // Held open by the end-of-turn rule: this pause, not an earlier one.
+            let held_open = asked
+                .as_ref()
+                .is_some_and(|a| a.held && pause.is_some_and(|(_, end, _)| end == a.voiced_end));
             show(
                 watch,
                 &samples,
                 origin,
                 speech_start,
-                segmenter.pause().filter(|_| !held),
-                asked.as_ref().is_some_and(|a| {
-                    a.held
-                        && segmenter
-                            .pause()
-                            .is_some_and(|(_, end, _)| end == a.voiced_end)
-                }),
+                pause,
+                held_open,
                 &mut shown,
             );
         }

@@ -284,10 +284,17 @@ pub fn ends_mid_sentence(text: &str) -> bool {
     DANGLING.contains(&last.as_str())
 }
 
-/// How many words `text` has (runs of letters, digits and apostrophes):
-/// enough to tell a transcript that heard further from another reading of
-/// the same speech.
-pub fn word_count(text: &str) -> usize {
+/// Whether a second transcription of the speech up to a pause heard
+/// further than the first (more words), rather than reading the same words
+/// again: only then may it overrule the first's "stopped midway", since a
+/// second reading can differ in punctuation alone ("…to Sarah," then
+/// "…to Sarah.").
+pub fn heard_further(before: &str, now: &str) -> bool {
+    word_count(now) > word_count(before)
+}
+
+/// How many words `text` has (runs of letters, digits and apostrophes).
+fn word_count(text: &str) -> usize {
     text.split(|c: char| !c.is_alphanumeric() && c != '\'')
         .filter(|w| w.chars().any(char::is_alphanumeric))
         .count()
@@ -295,7 +302,7 @@ pub fn word_count(text: &str) -> usize {
 
 #[cfg(test)]
 mod text_tests {
-    use super::{ends_mid_sentence, word_count};
+    use super::{ends_mid_sentence, heard_further, word_count};
 
     #[test]
     fn words_are_counted_without_punctuation() {
@@ -304,6 +311,16 @@ mod text_tests {
         assert_eq!(word_count("Turn on the, uh... lights!"), 5);
         assert_eq!(word_count("I'm late - sorry"), 3);
         assert_eq!(word_count(" ... "), 0);
+    }
+
+    #[test]
+    fn a_second_reading_counts_only_when_it_heard_more_words() {
+        assert!(heard_further("Turn on the", "Turn on the lights."));
+        // Read midway, then finished, on the same words: not further.
+        let (first, second) = ("Send a message to Sarah,", "Send a message to Sarah.");
+        assert!(ends_mid_sentence(first) && !ends_mid_sentence(second));
+        assert!(!heard_further(first, second));
+        assert!(!heard_further("Turn on the lights.", "Turn on the light"));
     }
 
     #[test]
