@@ -49,11 +49,22 @@ const TAIL: Duration = Duration::from_millis(400);
 const LOOK_AGAIN: Duration = Duration::from_millis(500);
 /// After the first ask at `audio.vad.pause_ms`, the end-of-turn model is
 /// asked again this often while the pause lasts.
-const TURN_ASK_EVERY: Duration = Duration::from_millis(100);
-/// Asks in a row that must say "finished" before a turn ends early: at
-/// 200 ms the model called some mid-sentence pauses finished that it no
-/// longer did 100 ms later (docs/benchmarks.md, the turn).
+const TURN_ASK_EVERY: Duration = Duration::from_millis(50);
+/// The probability at which an ask says "finished". Smart Turn's own
+/// threshold is 0.5, but on the appliance's voice it gave 0.8–0.98 at many
+/// pauses where a sentence went on after a comma, and 0.5–0.9 at ends that
+/// a second ask or the silence rule catches anyway (docs/benchmarks.md,
+/// the turn).
+const TURN_SURE: f32 = 0.9;
+/// Asks up to this long after the first may end the turn alone; later in
+/// a pause, the model's growing "finished" is as often a comma spoken
+/// slowly, and two asks in a row must say so.
+const TURN_QUICK_AFTER_FIRST: Duration = Duration::from_millis(50);
 const TURN_AGREE: u32 = 2;
+/// The live engine is shown a pause this long before the first ask, so
+/// its words are in when the model is asked (Moonshine takes some tens of
+/// ms on a few seconds of speech).
+const WORDS_AHEAD: Duration = Duration::from_millis(50);
 
 /// The live transcript of the speech up to a pause, and that pause's span.
 type AtPause = Arc<std::sync::Mutex<Option<((Duration, Duration), String)>>>;
@@ -446,13 +457,24 @@ pub async fn listen(
                 heard
                     .as_ref()
                     .filter(|(at, _)| *at == span)
-                    .map(|(_, text)| hark_stt::turn::ends_mid_sentence(text))
+                    .map(|(_, text)| {
+                        if hark_stt::turn::ends_mid_sentence(text) {
+                            utterance::Words::Midway
+                        } else if hark_stt::turn::opens_a_clause(text) {
+                            utterance::Words::Open
+                        } else {
+                            utterance::Words::Finished
+                        }
+                    })
             });
             check
         });
+        let pause = Duration::from_millis(u64::from(mic.vad.pause_ms));
         options.end_of_turn = Some(hark_audio::utterance::EndOfTurn {
-            pause: Duration::from_millis(u64::from(mic.vad.pause_ms)),
+            pause,
             every: TURN_ASK_EVERY,
+            sure: TURN_SURE,
+            quick: pause + TURN_QUICK_AFTER_FIRST,
             agree: TURN_AGREE,
             words,
             fallback: Duration::from_millis(u64::from(mic.vad.hangover_ms)),
@@ -467,7 +489,7 @@ pub async fn listen(
                             seconds = audio.len() as f64 / 16_000.0,
                             "end of turn?"
                         );
-                        Some(p >= 0.5)
+                        Some(p)
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "the end-of-turn model failed; silence decides");
@@ -484,16 +506,26 @@ pub async fn listen(
     let partial_every = stt.partial_every.filter(|_| live);
     let (glimpse_tx, mut glimpses) = tokio::sync::mpsc::channel(8);
     if partial_every.is_some() || stt.speculative {
+        let pause = Duration::from_millis(u64::from(mic.vad.pause_ms));
+        // Only the words of the live engine hold a pause open.
+        let words = options
+            .end_of_turn
+            .as_ref()
+            .is_some_and(|turn| turn.words.is_some());
         options.watch = Some(utterance::Watch {
             every: partial_every,
-            pause: Duration::from_millis(u64::from(mic.vad.pause_ms)),
+            // The words are wanted at the first ask; whisper, too slow to
+            // be read there, starts at the pause itself (fewer passes
+            // thrown away when speech resumes).
+            pause: if words {
+                pause
+                    .saturating_sub(WORDS_AHEAD)
+                    .max(Duration::from_millis(100))
+            } else {
+                pause
+            },
             pauses: stt.speculative,
-            // Only the words of the live engine hold a pause open.
-            again: options
-                .end_of_turn
-                .as_ref()
-                .is_some_and(|turn| turn.words.is_some())
-                .then(|| LOOK_AGAIN.max(Duration::from_millis(u64::from(mic.vad.pause_ms) + 200))),
+            again: words.then(|| LOOK_AGAIN.max(pause + Duration::from_millis(200))),
             watcher: watcher(glimpse_tx),
         });
     }

@@ -285,7 +285,7 @@ impl Default for VadConfig {
         Self {
             hangover_ms: 800,
             end_of_turn: EndOfTurnRule::Silence,
-            pause_ms: 200,
+            pause_ms: 150,
             max_pause_ms: 2500,
             min_speech_ms: 200,
             max_utterance_s: 30,

@@ -39,6 +39,8 @@ pub mod pace;
 pub mod playback;
 pub mod realtime;
 pub mod ring;
+#[cfg(test)]
+mod testing;
 pub mod utterance;
 pub mod vad;
 pub mod virtual_mic;

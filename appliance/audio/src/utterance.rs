@@ -98,29 +98,50 @@ impl Control {
     }
 }
 
-/// Asks whether the person has finished their turn, given the turn's audio
-/// so far: `Some(true)` finished, `Some(false)` not yet, `None` cannot say
+/// Asks how likely it is that the person has finished their turn, given
+/// the turn's audio so far: a probability, or `None` when it cannot say
 /// (the silence rule decides then).
-pub type TurnCheck = std::sync::Arc<dyn Fn(&[f32]) -> Option<bool> + Send + Sync>;
+pub type TurnCheck = std::sync::Arc<dyn Fn(&[f32]) -> Option<f32> + Send + Sync>;
 
-/// Whether the words of the speech up to a pause (its speech span) stop in
-/// the middle of a sentence: `Some(true)` they do, `Some(false)` they read
-/// as finished, `None` not known yet (the live transcript is not in).
-pub type WordsCheck = std::sync::Arc<dyn Fn((Duration, Duration)) -> Option<bool> + Send + Sync>;
+/// What the words of the speech up to a pause say of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Words {
+    /// They read as a finished sentence.
+    Finished,
+    /// They may go on: an opening clause with no sentence after it yet
+    /// ("When you have a moment."). Not a reason to hold the pause open,
+    /// but none to end the turn early either: the silence rule decides.
+    Open,
+    /// They stop in the middle of a sentence ("Send a message to."):
+    /// hold the pause open.
+    Midway,
+}
+
+/// What the words of the speech up to a pause (its speech span) say, or
+/// `None` when they are not known yet (the live transcript is not in).
+pub type WordsCheck = std::sync::Arc<dyn Fn((Duration, Duration)) -> Option<Words> + Send + Sync>;
+
+/// Below this probability the end-of-turn model says "not yet" (its own
+/// threshold): without words, that holds the pause open.
+const NOT_YET: f32 = 0.5;
 
 /// End of turn rather than end of silence. At a pause of `pause`, and again
-/// every `every` while it lasts, the model is asked. The turn ends early
-/// when the model has said "finished" `agree` times in a row and the words
-/// (if there are `words`) read as a finished sentence. Evidence of a
-/// sentence stopped midway — the words, or without words the model saying
-/// "not yet" — holds the turn open up to the detector's own hang-over (set
-/// long: `audio.vad.max_pause_ms`); otherwise `fallback` of silence ends it
-/// as the silence rule would (the model calling a finished sentence
-/// unfinished costs no more than the silence rule did).
+/// every `every` while it lasts, the model is asked; an ask says "finished"
+/// when its probability is at least `sure`. The turn ends early when an ask
+/// up to `quick` into the pause says finished, or later `agree` asks in a
+/// row do, and the words (if there are `words`) read as a finished
+/// sentence. Evidence of a sentence stopped midway — the words, or without
+/// words the model saying "not yet" — holds the turn open up to the
+/// detector's own hang-over (set long: `audio.vad.max_pause_ms`);
+/// otherwise `fallback` of silence ends it as the silence rule would (the
+/// model calling a finished sentence unfinished costs no more than the
+/// silence rule did).
 #[derive(Clone)]
 pub struct EndOfTurn {
     pub pause: Duration,
     pub every: Duration,
+    pub sure: f32,
+    pub quick: Duration,
     pub agree: u32,
     pub fallback: Duration,
     pub check: TurnCheck,
@@ -132,6 +153,8 @@ impl std::fmt::Debug for EndOfTurn {
         f.debug_struct("EndOfTurn")
             .field("pause", &self.pause)
             .field("every", &self.every)
+            .field("sure", &self.sure)
+            .field("quick", &self.quick)
             .field("agree", &self.agree)
             .field("fallback", &self.fallback)
             .field("words", &self.words.is_some())
@@ -333,7 +356,11 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
     let max_len = duration_to_samples(Duration::from_secs(u64::from(options.vad.max_utterance_s)));
     let mut segmenter = Segmenter::new(&options.vad, origin);
     let mut samples = Vec::with_capacity((max_len + duration_to_samples(options.preroll)) as usize);
-    let mut chunk = vec![0.0f32; 4096];
+    // A detector frame at a time: after falling behind (an ask of the
+    // end-of-turn model runs on this thread and takes some tens of ms), a
+    // pause is still shown and asked about at the silence it is due at,
+    // not at the end of a long read.
+    let mut chunk = vec![0.0f32; crate::vad::FRAME];
     let mut speech: Option<(u64, u64)> = None;
     let mut speech_start: Option<u64> = None;
     // Where the detector heard speech begin, apart from a start that
@@ -431,28 +458,31 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     samples_to_duration(voiced_end.saturating_sub(origin)),
                 );
                 if quiet >= ask.next {
-                    ask.next = quiet + duration_to_samples(turn.every).max(1);
+                    // On the schedule, so a late read does not push every
+                    // later ask back.
+                    ask.next = (ask.next + duration_to_samples(turn.every).max(1)).max(quiet + 1);
                     // The turn so far with the pause after it: the model
                     // hears the silence too, as it was trained to.
                     let from = (start.saturating_sub(origin) as usize).min(samples.len());
-                    let finished = (turn.check)(&samples[from..]);
-                    ask.in_a_row = if finished == Some(true) {
-                        ask.in_a_row + 1
-                    } else {
-                        0
-                    };
+                    let p = (turn.check)(&samples[from..]);
+                    let finished = p.is_some_and(|p| p >= turn.sure);
+                    ask.in_a_row = if finished { ask.in_a_row + 1 } else { 0 };
                     let words = turn.words.as_ref().map(|w| w(span));
                     ask.held = match words {
                         // The words decide as they stand: a second look
                         // (`Watch::again`) may find the sentence finished.
-                        Some(Some(midway)) => midway,
+                        Some(Some(read)) => read == Words::Midway,
                         Some(None) => ask.held,
-                        None => ask.held || finished == Some(false),
+                        None => ask.held || p.is_some_and(|p| p < NOT_YET),
                     };
-                    if !ask.held
-                        && ask.in_a_row >= turn.agree.max(1)
-                        && words.is_none_or(|w| w == Some(false))
-                    {
+                    // Sure at once, or sure again and again: a pause that
+                    // outlasts the first asks is as often a comma spoken
+                    // slowly, which the model comes to call finished the
+                    // longer it lasts (docs/benchmarks.md, the turn).
+                    let agreed = finished
+                        && (quiet <= duration_to_samples(turn.quick)
+                            || ask.in_a_row >= turn.agree.max(1));
+                    if !ask.held && agreed && words.is_none_or(|w| w == Some(Words::Finished)) {
                         speech = Some((start, voiced_end));
                         break EndReason::EndOfTurn;
                     }
@@ -493,5 +523,136 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
         samples,
         reason,
         dropped: reader.dropped(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    };
+
+    use super::*;
+    use crate::testing::spoken;
+
+    /// Records `text` spoken into a ring, then silence, with the end-of-turn
+    /// model answering `asks` in turn (and its last answer after that) and
+    /// the words read as `words`. Returns how the recording ended, how far
+    /// into the pause (ms), and the silence (ms) at each ask.
+    fn turn(asks: &[f32], words: Option<Words>) -> (EndReason, f64, Vec<f64>) {
+        let speech = spoken("Turn on the lights.");
+        let ring = Arc::new(Ring::new(16_000 * 20));
+        let vad = VadConfig {
+            // As the listen path sets it: the longest pause inside a sentence.
+            hangover_ms: 2_000,
+            ..VadConfig::default()
+        };
+        let mut options = Options::new(Duration::from_secs(5), Duration::from_millis(300), vad);
+        let (asked, silences) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(Mutex::new(Vec::new())),
+        );
+        let (answers, count, heard) = (asks.to_vec(), Arc::clone(&asked), Arc::clone(&silences));
+        options.end_of_turn = Some(EndOfTurn {
+            pause: Duration::from_millis(150),
+            every: Duration::from_millis(50),
+            sure: 0.9,
+            quick: Duration::from_millis(200),
+            agree: 2,
+            fallback: Duration::from_millis(800),
+            check: Arc::new(move |audio: &[f32]| {
+                let quiet = audio.iter().rev().take_while(|s| **s == 0.0).count();
+                heard.lock().unwrap().push(quiet as f64 / 16.0);
+                let i = count.fetch_add(1, Ordering::SeqCst);
+                answers.get(i).or(answers.last()).copied()
+            }),
+            words: words.map(|w| -> WordsCheck { Arc::new(move |_| Some(w)) }),
+        });
+        let control = Arc::new(Control::default());
+        let (r, c) = (Arc::clone(&ring), Arc::clone(&control));
+        let recorder = std::thread::spawn(move || record(&r, &options, &c));
+        std::thread::sleep(Duration::from_millis(50));
+        let mut audio = speech;
+        audio.extend(vec![0.0; 16_000 * 4]);
+        ring.push(&audio);
+        let utterance = recorder.join().expect("recorder");
+        let (_, end) = utterance.speech.expect("speech");
+        let into_pause = (utterance.samples.len() as f64 / 16_000.0 - end.as_secs_f64()) * 1000.0;
+        let silences = silences.lock().unwrap().clone();
+        (utterance.reason, into_pause, silences)
+    }
+
+    #[test]
+    fn a_sure_first_ask_ends_the_turn_there() {
+        let (reason, into, asks) = turn(&[0.95], Some(Words::Finished));
+        assert_eq!(reason, EndReason::EndOfTurn);
+        assert!(
+            (140.0..200.0).contains(&into),
+            "ended {into:.0} ms into the pause"
+        );
+        assert_eq!(asks.len(), 1, "{asks:?}");
+    }
+
+    #[test]
+    fn later_in_the_pause_the_model_must_be_sure_twice() {
+        // Unsure at 150 and 200 ms; sure once at 250, then unsure; then
+        // sure twice in a row.
+        let (reason, into, asks) = turn(&[0.6, 0.6, 0.95, 0.6, 0.95, 0.95], Some(Words::Finished));
+        assert_eq!(reason, EndReason::EndOfTurn);
+        assert_eq!(asks.len(), 6, "{asks:?}");
+        assert!(
+            (390.0..450.0).contains(&into),
+            "ended {into:.0} ms into the pause"
+        );
+        // Asked every 50 ms from 150 ms of silence on, on the schedule (a
+        // read is one 16 ms frame), each time with the pause's silence in
+        // the audio: the audio's trailing zeros stop a few ms short of the
+        // detector's silence, which counts from the end of a frame.
+        assert!((130.0..=150.0).contains(&asks[0]), "{asks:?}");
+        for pair in asks.windows(2) {
+            assert!((32.0..=64.0).contains(&(pair[1] - pair[0])), "{asks:?}");
+        }
+        assert!((234.0..=266.0).contains(&(asks[5] - asks[0])), "{asks:?}");
+    }
+
+    #[test]
+    fn a_probable_finish_below_sure_waits_for_the_silence_rule() {
+        let (reason, into, _) = turn(&[0.8], Some(Words::Finished));
+        assert_eq!(reason, EndReason::EndOfSpeech);
+        assert!(
+            (790.0..850.0).contains(&into),
+            "ended {into:.0} ms into the pause"
+        );
+    }
+
+    #[test]
+    fn words_that_may_go_on_leave_it_to_the_silence_rule() {
+        let (reason, into, _) = turn(&[0.99], Some(Words::Open));
+        assert_eq!(reason, EndReason::EndOfSpeech);
+        assert!(
+            (790.0..850.0).contains(&into),
+            "ended {into:.0} ms into the pause"
+        );
+    }
+
+    #[test]
+    fn words_stopped_midway_hold_the_pause_open() {
+        let (reason, into, _) = turn(&[0.99], Some(Words::Midway));
+        assert_eq!(reason, EndReason::EndOfSpeech);
+        assert!(
+            (1_990.0..2_050.0).contains(&into),
+            "ended {into:.0} ms into the pause"
+        );
+        // Without words, the model's "not yet" holds it too.
+        let (_, into, _) = turn(&[0.3], None);
+        assert!(
+            (1_990.0..2_050.0).contains(&into),
+            "ended {into:.0} ms into the pause"
+        );
+        // And its "finished" ends it without them.
+        let (reason, into, _) = turn(&[0.95], None);
+        assert_eq!(reason, EndReason::EndOfTurn);
+        assert!(into < 200.0, "ended {into:.0} ms into the pause");
     }
 }

@@ -24,6 +24,9 @@ pub struct Segmenter {
     threshold: f32,
     /// Tracked background level, dBFS (see `frame_done`).
     noise_floor: Option<f32>,
+    /// The loudest voiced frame of the speech heard so far, dBFS (see
+    /// `frame_done`); reset when speech ends.
+    speech_peak: Option<f32>,
     hangover: u64,
     min_speech: u64,
     frame: [f32; FRAME],
@@ -38,6 +41,16 @@ pub struct Segmenter {
 
 /// How far above the background a frame must be to count as voiced, dB.
 const LOUDNESS_MARGIN_DB: f32 = 9.0;
+
+/// How far below the loudest frame of the speech so far a frame may be and
+/// still count as voiced, dB. A voice dies away over some tens of ms after
+/// its last word, and in a quiet room (or from a clean source) the
+/// background margin alone lets the detector's lingering score carry that
+/// tail: the pause, and with it the end of the turn, would start 70–130 ms
+/// after the voice fell below −40 dBFS (docs/benchmarks.md, the turn).
+/// Speech within a sentence stays well inside this range: soft consonants
+/// sit some 20–30 dB under the vowels around them.
+const SPEECH_RANGE_DB: f32 = 35.0;
 
 /// RMS level of a frame in dBFS.
 fn frame_level_db(frame: &[f32]) -> f32 {
@@ -60,6 +73,7 @@ impl Segmenter {
             // Higher sensitivity → lower score needed to count as speech.
             threshold: (1.0 - config.sensitivity).clamp(0.05, 0.95),
             noise_floor: None,
+            speech_peak: None,
             hangover: ms_to_samples(config.hangover_ms),
             min_speech: ms_to_samples(config.min_speech_ms),
             frame: [0.0; FRAME],
@@ -125,7 +139,12 @@ impl Segmenter {
             let rate = if self.confirmed { 0.0003 } else { 0.03 };
             *floor += (level - *floor) * rate;
         }
-        if score >= self.threshold && loud {
+        // Within reach of the speech heard so far (once there is some).
+        let audible = self
+            .speech_peak
+            .is_none_or(|peak| level > peak - SPEECH_RANGE_DB);
+        if score >= self.threshold && loud && audible {
+            self.speech_peak = Some(self.speech_peak.map_or(level, |peak| peak.max(level)));
             let start = *self.start.get_or_insert(frame_start);
             self.voiced += FRAME as u64;
             self.last_voiced_end = frame_end;
@@ -141,6 +160,7 @@ impl Segmenter {
         }
         let was_speech = self.confirmed;
         self.start = None;
+        self.speech_peak = None;
         self.confirmed = false;
         self.voiced = 0;
         // Too short to be speech (a click, a cough): forget it and go on
@@ -149,5 +169,53 @@ impl Segmenter {
             start,
             end: self.last_voiced_end,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::spoken;
+
+    /// After the last 10 ms window above −40 dBFS. (How soon the voice's
+    /// end is heard is tested on the piper voice, in tests/end_of_voice.rs:
+    /// espeak's voice stops dead, and the detector's score with it.)
+    fn true_end(clip: &[f32]) -> usize {
+        clip.chunks(160)
+            .enumerate()
+            .rfind(|(_, w)| (w.iter().map(|s| s * s).sum::<f32>() / w.len() as f32).sqrt() > 0.01)
+            .map_or(0, |(i, _)| (i + 1) * 160)
+    }
+
+    /// Every event of `audio` pushed through a segmenter.
+    fn events(audio: &[f32]) -> Vec<Event> {
+        let mut segmenter = Segmenter::new(&VadConfig::default(), 0);
+        let mut rest = audio;
+        let mut out = Vec::new();
+        while !rest.is_empty() {
+            let (used, event) = segmenter.push(rest);
+            rest = &rest[used..];
+            out.extend(event);
+        }
+        out
+    }
+
+    #[test]
+    fn a_quiet_room_after_loud_speech_is_not_voice() {
+        // The loud speech, then the same speech 45 dB down (a television
+        // in the next room): past the speech's range, it does not carry
+        // the first speech on.
+        let speech = spoken("Turn on the lights.");
+        let end = true_end(&speech);
+        let mut audio = vec![0.0; 8_000];
+        audio.extend_from_slice(&speech[..end]);
+        audio.extend(speech.iter().map(|s| s * 10f32.powf(-45.0 / 20.0)));
+        audio.extend(vec![0.0; 16_000]);
+        let events = events(&audio);
+        let Some(Event::SpeechEnd { end: heard, .. }) = events.get(1) else {
+            panic!("speech and its end, not {events:?}");
+        };
+        let late_ms = (*heard as f64 - (8_000 + end) as f64) / 16.0;
+        assert!(late_ms <= 45.0, "ended {late_ms:.0} ms late");
     }
 }

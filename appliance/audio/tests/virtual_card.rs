@@ -577,14 +577,22 @@ fn held_pause(env: &Env, found: bool) -> (f64, usize, EndReason) {
     options.end_of_turn = Some(utterance::EndOfTurn {
         pause: Duration::from_millis(200),
         every: Duration::from_millis(100),
+        sure: 0.9,
+        quick: Duration::from_millis(200),
         agree: 2,
         fallback: Duration::from_millis(800),
         // The model calls every pause finished; the words decide.
-        check: Arc::new(|_| Some(true)),
+        check: Arc::new(|_| Some(1.0)),
         // Midway ("turn on the") until a second look has been shown, then
         // as `found` says (the listen path reads the second look's words).
         words: Some(Arc::new(move |_| {
-            Some(read.load(std::sync::atomic::Ordering::SeqCst) == 0 || !found)
+            Some(
+                if read.load(std::sync::atomic::Ordering::SeqCst) == 0 || !found {
+                    utterance::Words::Midway
+                } else {
+                    utterance::Words::Finished
+                },
+            )
         })),
     });
     let utterance = record_injected(&mic, &capture, options, &clip);

@@ -284,6 +284,37 @@ pub fn ends_mid_sentence(text: &str) -> bool {
     DANGLING.contains(&last.as_str())
 }
 
+/// Words that open a clause a sentence goes on from ("When you have a
+/// moment, …", "If it rains tomorrow, …", "After the meeting, …").
+const OPENERS: &[&str] = &[
+    "when", "whenever", "if", "unless", "before", "after", "because", "since", "although",
+    "though", "while", "until", "once",
+];
+
+/// Whether the last sentence of English text is only an opening clause
+/// so far: it begins with one of [`OPENERS`], has no comma after which
+/// the rest could have begun, and is no question ("When is it?"). Such
+/// words may well go on (spoken with a pause where the comma goes, they
+/// read as finished to the end-of-turn model), though as an answer they
+/// can be all there is ("After lunch."): so they are no reason to end the
+/// turn early, and none to hold it open either.
+pub fn opens_a_clause(text: &str) -> bool {
+    let text = text.trim().trim_matches(|c: char| c == '"' || c == '\'');
+    let body = text.trim_end_matches(['.', '!', '?', '"', '\'']);
+    // The last sentence: after the last full stop, question or exclamation
+    // mark inside the text.
+    let sentence = body
+        .rfind(['.', '!', '?'])
+        .map_or(body, |i| &body[i + 1..])
+        .trim();
+    let first = sentence
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .find(|w| !w.is_empty())
+        .unwrap_or_default()
+        .to_lowercase();
+    OPENERS.contains(&first.as_str()) && !sentence.contains(',') && !text.ends_with('?')
+}
+
 /// Whether a second transcription of the speech up to a pause heard
 /// further than the first (more words), rather than reading the same words
 /// again: only then may it overrule the first's "stopped midway", since a
@@ -302,7 +333,32 @@ fn word_count(text: &str) -> usize {
 
 #[cfg(test)]
 mod text_tests {
-    use super::{ends_mid_sentence, heard_further, word_count};
+    use super::{ends_mid_sentence, heard_further, opens_a_clause, word_count};
+
+    #[test]
+    fn an_opening_clause_is_told_from_a_sentence() {
+        for open in [
+            "When you have a moment.",
+            "If it rains tomorrow.",
+            "Before you book anything.",
+            "After the meeting.",
+            "Thanks. If you can.",
+            "\"Because I said so.\"",
+        ] {
+            assert!(opens_a_clause(open), "{open}");
+        }
+        for sentence in [
+            "When is the meeting?",
+            "If it rains tomorrow, move the picnic to Sunday.",
+            "Turn on the lights.",
+            "When you have a moment, could you look through the notes?",
+            "After the meeting. Send the notes to everyone.",
+            "Send it when you can.",
+            "",
+        ] {
+            assert!(!opens_a_clause(sentence), "{sentence}");
+        }
+    }
 
     #[test]
     fn words_are_counted_without_punctuation() {
