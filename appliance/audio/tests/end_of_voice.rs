@@ -4,50 +4,15 @@
 //! detector's score alone would carry that tail on for another 40–100 ms,
 //! which the end of every turn waits out.
 
-use std::{
-    path::PathBuf,
-    sync::{Mutex, OnceLock, atomic::AtomicBool},
-};
-
 use hark_audio::{
     clip::Clip,
     config::{PIPELINE_RATE, VadConfig},
     vad::{Event, Segmenter},
 };
-use hark_tts::synth::{EngineKind, SynthConfig, Synthesizer};
 
 /// `text` spoken by the piper voice, at 16 kHz.
 fn piper(text: &str) -> Vec<f32> {
-    static SYNTH: OnceLock<Mutex<Synthesizer>> = OnceLock::new();
-    let voices = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/.voices");
-    let synth = SYNTH.get_or_init(|| {
-        let lib = voices.join("lib/libonnxruntime.so");
-        assert!(
-            lib.exists(),
-            "{} is missing: run `appliance/setup-voices tests/.voices/lib tests/.voices/voices`",
-            lib.display()
-        );
-        Mutex::new(Synthesizer::new(SynthConfig {
-            engine: EngineKind::Piper,
-            onnxruntime: lib,
-            voices_dir: voices.join("voices"),
-            voice: "en_US-joe-medium".into(),
-            threads: 1,
-            espeak_voice: "en-us".into(),
-            max_loaded_voices: 1,
-        }))
-    });
-    let mut synth = synth.lock().unwrap_or_else(|e| e.into_inner());
-    let utterance = synth.prepare(text, None, 1.0).expect("planned");
-    let (mut samples, mut rate) = (Vec::new(), 0);
-    for index in 0..utterance.pieces.len() {
-        let chunk = synth
-            .render(&utterance, index, &AtomicBool::new(false))
-            .expect("rendered");
-        assert_eq!(chunk.engine, EngineKind::Piper, "{:?}", chunk.fallback);
-        rate = chunk.rate;
-        samples.extend(chunk.samples);
-    }
+    let (samples, rate) = hark_tts::test_voice::speak(text);
     Clip { samples, rate }
         .resampled(PIPELINE_RATE)
         .expect("resampled")

@@ -13,6 +13,8 @@ pub mod phonemize;
 pub mod piper;
 pub mod plan;
 pub mod synth;
+#[cfg(feature = "test-voice")]
+pub mod test_voice;
 pub mod text;
 pub mod voice;
 pub mod voices;

@@ -66,47 +66,7 @@ fn to_16k(input: &[String], raw: &Path) -> Vec<f32> {
 /// `text` spoken by Hark's own synthesiser with the piper voice the set-up
 /// installs (tests/.voices), as 16 kHz mono samples.
 pub fn piper(dir: &Path, text: &str) -> Vec<f32> {
-    use std::sync::{Mutex, OnceLock, atomic::AtomicBool};
-
-    use hark_tts::synth::{EngineKind, SynthConfig, Synthesizer};
-
-    static SYNTH: OnceLock<Mutex<Synthesizer>> = OnceLock::new();
-    let voices = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/.voices");
-    let synth = SYNTH.get_or_init(|| {
-        let lib = voices.join("lib/libonnxruntime.so");
-        assert!(
-            lib.exists(),
-            "{} is missing: run `appliance/setup-voices tests/.voices/lib tests/.voices/voices`",
-            lib.display()
-        );
-        Mutex::new(Synthesizer::new(SynthConfig {
-            engine: EngineKind::Piper,
-            onnxruntime: lib,
-            voices_dir: voices.join("voices"),
-            voice: "en_US-joe-medium".into(),
-            threads: 1,
-            espeak_voice: "en-us".into(),
-            max_loaded_voices: 1,
-        }))
-    });
-    let mut synth = synth.lock().unwrap_or_else(|e| e.into_inner());
-    let utterance = synth.prepare(text, None, 1.0).expect("planned");
-    assert_eq!(
-        utterance.engine,
-        EngineKind::Piper,
-        "{:?}",
-        utterance.fallback
-    );
-    let mut samples = Vec::new();
-    let mut rate = 0;
-    for index in 0..utterance.pieces.len() {
-        let chunk = synth
-            .render(&utterance, index, &AtomicBool::new(false))
-            .expect("rendered");
-        assert_eq!(chunk.engine, EngineKind::Piper, "{:?}", chunk.fallback);
-        rate = chunk.rate;
-        samples.extend(chunk.samples);
-    }
+    let (samples, rate) = hark_tts::test_voice::speak(text);
     let input = dir.join("piper.f32");
     let raw = dir.join("piper.raw");
     let bytes: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();

@@ -1,0 +1,52 @@
+//! For tests in other crates: sentences spoken by the appliance's own piper
+//! voice (en_US-joe-medium, installed in tests/.voices by
+//! `appliance/setup-voices`), as it speaks them. Panics with what to run
+//! when the voice is not there.
+
+use std::{
+    path::PathBuf,
+    sync::{Mutex, OnceLock, PoisonError, atomic::AtomicBool},
+};
+
+use crate::synth::{EngineKind, SynthConfig, Synthesizer};
+
+/// `text` spoken by the voice: its samples and their rate.
+pub fn speak(text: &str) -> (Vec<f32>, u32) {
+    static SYNTH: OnceLock<Mutex<Synthesizer>> = OnceLock::new();
+    let synth = SYNTH.get_or_init(|| {
+        let voices = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/.voices");
+        let lib = voices.join("lib/libonnxruntime.so");
+        assert!(
+            lib.exists(),
+            "{} is missing: run `appliance/setup-voices tests/.voices/lib tests/.voices/voices`",
+            lib.display()
+        );
+        Mutex::new(Synthesizer::new(SynthConfig {
+            engine: EngineKind::Piper,
+            onnxruntime: lib,
+            voices_dir: voices.join("voices"),
+            voice: "en_US-joe-medium".into(),
+            threads: 1,
+            espeak_voice: "en-us".into(),
+            max_loaded_voices: 1,
+        }))
+    });
+    let mut synth = synth.lock().unwrap_or_else(PoisonError::into_inner);
+    let utterance = synth.prepare(text, None, 1.0).expect("planned");
+    assert_eq!(
+        utterance.engine,
+        EngineKind::Piper,
+        "{:?}",
+        utterance.fallback
+    );
+    let (mut samples, mut rate) = (Vec::new(), 0);
+    for index in 0..utterance.pieces.len() {
+        let chunk = synth
+            .render(&utterance, index, &AtomicBool::new(false))
+            .expect("rendered");
+        assert_eq!(chunk.engine, EngineKind::Piper, "{:?}", chunk.fallback);
+        rate = chunk.rate;
+        samples.extend(chunk.samples);
+    }
+    (samples, rate)
+}
