@@ -457,14 +457,10 @@ pub async fn listen(
                 heard
                     .as_ref()
                     .filter(|(at, _)| *at == span)
-                    .map(|(_, text)| {
-                        if hark_stt::turn::ends_mid_sentence(text) {
-                            utterance::Words::Midway
-                        } else if hark_stt::turn::opens_a_clause(text) {
-                            utterance::Words::Open
-                        } else {
-                            utterance::Words::Finished
-                        }
+                    .map(|(_, text)| match hark_stt::turn::read(text) {
+                        hark_stt::turn::Reading::Finished => utterance::Words::Finished,
+                        hark_stt::turn::Reading::Open => utterance::Words::Open,
+                        hark_stt::turn::Reading::Midway => utterance::Words::Midway,
                     })
             });
             check

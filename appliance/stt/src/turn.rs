@@ -249,9 +249,9 @@ mod tests {
 
 /// Words an English sentence does not end on: articles, prepositions,
 /// conjunctions, auxiliaries, possessives, fillers. A transcript of the
-/// speech so far that ends on one (or on a comma, colon or dash) stops in
-/// the middle of a sentence, whatever its last punctuation says (the live
-/// engine often puts a full stop after "send a message to").
+/// speech so far that ends on one stops in the middle of a sentence,
+/// whatever its last punctuation says (the live engine often puts a full
+/// stop after "send a message to").
 const DANGLING: &[&str] = &[
     "a", "an", "the", "to", "of", "in", "on", "at", "for", "from", "with", "about", "by", "into",
     "onto", "over", "under", "than", "like", "and", "or", "but", "so", "because", "if", "when",
@@ -261,19 +261,30 @@ const DANGLING: &[&str] = &[
     "our", "their", "his", "her", "its", "um", "uh", "er", "erm", "hmm",
 ];
 
-/// Whether English text stops in the middle of a sentence: it ends with a
-/// comma, colon, semicolon, dash or ellipsis, or on a word no sentence ends
-/// on ([`DANGLING`]). Empty text says nothing either way (`false`).
-pub fn ends_mid_sentence(text: &str) -> bool {
+/// What the words of the speech up to a pause say of the sentence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// A finished sentence.
+    Finished,
+    /// Perhaps more to come: the text ends on a comma, semicolon, colon,
+    /// dash or ellipsis, or its last sentence is only an opening clause
+    /// ("When you have a moment."). Punctuation is the engine's guess from
+    /// how the voice went (it heard "Turn on the lights" cut 100 ms after
+    /// the last word as "Turn on the lights,"), and an opening clause can
+    /// be a whole answer ("After lunch."): no reason to end the turn
+    /// early, none to hold it open either.
+    Open,
+    /// Stopped in the middle: the last word is one no sentence ends on
+    /// ([`DANGLING`]).
+    Midway,
+}
+
+/// Reads English text as [`Reading`]. Empty text says nothing either way
+/// ([`Reading::Finished`]: the model and the silence decide).
+pub fn read(text: &str) -> Reading {
     let text = text.trim_end_matches(|c: char| c.is_whitespace() || c == '"' || c == '\'');
     if !text.chars().any(char::is_alphanumeric) {
-        return false;
-    }
-    if text.ends_with([',', ':', ';', '-', '—', '–'])
-        || text.ends_with("...")
-        || text.ends_with('…')
-    {
-        return true;
+        return Reading::Finished;
     }
     let last = text
         .trim_end_matches(|c: char| !c.is_alphanumeric())
@@ -281,7 +292,17 @@ pub fn ends_mid_sentence(text: &str) -> bool {
         .next()
         .unwrap_or_default()
         .to_lowercase();
-    DANGLING.contains(&last.as_str())
+    if DANGLING.contains(&last.as_str()) {
+        Reading::Midway
+    } else if text.ends_with([',', ':', ';', '-', '—', '–'])
+        || text.ends_with("...")
+        || text.ends_with('…')
+        || opens_a_clause(text)
+    {
+        Reading::Open
+    } else {
+        Reading::Finished
+    }
 }
 
 /// Words that open a clause a sentence goes on from ("When you have a
@@ -293,12 +314,10 @@ const OPENERS: &[&str] = &[
 
 /// Whether the last sentence of English text is only an opening clause
 /// so far: it begins with one of [`OPENERS`], has no comma after which
-/// the rest could have begun, and is no question ("When is it?"). Such
-/// words may well go on (spoken with a pause where the comma goes, they
-/// read as finished to the end-of-turn model), though as an answer they
-/// can be all there is ("After lunch."): so they are no reason to end the
-/// turn early, and none to hold it open either.
-pub fn opens_a_clause(text: &str) -> bool {
+/// the rest could have begun, and is no question ("When is it?"). Spoken
+/// with a pause where the comma goes, such words read as finished to the
+/// end-of-turn model.
+fn opens_a_clause(text: &str) -> bool {
     let text = text.trim().trim_matches(|c: char| c == '"' || c == '\'');
     let body = text.trim_end_matches(['.', '!', '?', '"', '\'']);
     // The last sentence: after the last full stop, question or exclamation
@@ -333,7 +352,7 @@ fn word_count(text: &str) -> usize {
 
 #[cfg(test)]
 mod text_tests {
-    use super::{ends_mid_sentence, heard_further, opens_a_clause, word_count};
+    use super::{Reading, heard_further, opens_a_clause, read, word_count};
 
     #[test]
     fn an_opening_clause_is_told_from_a_sentence() {
@@ -374,29 +393,39 @@ mod text_tests {
         assert!(heard_further("Turn on the", "Turn on the lights."));
         // Read midway, then finished, on the same words: not further.
         let (first, second) = ("Send a message to Sarah,", "Send a message to Sarah.");
-        assert!(ends_mid_sentence(first) && !ends_mid_sentence(second));
+        assert_eq!(
+            (read(first), read(second)),
+            (Reading::Open, Reading::Finished)
+        );
         assert!(!heard_further(first, second));
         assert!(!heard_further("Turn on the lights.", "Turn on the light"));
     }
 
     #[test]
-    fn sentences_stopped_midway_are_told_from_finished_ones() {
+    fn sentences_stopped_midway_are_told_from_open_and_finished_ones() {
         for midway in [
             "Send a message to.",
             "I need to buy some milk and.",
             "The thing I wanted to ask you about is,",
             "Can you find the email from?",
-            "So I was thinking that we could, you know,",
-            "Find the cheapest flight to Lisbon next weekend,",
             "Well, um",
             "It was - ",
-            "and then…",
             "\"The report is in my\"",
             // A question ending on its preposition reads as midway too:
             // the cost is a longer wait, never a cut.
             "Who is it for",
         ] {
-            assert!(ends_mid_sentence(midway), "{midway}");
+            assert_eq!(read(midway), Reading::Midway, "{midway}");
+        }
+        for open in [
+            "So I was thinking that we could, you know,",
+            "Find the cheapest flight to Lisbon next weekend,",
+            "Turn on the lights,",
+            "and then…",
+            "The list:",
+            "When you have a moment.",
+        ] {
+            assert_eq!(read(open), Reading::Open, "{open}");
         }
         for finished in [
             "Turn on the lights.",
@@ -406,7 +435,7 @@ mod text_tests {
             "",
             "...",
         ] {
-            assert!(!ends_mid_sentence(finished), "{finished}");
+            assert_eq!(read(finished), Reading::Finished, "{finished}");
         }
     }
 }
