@@ -56,10 +56,10 @@ const TURN_ASK_EVERY: Duration = Duration::from_millis(50);
 /// a second ask or the silence rule catches anyway (docs/benchmarks.md,
 /// the turn).
 const TURN_SURE: f32 = 0.9;
-/// Asks up to this long after the first may end the turn alone; later in
-/// a pause, the model's growing "finished" is as often a comma spoken
+/// The first asks of a pause that may end the turn alone; later in a
+/// pause, the model's growing "finished" is as often a comma spoken
 /// slowly, and two asks in a row must say so.
-const TURN_QUICK_AFTER_FIRST: Duration = Duration::from_millis(50);
+const TURN_QUICK: u32 = 2;
 const TURN_AGREE: u32 = 2;
 /// The live engine is shown a pause this long before the first ask, so
 /// its words are in when the model is asked (Moonshine takes some tens of
@@ -470,7 +470,7 @@ pub async fn listen(
             pause,
             every: TURN_ASK_EVERY,
             sure: TURN_SURE,
-            quick: pause + TURN_QUICK_AFTER_FIRST,
+            quick: TURN_QUICK,
             agree: TURN_AGREE,
             words,
             fallback: Duration::from_millis(u64::from(mic.vad.hangover_ms)),

@@ -127,9 +127,11 @@ const NOT_YET: f32 = 0.5;
 
 /// End of turn rather than end of silence. At a pause of `pause`, and again
 /// every `every` while it lasts, the model is asked; an ask says "finished"
-/// when its probability is at least `sure`. The turn ends early when an ask
-/// up to `quick` into the pause says finished, or later `agree` asks in a
-/// row do, and the words (if there are `words`) read as a finished
+/// when its probability is at least `sure`. With `words`, an ask waits
+/// until they are in (until then the model could not end the turn, and an
+/// ask costs tens of ms of the recorder's thread). The turn ends early when
+/// one of the first `quick` asks of a pause says finished, or later `agree`
+/// asks in a row do, and the words (if there are `words`) read as a finished
 /// sentence. Evidence of a sentence stopped midway — the words, or without
 /// words the model saying "not yet" — holds the turn open up to the
 /// detector's own hang-over (set long: `audio.vad.max_pause_ms`);
@@ -141,7 +143,7 @@ pub struct EndOfTurn {
     pub pause: Duration,
     pub every: Duration,
     pub sure: f32,
-    pub quick: Duration,
+    pub quick: u32,
     pub agree: u32,
     pub fallback: Duration,
     pub check: TurnCheck,
@@ -273,6 +275,7 @@ struct Asked {
     voiced_end: u64,
     next: u64,
     in_a_row: u32,
+    asks: u32,
     held: bool,
 }
 
@@ -449,6 +452,7 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     voiced_end,
                     next: duration_to_samples(turn.pause).max(1),
                     in_a_row: 0,
+                    asks: 0,
                     held: false,
                 });
             }
@@ -457,11 +461,12 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     samples_to_duration(start.saturating_sub(origin)),
                     samples_to_duration(voiced_end.saturating_sub(origin)),
                 );
-                if quiet >= ask.next {
+                let words = turn.words.as_ref().map(|w| w(span));
+                if quiet >= ask.next && words != Some(None) {
                     // On the schedule, so a late read does not push every
                     // later ask back.
                     ask.next = (ask.next + duration_to_samples(turn.every).max(1)).max(quiet + 1);
-                    let words = turn.words.as_ref().map(|w| w(span));
+                    ask.asks += 1;
                     // Words that already decide (held open, or left to the
                     // silence rule) leave the model nothing to say: it is
                     // not asked, which spares a core its tens of ms an ask
@@ -488,9 +493,8 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     // outlasts the first asks is as often a comma spoken
                     // slowly, which the model comes to call finished the
                     // longer it lasts (docs/benchmarks.md, the turn).
-                    let agreed = finished
-                        && (quiet <= duration_to_samples(turn.quick)
-                            || ask.in_a_row >= turn.agree.max(1));
+                    let agreed =
+                        finished && (ask.asks <= turn.quick || ask.in_a_row >= turn.agree.max(1));
                     if !ask.held && agreed && words.is_none_or(|w| w == Some(Words::Finished)) {
                         speech = Some((start, voiced_end));
                         break EndReason::EndOfTurn;
@@ -550,6 +554,13 @@ mod tests {
     /// the words read as `words`. Returns how the recording ended, how far
     /// into the pause (ms), and the silence (ms) at each ask.
     fn turn(asks: &[f32], words: Option<Words>) -> (EndReason, f64, Vec<f64>) {
+        turn_with(
+            asks,
+            words.map(|w| -> WordsCheck { Arc::new(move |_| Some(w)) }),
+        )
+    }
+
+    fn turn_with(asks: &[f32], words: Option<WordsCheck>) -> (EndReason, f64, Vec<f64>) {
         let speech = spoken("Turn on the lights.");
         let ring = Arc::new(Ring::new(16_000 * 20));
         let vad = VadConfig {
@@ -567,7 +578,7 @@ mod tests {
             pause: Duration::from_millis(150),
             every: Duration::from_millis(50),
             sure: 0.9,
-            quick: Duration::from_millis(200),
+            quick: 2,
             agree: 2,
             fallback: Duration::from_millis(800),
             check: Arc::new(move |audio: &[f32]| {
@@ -576,7 +587,7 @@ mod tests {
                 let i = count.fetch_add(1, Ordering::SeqCst);
                 answers.get(i).or(answers.last()).copied()
             }),
-            words: words.map(|w| -> WordsCheck { Arc::new(move |_| Some(w)) }),
+            words,
         });
         let control = Arc::new(Control::default());
         let (r, c) = (Arc::clone(&ring), Arc::clone(&control));
@@ -623,6 +634,25 @@ mod tests {
             assert!((32.0..=64.0).contains(&(pair[1] - pair[0])), "{asks:?}");
         }
         assert!((234.0..=266.0).contains(&(asks[5] - asks[0])), "{asks:?}");
+    }
+
+    #[test]
+    fn an_ask_waits_for_the_words() {
+        // The words come in some 15 reads (16 ms each) into the pause.
+        let reads = Arc::new(AtomicUsize::new(0));
+        let words: WordsCheck = Arc::new(move |_| {
+            (reads.fetch_add(1, Ordering::SeqCst) >= 15).then_some(Words::Finished)
+        });
+        let (reason, into, asks) = turn_with(&[0.95], Some(words));
+        assert_eq!(reason, EndReason::EndOfTurn);
+        // Not at 150 ms, without the words; asked once they were in, and
+        // that first ask ended the turn.
+        assert_eq!(asks.len(), 1, "{asks:?}");
+        assert!((200.0..280.0).contains(&asks[0]), "{asks:?}");
+        assert!(
+            (200.0..300.0).contains(&into),
+            "ended {into:.0} ms into the pause"
+        );
     }
 
     #[test]

@@ -578,7 +578,7 @@ fn held_pause(env: &Env, found: bool) -> (f64, usize, EndReason) {
         pause: Duration::from_millis(200),
         every: Duration::from_millis(100),
         sure: 0.9,
-        quick: Duration::from_millis(200),
+        quick: 2,
         agree: 2,
         fallback: Duration::from_millis(800),
         // The model calls every pause finished; the words decide.
