@@ -161,6 +161,8 @@ struct Clip {
     end: Duration,
     /// Pause set: where the second part starts.
     resumes: Option<Duration>,
+    /// Where speech starts in the clip (the first 10 ms above −40 dBFS).
+    start: Duration,
 }
 
 impl Clip {
@@ -399,6 +401,7 @@ fn spoken(
         }
     };
     let end = Duration::from_secs_f64(true_end(&samples) as f64 / 16_000.0);
+    let start = Duration::from_secs_f64(first_loud(&samples) as f64 / 16_000.0);
     let bytes = hark_audio::clip::Clip {
         samples,
         rate: 16_000,
@@ -412,6 +415,7 @@ fn spoken(
         raw,
         end,
         resumes,
+        start,
     })
 }
 
@@ -427,6 +431,14 @@ fn true_end(samples: &[f32]) -> usize {
         }
     }
     end.min(samples.len())
+}
+
+/// Where speech starts: the first 10 ms window whose RMS is above −40 dBFS.
+fn first_loud(samples: &[f32]) -> usize {
+    samples
+        .chunks(160)
+        .position(|w| (w.iter().map(|s| s * s).sum::<f32>() / w.len() as f32).sqrt() > 0.01)
+        .map_or(0, |i| i * 160)
 }
 
 /// The longest quiet stretch (10 ms windows under −40 dBFS) between the
@@ -510,7 +522,15 @@ fn turn(system: &mut System, clip: &Clip) -> anyhow::Result<Turn> {
         text: s["text"].as_str().unwrap_or_default().to_owned(),
         end_reason: s["end_reason"].as_str().unwrap_or_default().to_owned(),
         speculative: s["speculative"] == true,
-        cut: clip.resumes.is_some_and(|at| recorded < written + at),
+        // In the audio, not on the clock (the capture path's latency would
+        // count a recording that ended inside the pause as one that did
+        // not): the speech the daemon kept is shorter than the clip's
+        // speech up to the second part.
+        cut: clip.resumes.is_some_and(|at| {
+            let kept =
+                s["speech_end"].as_f64().unwrap_or(0.0) - s["speech_start"].as_f64().unwrap_or(0.0);
+            kept < (at - clip.start).as_secs_f64()
+        }),
     };
     // The listen-stop chime and the lights: quiet before the next turn.
     system
@@ -798,11 +818,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_true_end_is_the_last_loud_window() {
+    fn the_true_end_is_the_last_loud_window_and_the_start_the_first() {
         let mut s = vec![0.0f32; 16_000];
         s[8_000..8_100].fill(0.5);
         assert_eq!(true_end(&s), 8_160);
         assert_eq!(true_end(&[0.0; 100]), 0);
+        assert_eq!(first_loud(&s), 8_000);
     }
 
     #[test]
