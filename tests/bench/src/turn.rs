@@ -3,10 +3,10 @@
 //! virtual sound card), for four pipelines in one run, in turns:
 //!
 //! - **Hark live**: Moonshine tiny-en for the microphone, Smart Turn at
-//!   each 200 ms pause, the final pass started at the pause
+//!   each pause (from 150 ms of silence), the final pass started at the pause
 //!   (`stt.speculative`), partial transcripts on.
 //! - **Hark default**: whisper tiny.en q8_0 and the 800 ms silence rule,
-//!   the final pass started at the first 200 ms pause.
+//!   the final pass started at the first 150 ms pause.
 //! - **Hark whisper + silence**: the appliance as it was before — the
 //!   same, with nothing ahead of the end.
 //! - **Peer: silence, then faster-whisper int8**: the same silence rule
