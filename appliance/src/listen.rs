@@ -441,6 +441,7 @@ pub async fn listen(
     }
     let mut options = Options::new(request.timeout, mic.preroll, mic.vad.clone());
     let live = stt.live().is_some_and(|live| Arc::ptr_eq(live, &engine));
+    let pause = Duration::from_millis(u64::from(mic.vad.pause_ms));
     // The live engine's transcript of the speech up to the current pause
     // (the early pass's), for the end-of-turn rule to read.
     let at_pause: AtPause = Arc::default();
@@ -465,7 +466,6 @@ pub async fn listen(
             });
             check
         });
-        let pause = Duration::from_millis(u64::from(mic.vad.pause_ms));
         options.end_of_turn = Some(hark_audio::utterance::EndOfTurn {
             pause,
             every: TURN_ASK_EVERY,
@@ -502,7 +502,6 @@ pub async fn listen(
     let partial_every = stt.partial_every.filter(|_| live);
     let (glimpse_tx, mut glimpses) = tokio::sync::mpsc::channel(8);
     if partial_every.is_some() || stt.speculative {
-        let pause = Duration::from_millis(u64::from(mic.vad.pause_ms));
         // Only the words of the live engine hold a pause open.
         let words = options
             .end_of_turn
@@ -512,7 +511,8 @@ pub async fn listen(
             every: partial_every,
             // The words are wanted at the first ask; whisper, too slow to
             // be read there, starts at the pause itself (fewer passes
-            // thrown away when speech resumes).
+            // thrown away when speech resumes). Not before 100 ms: shorter
+            // gaps are mostly the closures inside words.
             pause: if words {
                 pause
                     .saturating_sub(WORDS_AHEAD)

@@ -461,8 +461,12 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     samples_to_duration(start.saturating_sub(origin)),
                     samples_to_duration(voiced_end.saturating_sub(origin)),
                 );
-                let words = turn.words.as_ref().map(|w| w(span));
-                if quiet >= ask.next && words != Some(None) {
+                // With words, an ask waits until they are in: `Some(None)`.
+                let words = (quiet >= ask.next)
+                    .then(|| turn.words.as_ref().map(|w| w(span)))
+                    .filter(|words| *words != Some(None))
+                    .map(Option::flatten);
+                if let Some(words) = words {
                     // On the schedule, so a late read does not push every
                     // later ask back.
                     ask.next = (ask.next + duration_to_samples(turn.every).max(1)).max(quiet + 1);
@@ -471,7 +475,7 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     // silence rule) leave the model nothing to say: it is
                     // not asked, which spares a core its tens of ms an ask
                     // all through a long pause held open.
-                    let decided = matches!(words, Some(Some(Words::Midway | Words::Open)));
+                    let decided = matches!(words, Some(Words::Midway | Words::Open));
                     // The turn so far with the pause after it: the model
                     // hears the silence too, as it was trained to.
                     let from = (start.saturating_sub(origin) as usize).min(samples.len());
@@ -485,8 +489,7 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     ask.held = match words {
                         // The words decide as they stand: a second look
                         // (`Watch::again`) may find the sentence finished.
-                        Some(Some(read)) => read == Words::Midway,
-                        Some(None) => ask.held,
+                        Some(read) => read == Words::Midway,
                         None => ask.held || p.is_some_and(|p| p < NOT_YET),
                     };
                     // Sure at once, or sure again and again: a pause that
@@ -495,7 +498,7 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     // longer it lasts (docs/benchmarks.md, the turn).
                     let agreed =
                         finished && (ask.asks <= turn.quick || ask.in_a_row >= turn.agree.max(1));
-                    if !ask.held && agreed && words.is_none_or(|w| w == Some(Words::Finished)) {
+                    if !ask.held && agreed && words.is_none_or(|w| w == Words::Finished) {
                         speech = Some((start, voiced_end));
                         break EndReason::EndOfTurn;
                     }
@@ -603,14 +606,16 @@ mod tests {
         (utterance.reason, into_pause, silences)
     }
 
+    /// Asserts the recording ended `into` ms into the pause, within `range`.
+    fn ended_within(into: f64, range: std::ops::Range<f64>) {
+        assert!(range.contains(&into), "ended {into:.0} ms into the pause");
+    }
+
     #[test]
     fn a_sure_first_ask_ends_the_turn_there() {
         let (reason, into, asks) = turn(&[0.95], Some(Words::Finished));
         assert_eq!(reason, EndReason::EndOfTurn);
-        assert!(
-            (140.0..200.0).contains(&into),
-            "ended {into:.0} ms into the pause"
-        );
+        ended_within(into, 140.0..200.0);
         assert_eq!(asks.len(), 1, "{asks:?}");
     }
 
@@ -621,10 +626,7 @@ mod tests {
         let (reason, into, asks) = turn(&[0.6, 0.6, 0.95, 0.6, 0.95, 0.95], Some(Words::Finished));
         assert_eq!(reason, EndReason::EndOfTurn);
         assert_eq!(asks.len(), 6, "{asks:?}");
-        assert!(
-            (390.0..450.0).contains(&into),
-            "ended {into:.0} ms into the pause"
-        );
+        ended_within(into, 390.0..450.0);
         // Asked every 50 ms from 150 ms of silence on, on the schedule (a
         // read is one 16 ms frame), each time with the pause's silence in
         // the audio: the audio's trailing zeros stop a few ms short of the
@@ -638,10 +640,11 @@ mod tests {
 
     #[test]
     fn an_ask_waits_for_the_words() {
-        // The words come in some 15 reads (16 ms each) into the pause.
+        // The words come in 5 reads (16 ms each) after the first ask fell
+        // due at 150 ms: the recorder looks for them only from then on.
         let reads = Arc::new(AtomicUsize::new(0));
         let words: WordsCheck = Arc::new(move |_| {
-            (reads.fetch_add(1, Ordering::SeqCst) >= 15).then_some(Words::Finished)
+            (reads.fetch_add(1, Ordering::SeqCst) >= 5).then_some(Words::Finished)
         });
         let (reason, into, asks) = turn_with(&[0.95], Some(words));
         assert_eq!(reason, EndReason::EndOfTurn);
@@ -649,20 +652,14 @@ mod tests {
         // that first ask ended the turn.
         assert_eq!(asks.len(), 1, "{asks:?}");
         assert!((200.0..280.0).contains(&asks[0]), "{asks:?}");
-        assert!(
-            (200.0..300.0).contains(&into),
-            "ended {into:.0} ms into the pause"
-        );
+        ended_within(into, 200.0..300.0);
     }
 
     #[test]
     fn a_probable_finish_below_sure_waits_for_the_silence_rule() {
         let (reason, into, _) = turn(&[0.8], Some(Words::Finished));
         assert_eq!(reason, EndReason::EndOfSpeech);
-        assert!(
-            (790.0..850.0).contains(&into),
-            "ended {into:.0} ms into the pause"
-        );
+        ended_within(into, 790.0..850.0);
     }
 
     #[test]
@@ -671,10 +668,7 @@ mod tests {
         assert_eq!(reason, EndReason::EndOfSpeech);
         // Nothing the model says could change that: it is not asked.
         assert!(asks.is_empty(), "{asks:?}");
-        assert!(
-            (790.0..850.0).contains(&into),
-            "ended {into:.0} ms into the pause"
-        );
+        ended_within(into, 790.0..850.0);
     }
 
     #[test]
@@ -682,16 +676,10 @@ mod tests {
         let (reason, into, asks) = turn(&[0.99], Some(Words::Midway));
         assert_eq!(reason, EndReason::EndOfSpeech);
         assert!(asks.is_empty(), "{asks:?}");
-        assert!(
-            (1_990.0..2_050.0).contains(&into),
-            "ended {into:.0} ms into the pause"
-        );
+        ended_within(into, 1_990.0..2_050.0);
         // Without words, the model's "not yet" holds it too.
         let (_, into, _) = turn(&[0.3], None);
-        assert!(
-            (1_990.0..2_050.0).contains(&into),
-            "ended {into:.0} ms into the pause"
-        );
+        ended_within(into, 1_990.0..2_050.0);
         // And its "finished" ends it without them.
         let (reason, into, _) = turn(&[0.95], None);
         assert_eq!(reason, EndReason::EndOfTurn);

@@ -337,8 +337,8 @@ fn opens_a_clause(text: &str) -> bool {
 /// Whether a second transcription of the speech up to a pause heard
 /// further than the first (more words), rather than reading the same words
 /// again: only then may it overrule the first's "stopped midway", since a
-/// second reading can differ in punctuation alone ("…to Sarah," then
-/// "…to Sarah.").
+/// second reading of the same speech can differ in its last word alone
+/// ("Send a message to" then "Send a message, too.").
 pub fn heard_further(before: &str, now: &str) -> bool {
     word_count(now) > word_count(before)
 }
@@ -391,11 +391,11 @@ mod text_tests {
     #[test]
     fn a_second_reading_counts_only_when_it_heard_more_words() {
         assert!(heard_further("Turn on the", "Turn on the lights."));
-        // Read midway, then finished, on the same words: not further.
-        let (first, second) = ("Send a message to Sarah,", "Send a message to Sarah.");
+        // Read midway, then finished, on the same speech: not further.
+        let (first, second) = ("Send a message to", "Send a message, too.");
         assert_eq!(
             (read(first), read(second)),
-            (Reading::Open, Reading::Finished)
+            (Reading::Midway, Reading::Finished)
         );
         assert!(!heard_further(first, second));
         assert!(!heard_further("Turn on the lights.", "Turn on the light"));

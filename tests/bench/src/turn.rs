@@ -47,6 +47,7 @@ use serde_json::{Value, json};
 
 use crate::{
     Scratch,
+    audio::signal::{true_end, true_start},
     daemon::{self, Daemon, Rpc},
     figures::{ms, percentile},
     stt, tidy,
@@ -401,7 +402,7 @@ fn spoken(
         }
     };
     let end = Duration::from_secs_f64(true_end(&samples) as f64 / 16_000.0);
-    let start = Duration::from_secs_f64(first_loud(&samples) as f64 / 16_000.0);
+    let start = Duration::from_secs_f64(true_start(&samples) as f64 / 16_000.0);
     let bytes = hark_audio::clip::Clip {
         samples,
         rate: 16_000,
@@ -417,28 +418,6 @@ fn spoken(
         resumes,
         start,
     })
-}
-
-/// Where speech truly ends: after the last 10 ms window whose RMS is above
-/// −40 dBFS.
-fn true_end(samples: &[f32]) -> usize {
-    let window = 160;
-    let mut end = 0;
-    for (i, w) in samples.chunks(window).enumerate() {
-        let rms = (w.iter().map(|s| s * s).sum::<f32>() / w.len() as f32).sqrt();
-        if rms > 0.01 {
-            end = (i + 1) * window;
-        }
-    }
-    end.min(samples.len())
-}
-
-/// Where speech starts: the first 10 ms window whose RMS is above −40 dBFS.
-fn first_loud(samples: &[f32]) -> usize {
-    samples
-        .chunks(160)
-        .position(|w| (w.iter().map(|s| s * s).sum::<f32>() / w.len() as f32).sqrt() > 0.01)
-        .map_or(0, |i| i * 160)
 }
 
 /// The longest quiet stretch (10 ms windows under −40 dBFS) between the
@@ -823,7 +802,7 @@ mod tests {
         s[8_000..8_100].fill(0.5);
         assert_eq!(true_end(&s), 8_160);
         assert_eq!(true_end(&[0.0; 100]), 0);
-        assert_eq!(first_loud(&s), 8_000);
+        assert_eq!(true_start(&s), 8_000);
     }
 
     #[test]

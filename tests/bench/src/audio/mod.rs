@@ -17,7 +17,7 @@
 mod cpu;
 mod eos;
 mod report;
-mod signal;
+pub(crate) mod signal;
 mod stop;
 
 use std::{path::PathBuf, time::Duration};
