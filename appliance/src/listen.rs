@@ -50,6 +50,10 @@ const LOOK_AGAIN: Duration = Duration::from_millis(500);
 /// After the first ask at `audio.vad.pause_ms`, the end-of-turn model is
 /// asked again this often while the pause lasts.
 const TURN_ASK_EVERY: Duration = Duration::from_millis(50);
+/// Each answer of the end-of-turn model is asked for this long before it
+/// is read (its tens of ms then overlap the pause, and the live engine's
+/// words, instead of following them); it counts only if the pause lasts.
+const TURN_ASK_LEAD: Duration = Duration::from_millis(50);
 /// The probability at which an ask says "finished". Smart Turn's own
 /// threshold is 0.5, but on the appliance's voice it gave 0.8–0.98 at many
 /// pauses where a sentence went on after a comma, and 0.5–0.9 at ends that
@@ -469,6 +473,7 @@ pub async fn listen(
         options.end_of_turn = Some(hark_audio::utterance::EndOfTurn {
             pause,
             every: TURN_ASK_EVERY,
+            lead: TURN_ASK_LEAD,
             sure: TURN_SURE,
             quick: TURN_QUICK,
             agree: TURN_AGREE,

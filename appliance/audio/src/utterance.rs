@@ -126,22 +126,27 @@ pub type WordsCheck = std::sync::Arc<dyn Fn((Duration, Duration)) -> Option<Word
 const NOT_YET: f32 = 0.5;
 
 /// End of turn rather than end of silence. At a pause of `pause`, and again
-/// every `every` while it lasts, the model is asked; an ask says "finished"
-/// when its probability is at least `sure`. With `words`, an ask waits
-/// until they are in (until then the model could not end the turn, and an
-/// ask costs tens of ms of the recorder's thread). The turn ends early when
-/// one of the first `quick` asks of a pause says finished, or later `agree`
-/// asks in a row do, and the words (if there are `words`) read as a finished
-/// sentence. Evidence of a sentence stopped midway — the words, or without
-/// words the model saying "not yet" — holds the turn open up to the
-/// detector's own hang-over (set long: `audio.vad.max_pause_ms`);
-/// otherwise `fallback` of silence ends it as the silence rule would (the
-/// model calling a finished sentence unfinished costs no more than the
-/// silence rule did).
+/// every `every` while it lasts, the model's answer is read; it was asked
+/// `lead` earlier, so its tens of ms are spent while the pause grows
+/// rather than after, and an answer counts only if the pause lasts to its
+/// point (a closure inside a word ends sooner). An ask says "finished"
+/// when its probability is at least `sure`. With `words`, an answer waits
+/// until they are in. The turn ends early when one of the first `quick`
+/// answers of a pause says finished, or later `agree` in a row do, and the
+/// words (if there are `words`) read as a finished sentence. Evidence of a
+/// sentence stopped midway — the words, or without words the model saying
+/// "not yet" — holds the turn open up to the detector's own hang-over (set
+/// long: `audio.vad.max_pause_ms`); otherwise `fallback` of silence ends
+/// it as the silence rule would (the model calling a finished sentence
+/// unfinished costs no more than the silence rule did).
 #[derive(Clone)]
 pub struct EndOfTurn {
     pub pause: Duration,
     pub every: Duration,
+    /// How long before each decision point the model is asked: its answer
+    /// (tens of ms) is ready when the pause reaches the point, and counts
+    /// only if it does.
+    pub lead: Duration,
     pub sure: f32,
     pub quick: u32,
     pub agree: u32,
@@ -155,6 +160,7 @@ impl std::fmt::Debug for EndOfTurn {
         f.debug_struct("EndOfTurn")
             .field("pause", &self.pause)
             .field("every", &self.every)
+            .field("lead", &self.lead)
             .field("sure", &self.sure)
             .field("quick", &self.quick)
             .field("agree", &self.agree)
@@ -277,6 +283,31 @@ struct Asked {
     in_a_row: u32,
     asks: u32,
     held: bool,
+    /// The model's answer to the ask made for the decision point `next`:
+    /// it waits for the pause to reach the point and for the words, and no
+    /// further ask is made meanwhile.
+    pending: Option<Option<f32>>,
+}
+
+impl Asked {
+    /// Takes in one ask's answer `p` read with `words` (as they stand
+    /// now). Returns whether the turn ends here.
+    fn answer(&mut self, turn: &EndOfTurn, p: Option<f32>, words: Option<Words>) -> bool {
+        let finished = p.is_some_and(|p| p >= turn.sure);
+        self.in_a_row = if finished { self.in_a_row + 1 } else { 0 };
+        self.held = match words {
+            // The words decide as they stand: a second look
+            // (`Watch::again`) may find the sentence finished.
+            Some(read) => read == Words::Midway,
+            None => self.held || p.is_some_and(|p| p < NOT_YET),
+        };
+        // Sure at once, or sure again and again: a pause that outlasts the
+        // first asks is as often a comma spoken slowly, which the model
+        // comes to call finished the longer it lasts (docs/benchmarks.md,
+        // the turn).
+        let agreed = finished && (self.asks <= turn.quick || self.in_a_row >= turn.agree.max(1));
+        !self.held && agreed && words.is_none_or(|w| w == Words::Finished)
+    }
 }
 
 /// Where [`show`] is: the last [`SoFar::Speaking`] shown, the pause (its
@@ -454,6 +485,7 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     in_a_row: 0,
                     asks: 0,
                     held: false,
+                    pending: None,
                 });
             }
             if let Some(ask) = asked.as_mut() {
@@ -461,44 +493,37 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     samples_to_duration(start.saturating_sub(origin)),
                     samples_to_duration(voiced_end.saturating_sub(origin)),
                 );
-                // With words, an ask waits until they are in: `Some(None)`.
-                let words = (quiet >= ask.next)
-                    .then(|| turn.words.as_ref().map(|w| w(span)))
-                    .filter(|words| *words != Some(None))
-                    .map(Option::flatten);
-                if let Some(words) = words {
-                    // On the schedule, so a late read does not push every
-                    // later ask back.
-                    ask.next = (ask.next + duration_to_samples(turn.every).max(1)).max(quiet + 1);
+                let words = || turn.words.as_ref().map(|w| w(span));
+                let from = (start.saturating_sub(origin) as usize).min(samples.len());
+                if ask.pending.is_none() && quiet + duration_to_samples(turn.lead) >= ask.next {
                     ask.asks += 1;
-                    // Words that already decide (held open, or left to the
-                    // silence rule) leave the model nothing to say: it is
-                    // not asked, which spares a core its tens of ms an ask
-                    // all through a long pause held open.
-                    let decided = matches!(words, Some(Words::Midway | Words::Open));
+                    // Words that already decide (held open, or left to
+                    // the silence rule) leave the model nothing to say:
+                    // it is not asked, which spares a core its tens of
+                    // ms an ask all through a long pause held open.
+                    let decided = matches!(words(), Some(Some(Words::Midway | Words::Open)));
                     // The turn so far with the pause after it: the model
-                    // hears the silence too, as it was trained to.
-                    let from = (start.saturating_sub(origin) as usize).min(samples.len());
-                    let p = if decided {
+                    // hears the silence too, as it was trained to. Asked
+                    // while the live engine still works on the words (on
+                    // another thread), so their times overlap.
+                    ask.pending = Some(if decided {
                         None
                     } else {
                         (turn.check)(&samples[from..])
-                    };
-                    let finished = p.is_some_and(|p| p >= turn.sure);
-                    ask.in_a_row = if finished { ask.in_a_row + 1 } else { 0 };
-                    ask.held = match words {
-                        // The words decide as they stand: a second look
-                        // (`Watch::again`) may find the sentence finished.
-                        Some(read) => read == Words::Midway,
-                        None => ask.held || p.is_some_and(|p| p < NOT_YET),
-                    };
-                    // Sure at once, or sure again and again: a pause that
-                    // outlasts the first asks is as often a comma spoken
-                    // slowly, which the model comes to call finished the
-                    // longer it lasts (docs/benchmarks.md, the turn).
-                    let agreed =
-                        finished && (ask.asks <= turn.quick || ask.in_a_row >= turn.agree.max(1));
-                    if !ask.held && agreed && words.is_none_or(|w| w == Words::Finished) {
+                    });
+                }
+                // The answer counts once the pause has lasted to its
+                // decision point (speech resuming before then starts a new
+                // pause and drops it) and the words are in.
+                let read = || Some(words()).filter(|w| *w != Some(None));
+                if let Some(p) = ask.pending.filter(|_| quiet >= ask.next)
+                    && let Some(words) = read()
+                {
+                    ask.pending = None;
+                    // On the schedule, so a late read does not push every
+                    // later ask back.
+                    ask.next = (ask.next + duration_to_samples(turn.every).max(1)).max(quiet + 1);
+                    if ask.answer(turn, p, words.flatten()) {
                         speech = Some((start, voiced_end));
                         break EndReason::EndOfTurn;
                     }
@@ -564,7 +589,17 @@ mod tests {
     }
 
     fn turn_with(asks: &[f32], words: Option<WordsCheck>) -> (EndReason, f64, Vec<f64>) {
-        let speech = spoken("Turn on the lights.");
+        turn_of(spoken("Turn on the lights."), Duration::ZERO, asks, words)
+    }
+
+    /// [`turn_with`] on `speech`, the model asked `lead` before each
+    /// decision point.
+    fn turn_of(
+        speech: Vec<f32>,
+        lead: Duration,
+        asks: &[f32],
+        words: Option<WordsCheck>,
+    ) -> (EndReason, f64, Vec<f64>) {
         let ring = Arc::new(Ring::new(16_000 * 20));
         let vad = VadConfig {
             // As the listen path sets it: the longest pause inside a sentence.
@@ -580,6 +615,7 @@ mod tests {
         options.end_of_turn = Some(EndOfTurn {
             pause: Duration::from_millis(150),
             every: Duration::from_millis(50),
+            lead,
             sure: 0.9,
             quick: 2,
             agree: 2,
@@ -639,7 +675,49 @@ mod tests {
     }
 
     #[test]
-    fn an_ask_waits_for_the_words() {
+    fn an_answer_asked_ahead_counts_at_its_point() {
+        let (reason, into, asks) = turn_of(
+            spoken("Turn on the lights."),
+            Duration::from_millis(50),
+            &[0.95],
+            Some(Arc::new(|_| Some(Words::Finished))),
+        );
+        assert_eq!(reason, EndReason::EndOfTurn);
+        // Asked at 100 ms of silence, read at 150.
+        assert_eq!(asks.len(), 1, "{asks:?}");
+        assert!((80.0..=100.0).contains(&asks[0]), "{asks:?}");
+        ended_within(into, 145.0..200.0);
+    }
+
+    #[test]
+    fn a_gap_shorter_than_the_point_drops_the_answer() {
+        // "Turn on the … lights." with a 120 ms gap, the model sure at
+        // every ask: the answer asked at the gap (100 ms) does not count,
+        // since speech resumed before 150 ms.
+        let quiet = |s: &f32| s.abs() < 1e-3;
+        let trimmed = |text: &str| {
+            let mut v = spoken(text);
+            let end = v.iter().rposition(|s| !quiet(s)).map_or(0, |i| i + 1);
+            v.truncate(end);
+            let start = v.iter().position(|s| !quiet(s)).unwrap_or(0);
+            v.split_off(start)
+        };
+        let mut speech = trimmed("Turn on the");
+        speech.extend(vec![0.0; 16 * 120]);
+        speech.extend(trimmed("lights."));
+        let (reason, into, asks) = turn_of(
+            speech,
+            Duration::from_millis(50),
+            &[0.99],
+            Some(Arc::new(|_| Some(Words::Finished))),
+        );
+        assert_eq!(reason, EndReason::EndOfTurn);
+        assert_eq!(asks.len(), 2, "asked at the gap and at the end: {asks:?}");
+        ended_within(into, 145.0..200.0);
+    }
+
+    #[test]
+    fn an_answer_waits_for_the_words() {
         // The words come in 5 reads (16 ms each) after the first ask fell
         // due at 150 ms: the recorder looks for them only from then on.
         let reads = Arc::new(AtomicUsize::new(0));
@@ -648,11 +726,24 @@ mod tests {
         });
         let (reason, into, asks) = turn_with(&[0.95], Some(words));
         assert_eq!(reason, EndReason::EndOfTurn);
-        // Not at 150 ms, without the words; asked once they were in, and
-        // that first ask ended the turn.
+        // Asked on time, while the words were still being made (the two
+        // run side by side); its answer ended the turn once they were in,
+        // and no second ask was made meanwhile.
         assert_eq!(asks.len(), 1, "{asks:?}");
-        assert!((200.0..280.0).contains(&asks[0]), "{asks:?}");
+        assert!((130.0..=150.0).contains(&asks[0]), "{asks:?}");
         ended_within(into, 200.0..300.0);
+    }
+
+    #[test]
+    fn an_answer_is_read_with_the_words_when_they_come() {
+        // Sure, but the words come in midway: the pause is held open.
+        let reads = Arc::new(AtomicUsize::new(0));
+        let words: WordsCheck =
+            Arc::new(move |_| (reads.fetch_add(1, Ordering::SeqCst) >= 5).then_some(Words::Midway));
+        let (reason, into, asks) = turn_with(&[0.95], Some(words));
+        assert_eq!(reason, EndReason::EndOfSpeech);
+        assert_eq!(asks.len(), 1, "{asks:?}");
+        ended_within(into, 1_990.0..2_050.0);
     }
 
     #[test]

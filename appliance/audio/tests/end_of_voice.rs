@@ -29,6 +29,7 @@ fn true_end(clip: &[f32]) -> usize {
 
 #[test]
 fn the_speech_ends_where_the_voice_falls_silent() {
+    let mut lateness = Vec::new();
     for text in [
         "Turn on the lights.",
         "What time is it in Tokyo?",
@@ -55,14 +56,23 @@ fn the_speech_ends_where_the_voice_falls_silent() {
         };
         let late_ms = (end as f64 - truth) / 16.0;
         eprintln!("{text}: the speech ended {late_ms:+.0} ms from the voice's end");
-        // A 16 ms frame either side, and the last sound dying away.
+        // A 16 ms frame either side, and the last sound dying away: piper
+        // speaks each take a little differently (0 to 40 ms seen over 36
+        // takes), so one sentence's bound is loose and the mean is tight.
         assert!(
-            (-20.0..=35.0).contains(&late_ms),
+            (-20.0..=50.0).contains(&late_ms),
             "{text}: the speech ended {late_ms:.0} ms after the voice fell below −40 dBFS"
         );
         assert!(
             (start as f64) < lead as f64 + 1_600.0,
             "{text}: began at {start}"
         );
+        lateness.push(late_ms);
     }
+    // The detector's score alone carries the tail on by 40–100 ms.
+    let mean = lateness.iter().sum::<f64>() / lateness.len() as f64;
+    assert!(
+        mean <= 25.0,
+        "ended {mean:.0} ms late on average: {lateness:?}"
+    );
 }

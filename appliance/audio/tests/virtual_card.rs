@@ -577,6 +577,7 @@ fn held_pause(env: &Env, found: bool) -> (f64, usize, EndReason) {
     options.end_of_turn = Some(utterance::EndOfTurn {
         pause: Duration::from_millis(200),
         every: Duration::from_millis(100),
+        lead: Duration::from_millis(50),
         sure: 0.9,
         quick: 2,
         agree: 2,
