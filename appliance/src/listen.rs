@@ -56,10 +56,11 @@ const TURN_ASK_EVERY: Duration = Duration::from_millis(50);
 const TURN_ASK_LEAD: Duration = Duration::from_millis(50);
 /// The probability at which an ask says "finished". Smart Turn's own
 /// threshold is 0.5, but on the appliance's voice it gave 0.8–0.98 at many
-/// pauses where a sentence went on after a comma, and 0.5–0.9 at ends that
-/// a second ask or the silence rule catches anyway (docs/benchmarks.md,
-/// the turn).
-const TURN_SURE: f32 = 0.9;
+/// pauses where a sentence went on after a comma (0.91 at the first ask in
+/// "…the quarterly budget, and then…"), 0.96–0.99 at most finished
+/// sentences, and 0.5–0.9 at ends that a second ask or the silence rule
+/// catches anyway (docs/benchmarks.md, the turn).
+const TURN_SURE: f32 = 0.95;
 /// The first asks of a pause that may end the turn alone; later in a
 /// pause, the model's growing "finished" is as often a comma spoken
 /// slowly, and two asks in a row must say so.

@@ -131,8 +131,10 @@ const NOT_YET: f32 = 0.5;
 /// rather than after, and an answer counts only if the pause lasts to its
 /// point (a closure inside a word ends sooner). An ask says "finished"
 /// when its probability is at least `sure`. With `words`, an answer waits
-/// until they are in. The turn ends early when one of the first `quick`
-/// answers of a pause says finished, or later `agree` in a row do, and the
+/// until they are in. The turn ends early when an answer read in the
+/// first `quick` points of the schedule (`pause`, `pause + every`, …) says
+/// finished (none before it having said "not yet"), or otherwise `agree`
+/// in a row do, and the
 /// words (if there are `words`) read as a finished sentence. Evidence of a
 /// sentence stopped midway — the words, or without words the model saying
 /// "not yet" — holds the turn open up to the detector's own hang-over (set
@@ -279,10 +281,12 @@ fn duration_to_samples(d: Duration) -> u64 {
 /// A pause the end-of-turn model is being asked about (see [`EndOfTurn`]).
 struct Asked {
     voiced_end: u64,
+    /// The silence (samples) at which the next answer is read: its point.
     next: u64,
     in_a_row: u32,
-    asks: u32,
     held: bool,
+    /// An answer in this pause said "not yet" (below [`NOT_YET`]).
+    doubted: bool,
     /// The model's answer to the ask made for the decision point `next`:
     /// it waits for the pause to reach the point and for the words, and no
     /// further ask is made meanwhile.
@@ -294,18 +298,24 @@ impl Asked {
     /// now). Returns whether the turn ends here.
     fn answer(&mut self, turn: &EndOfTurn, p: Option<f32>, words: Option<Words>) -> bool {
         let finished = p.is_some_and(|p| p >= turn.sure);
+        let not_yet = p.is_some_and(|p| p < NOT_YET);
         self.in_a_row = if finished { self.in_a_row + 1 } else { 0 };
         self.held = match words {
             // The words decide as they stand: a second look
             // (`Watch::again`) may find the sentence finished.
             Some(read) => read == Words::Midway,
-            None => self.held || p.is_some_and(|p| p < NOT_YET),
+            None => self.held || not_yet,
         };
         // Sure at once, or sure again and again: a pause that outlasts the
-        // first asks is as often a comma spoken slowly, which the model
-        // comes to call finished the longer it lasts (docs/benchmarks.md,
-        // the turn).
-        let agreed = finished && (self.asks <= turn.quick || self.in_a_row >= turn.agree.max(1));
+        // first asks, or that the model first called unfinished, is as
+        // often a comma spoken slowly, which the model comes to call
+        // finished the longer it lasts (docs/benchmarks.md, the turn).
+        // Quick by the silence it was read at, not by count: an answer
+        // that waited for slow words makes the next one late too.
+        let window = turn.pause + turn.every * turn.quick.saturating_sub(1);
+        let quick = turn.quick > 0 && self.next <= duration_to_samples(window) && !self.doubted;
+        self.doubted |= not_yet;
+        let agreed = finished && (quick || self.in_a_row >= turn.agree.max(1));
         !self.held && agreed && words.is_none_or(|w| w == Words::Finished)
     }
 }
@@ -483,8 +493,8 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     voiced_end,
                     next: duration_to_samples(turn.pause).max(1),
                     in_a_row: 0,
-                    asks: 0,
                     held: false,
+                    doubted: false,
                     pending: None,
                 });
             }
@@ -496,7 +506,6 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                 let words = || turn.words.as_ref().map(|w| w(span));
                 let from = (start.saturating_sub(origin) as usize).min(samples.len());
                 if ask.pending.is_none() && quiet + duration_to_samples(turn.lead) >= ask.next {
-                    ask.asks += 1;
                     // Words that already decide (held open, or left to
                     // the silence rule) leave the model nothing to say:
                     // it is not asked, which spares a core its tens of
@@ -520,13 +529,13 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     && let Some(words) = read()
                 {
                     ask.pending = None;
-                    // On the schedule, so a late read does not push every
-                    // later ask back.
-                    ask.next = (ask.next + duration_to_samples(turn.every).max(1)).max(quiet + 1);
                     if ask.answer(turn, p, words.flatten()) {
                         speech = Some((start, voiced_end));
                         break EndReason::EndOfTurn;
                     }
+                    // On the schedule, so a late read does not push every
+                    // later ask back.
+                    ask.next = (ask.next + duration_to_samples(turn.every).max(1)).max(quiet + 1);
                 }
                 if !ask.held && quiet >= duration_to_samples(turn.fallback) {
                     speech = Some((start, voiced_end));
@@ -744,6 +753,40 @@ mod tests {
         assert_eq!(reason, EndReason::EndOfSpeech);
         assert_eq!(asks.len(), 1, "{asks:?}");
         ended_within(into, 1_990.0..2_050.0);
+    }
+
+    #[test]
+    fn after_a_not_yet_the_model_must_be_sure_twice() {
+        // "Not yet" at 150 ms, then sure at 200 ms: a comma drawn out, as
+        // often as an end. Sure again at 250 ms ends it there.
+        let (reason, into, asks) = turn(&[0.3, 0.95, 0.95], Some(Words::Finished));
+        assert_eq!(reason, EndReason::EndOfTurn);
+        assert_eq!(asks.len(), 3, "{asks:?}");
+        ended_within(into, 240.0..300.0);
+        // Not sure again: the silence rule.
+        let (reason, into, _) = turn(&[0.3, 0.95, 0.6], Some(Words::Finished));
+        assert_eq!(reason, EndReason::EndOfSpeech);
+        ended_within(into, 790.0..850.0);
+        // Unsure without "not yet" (0.6), then sure: the second ask may
+        // still end it alone.
+        let (reason, into, _) = turn(&[0.6, 0.95], Some(Words::Finished));
+        assert_eq!(reason, EndReason::EndOfTurn);
+        ended_within(into, 190.0..250.0);
+    }
+
+    #[test]
+    fn an_answer_read_late_for_slow_words_is_not_quick() {
+        // The words come in 20 reads (about 320 ms) after the first ask
+        // fell due: the second answer is read near 350 ms of silence, past
+        // the quick asks' 150 and 200 ms, so sure once is not enough.
+        let reads = Arc::new(AtomicUsize::new(0));
+        let words: WordsCheck = Arc::new(move |_| {
+            (reads.fetch_add(1, Ordering::SeqCst) >= 20).then_some(Words::Finished)
+        });
+        let (reason, into, asks) = turn_with(&[0.6, 0.95, 0.95], Some(words));
+        assert_eq!(reason, EndReason::EndOfTurn);
+        assert_eq!(asks.len(), 3, "{asks:?}");
+        assert!(into > 400.0, "ended {into:.0} ms into the pause");
     }
 
     #[test]
