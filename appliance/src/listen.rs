@@ -61,14 +61,16 @@ const TURN_ASK_LEAD: Duration = Duration::from_millis(50);
 /// sentences, and 0.5–0.9 at ends that a second ask or the silence rule
 /// catches anyway (docs/benchmarks.md, the turn).
 const TURN_SURE: f32 = 0.95;
-/// The first asks of a pause that may end the turn alone; later in a
-/// pause, the model's growing "finished" is as often a comma spoken
-/// slowly, and two asks in a row must say so.
+/// The first points of a pause's schedule (150 and 200 ms) where one
+/// answer may end the turn alone; later in a pause, the model's growing
+/// "finished" is as often a comma spoken slowly, and two answers in a row
+/// must say so.
 const TURN_QUICK: u32 = 2;
 const TURN_AGREE: u32 = 2;
-/// The live engine is shown a pause this long before the first ask, so
-/// its words are in when the model is asked (Moonshine takes some tens of
-/// ms on a few seconds of speech).
+/// The live engine is shown a pause this long before the first answer is
+/// read, as the model is asked for it: the words (Moonshine takes some
+/// tens of ms on a few seconds of speech) and the answer are made side by
+/// side.
 const WORDS_AHEAD: Duration = Duration::from_millis(50);
 
 /// The live transcript of the speech up to a pause, and that pause's span.

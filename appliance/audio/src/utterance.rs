@@ -134,13 +134,13 @@ const NOT_YET: f32 = 0.5;
 /// until they are in. The turn ends early when an answer read in the
 /// first `quick` points of the schedule (`pause`, `pause + every`, …) says
 /// finished (none before it having said "not yet"), or otherwise `agree`
-/// in a row do, and the
-/// words (if there are `words`) read as a finished sentence. Evidence of a
-/// sentence stopped midway — the words, or without words the model saying
-/// "not yet" — holds the turn open up to the detector's own hang-over (set
-/// long: `audio.vad.max_pause_ms`); otherwise `fallback` of silence ends
-/// it as the silence rule would (the model calling a finished sentence
-/// unfinished costs no more than the silence rule did).
+/// in a row do, and the words (if there are `words`) read as a finished
+/// sentence. Evidence of a sentence stopped midway — the words, or without
+/// words the model saying "not yet" — holds the turn open up to the
+/// detector's own hang-over (set long: `audio.vad.max_pause_ms`);
+/// otherwise `fallback` of silence ends it as the silence rule would (the
+/// model calling a finished sentence unfinished costs no more than the
+/// silence rule did).
 #[derive(Clone)]
 pub struct EndOfTurn {
     pub pause: Duration,
