@@ -651,6 +651,12 @@ mod tests {
         (utterance.reason, into_pause, silences)
     }
 
+    /// Words that are not in for the first `reads` reads, then `words`.
+    fn words_after(reads: usize, words: Words) -> WordsCheck {
+        let count = AtomicUsize::new(0);
+        Arc::new(move |_| (count.fetch_add(1, Ordering::SeqCst) >= reads).then_some(words))
+    }
+
     /// Asserts the recording ended `into` ms into the pause, within `range`.
     fn ended_within(into: f64, range: std::ops::Range<f64>) {
         assert!(range.contains(&into), "ended {into:.0} ms into the pause");
@@ -729,10 +735,7 @@ mod tests {
     fn an_answer_waits_for_the_words() {
         // The words come in 5 reads (16 ms each) after the first ask fell
         // due at 150 ms: the recorder looks for them only from then on.
-        let reads = Arc::new(AtomicUsize::new(0));
-        let words: WordsCheck = Arc::new(move |_| {
-            (reads.fetch_add(1, Ordering::SeqCst) >= 5).then_some(Words::Finished)
-        });
+        let words = words_after(5, Words::Finished);
         let (reason, into, asks) = turn_with(&[0.95], Some(words));
         assert_eq!(reason, EndReason::EndOfTurn);
         // Asked on time, while the words were still being made (the two
@@ -746,9 +749,7 @@ mod tests {
     #[test]
     fn an_answer_is_read_with_the_words_when_they_come() {
         // Sure, but the words come in midway: the pause is held open.
-        let reads = Arc::new(AtomicUsize::new(0));
-        let words: WordsCheck =
-            Arc::new(move |_| (reads.fetch_add(1, Ordering::SeqCst) >= 5).then_some(Words::Midway));
+        let words = words_after(5, Words::Midway);
         let (reason, into, asks) = turn_with(&[0.95], Some(words));
         assert_eq!(reason, EndReason::EndOfSpeech);
         assert_eq!(asks.len(), 1, "{asks:?}");
@@ -779,10 +780,7 @@ mod tests {
         // The words come in 20 reads (about 320 ms) after the first ask
         // fell due: the second answer is read near 350 ms of silence, past
         // the quick asks' 150 and 200 ms, so sure once is not enough.
-        let reads = Arc::new(AtomicUsize::new(0));
-        let words: WordsCheck = Arc::new(move |_| {
-            (reads.fetch_add(1, Ordering::SeqCst) >= 20).then_some(Words::Finished)
-        });
+        let words = words_after(20, Words::Finished);
         let (reason, into, asks) = turn_with(&[0.6, 0.95, 0.95], Some(words));
         assert_eq!(reason, EndReason::EndOfTurn);
         assert_eq!(asks.len(), 3, "{asks:?}");
