@@ -60,7 +60,8 @@ const TARGET_PEAK_MIB: f64 = 400.0;
 #[derive(Debug, Args)]
 pub struct TurnArgs {
     /// Rounds: each clip spoken once to each system per round, the order
-    /// of the systems rotating.
+    /// of the systems rotating; each round has a take of its own of every
+    /// clip.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
     /// The hark binary (`cargo build --release -p hark`).
@@ -242,30 +243,40 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
     let whisper = start(WHISPER, "whisper", &whisper_extra)?;
     let default = start(DEFAULT, "default", &default_extra)?;
 
-    eprintln!("[turn] speaking the clips with the live daemon's voice");
+    eprintln!("[turn] speaking the clips with the live daemon's voice, a take a round");
     let clips_dir = scratch.0.join("clips");
     std::fs::create_dir_all(&clips_dir)?;
-    let mut clips = Vec::new();
-    for (i, text) in UTTERANCES.iter().enumerate() {
-        clips.push(spoken(
-            &live.daemon,
-            &clips_dir,
-            &format!("u{i}"),
-            text,
-            None,
-        )?);
+    // A take of every clip for each round: piper speaks each take a little
+    // differently (a comma's pause, the fall at the end), and whether the
+    // end-of-turn rule cuts a sentence at a comma depends on the take.
+    let mut takes = Vec::new();
+    for round in 0..args.rounds.max(1) {
+        let mut clips = Vec::new();
+        for (i, text) in UTTERANCES.iter().enumerate() {
+            clips.push(spoken(
+                &live.daemon,
+                &clips_dir,
+                &format!("u{i}-{round}"),
+                text,
+                None,
+            )?);
+        }
+        let mut paused = Vec::new();
+        for (i, (first, second)) in PAUSED.iter().enumerate() {
+            let pause = Duration::from_millis(args.pause_ms);
+            paused.push(spoken(
+                &live.daemon,
+                &clips_dir,
+                &format!("p{i}-{round}"),
+                first,
+                Some((second, pause)),
+            )?);
+        }
+        takes.push((clips, paused));
     }
-    let mut paused = Vec::new();
-    for (i, (first, second)) in PAUSED.iter().enumerate() {
-        let pause = Duration::from_millis(args.pause_ms);
-        paused.push(spoken(
-            &live.daemon,
-            &clips_dir,
-            &format!("p{i}"),
-            first,
-            Some((second, pause)),
-        )?);
-    }
+    // The first round's takes stand for the clips in the report (the
+    // texts are the same; the lengths differ by tens of ms).
+    let (clips, paused) = &takes[0];
 
     let mut peer = if args.no_peer {
         None
@@ -283,7 +294,7 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
     for system in &mut systems {
         let _ = turn(system, &clips[2])?;
     }
-    for round in 0..args.rounds {
+    for (round, (clips, paused)) in takes.iter().enumerate().take(args.rounds) {
         eprintln!("[turn] round {} of {}", round + 1, args.rounds);
         for (c, clip) in clips.iter().enumerate() {
             for k in 0..systems.len() {
@@ -328,9 +339,9 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
         render(
             &args,
             &names,
-            &clips,
+            clips,
             &all,
-            &paused,
+            paused,
             &pause_turns,
             &first_sound,
             (memory.peak_kib, default_memory.peak_kib),
@@ -657,7 +668,8 @@ fn render(
     let _ = writeln!(
         out,
         "### The turn — {}\n\n{}\n\n{} rounds; {} utterances of {:.1}–{:.1} s and {} with a {} ms pause \
-         mid-sentence, spoken by en_US-joe-medium; faster-whisper {}.\n",
+         mid-sentence, spoken by en_US-joe-medium (a take a round; speech s: the first round's); \
+         faster-whisper {}.\n",
         humantime::format_rfc3339_seconds(SystemTime::now()),
         crate::machine(),
         args.rounds,
