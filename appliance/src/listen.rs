@@ -47,8 +47,8 @@ const TAIL: Duration = Duration::from_millis(400);
 /// the … lights") has been spoken by then, and the turn need not wait out
 /// `audio.vad.max_pause_ms` (docs/benchmarks.md, the turn).
 const LOOK_AGAIN: Duration = Duration::from_millis(500);
-/// After the first ask at `audio.vad.pause_ms`, the end-of-turn model is
-/// asked again this often while the pause lasts.
+/// After the first answer, read at `audio.vad.pause_ms` of silence, the
+/// end-of-turn model's answers are read this often while the pause lasts.
 const TURN_ASK_EVERY: Duration = Duration::from_millis(50);
 /// Each answer of the end-of-turn model is asked for this long before it
 /// is read (its tens of ms then overlap the pause, and the live engine's

@@ -507,7 +507,6 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     samples_to_duration(voiced_end.saturating_sub(origin)),
                 );
                 let words = || turn.words.as_ref().map(|w| w(span));
-                let from = (start.saturating_sub(origin) as usize).min(samples.len());
                 // After a "not yet" no answer could end the pause: no more
                 // asks.
                 if ask.pending.is_none()
@@ -526,6 +525,7 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     ask.pending = Some(if decided {
                         None
                     } else {
+                        let from = (start.saturating_sub(origin) as usize).min(samples.len());
                         (turn.check)(&samples[from..])
                     });
                 }
