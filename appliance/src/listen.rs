@@ -631,6 +631,12 @@ pub async fn listen(
                             .before
                             .as_deref()
                             .is_none_or(|before| hark_stt::turn::heard_further(before, &so_far.text));
+                        if let Some(before) = early.before.as_deref() {
+                            // What the second look decided, for whoever
+                            // reads why a pause was held to its longest.
+                            tracing::debug!(before, now = ?so_far.text, further,
+                                "the pause held open, looked at again");
+                        }
                         if further {
                             *at_pause.lock().unwrap_or_else(PoisonError::into_inner) =
                                 Some((early.speech, so_far.text.clone()));

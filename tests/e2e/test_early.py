@@ -154,13 +154,19 @@ def test_a_pause_held_midway_is_looked_at_again(start_daemon, tmp_path):
     result, _ = listen_with_progress(d, clip)
     s = result["structuredContent"]
     log = d.log()
-    looked = re.search(r'transcribing all of it again .*heard=Some\("([^"]*)"\)', log)
+    held = re.search(r'transcribing all of it again .*heard=(Some|None)', log)
+    looked = re.search(r'the pause held open, looked at again .*further=(true|false)', log)
     silence = s["duration"] - s["speech_end"]
-    if looked is None or len(words(s["text"])) > len(words(looked.group(1))):
+    # The second look lets the pause go when it hears further than the first
+    # (or the first had heard nothing); its decision is in the log. (The final
+    # transcript cannot tell: it is made later, on more audio, and may hear the
+    # quiet word when the second look did not.)
+    further = looked.group(1) == "true" if looked else held is not None and held.group(1) == "None"
+    if held is None or further:
         # Not held (the first look heard the words finished), or the second
         # look heard further: ended by the model or the silence rule, well
         # before the longest pause (2.5 s). Held with no second look, or
         # let go by one that heard nothing new, it would not be.
-        assert silence < 1.2, (looked and looked.group(1), s)
+        assert silence < 1.2, (s, log[held.start() if held else 0:])
     else:
-        assert s["end_reason"] == "end_of_speech" and silence > 2.3, (looked.group(1), s)
+        assert s["end_reason"] == "end_of_speech" and silence > 2.3, (s, log[held.start():])

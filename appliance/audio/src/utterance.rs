@@ -507,17 +507,17 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     samples_to_duration(voiced_end.saturating_sub(origin)),
                 );
                 let words = || turn.words.as_ref().map(|w| w(span));
-                // After a "not yet" no answer could end the pause: no more
-                // asks.
-                if ask.pending.is_none()
-                    && !ask.doubted
-                    && quiet + duration_to_samples(turn.lead) >= ask.next
-                {
+                if ask.pending.is_none() && quiet + duration_to_samples(turn.lead) >= ask.next {
                     // Words that already decide (held open, or left to
                     // the silence rule) leave the model nothing to say:
                     // it is not asked, which spares a core its tens of
-                    // ms an ask all through a long pause held open.
-                    let decided = matches!(words(), Some(Some(Words::Midway | Words::Open)));
+                    // ms an ask all through a long pause held open. Nor
+                    // after a "not yet": no answer could end the pause
+                    // then. The words are still read on the schedule, as
+                    // a second look (`Watch::again`) may find a sentence
+                    // held open midway finished after all.
+                    let decided =
+                        ask.doubted || matches!(words(), Some(Some(Words::Midway | Words::Open)));
                     // The turn so far with the pause after it: the model
                     // hears the silence too, as it was trained to. Asked
                     // while the live engine still works on the words (on
@@ -777,6 +777,25 @@ mod tests {
         let (reason, into, _) = turn(&[0.6, 0.95], Some(Words::Finished));
         assert_eq!(reason, EndReason::EndOfTurn);
         ended_within(into, 190.0..250.0);
+    }
+
+    #[test]
+    fn a_not_yet_held_midway_is_let_go_when_a_second_look_hears_it_finished() {
+        // Asked before the words were in ("not yet"); they came in midway
+        // ("Turn on that"), holding the pause open; a second look then
+        // heard it finished ("Turn on the lights."): the silence rule
+        // ends it, as it would have without the words, not the longest
+        // pause.
+        let reads = AtomicUsize::new(0);
+        let words: WordsCheck = Arc::new(move |_| match reads.fetch_add(1, Ordering::SeqCst) {
+            0..2 => None,
+            2..12 => Some(Words::Midway),
+            _ => Some(Words::Finished),
+        });
+        let (reason, into, asks) = turn_with(&[0.3], Some(words));
+        assert_eq!(reason, EndReason::EndOfSpeech);
+        assert_eq!(asks.len(), 1, "no more asks after the not yet: {asks:?}");
+        ended_within(into, 790.0..850.0);
     }
 
     #[test]
