@@ -323,6 +323,30 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
         }
     }
 
+    // The live engine alone on every take's whole clip, in this process
+    // (nothing else running): what it hears when no rule cuts the turn
+    // and the clip is not cut to the detected speech.
+    eprintln!("[turn] Moonshine alone on the whole clips");
+    let runtime = hark_onnx::OnnxRuntime::load(&tidy(&args.onnxruntime))?;
+    let mut moonshine = hark_stt::moonshine::Moonshine::load(&runtime, &tidy(&args.moonshine), 1)?;
+    let mut alone: Vec<Vec<Turn>> = vec![Vec::new(); clips.len()];
+    for (takes, _) in takes.iter().take(args.rounds) {
+        for (c, clip) in takes.iter().enumerate() {
+            let audio: Vec<f32> = clip
+                .bytes
+                .chunks_exact(2)
+                .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
+                .collect();
+            let started = std::time::Instant::now();
+            let heard = moonshine.transcribe(&audio)?;
+            alone[c].push(Turn {
+                latency_ms: started.elapsed().as_secs_f64() * 1000.0,
+                text: heard.text,
+                ..Turn::default()
+            });
+        }
+    }
+
     eprintln!("[turn] first sound of speak_text");
     let first_sound = replies(&mut systems[0], args.replies)?;
     let memory = systems[0].daemon.memory()?;
@@ -348,6 +372,7 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
             versions.as_ref(),
         )
     );
+    println!("{}", misheard(&names, clips, &all, &alone));
     for system in systems {
         system.daemon.stop()?;
     }
@@ -650,6 +675,54 @@ fn pooled_wer(clips: &[Clip], turns: &[Vec<Turn>]) -> f64 {
         }
     }
     100.0 * errors as f64 / words.max(1) as f64
+}
+
+/// Where the words went wrong: each system's turns with errors (clip,
+/// round, what was heard), and the live engine alone on the whole clips
+/// against each system's pooled WER, so cuts and misreadings can be told
+/// apart.
+fn misheard(
+    names: &[&str],
+    clips: &[Clip],
+    turns: &[Vec<Vec<Turn>>],
+    alone: &[Vec<Turn>],
+) -> String {
+    let mut out = String::new();
+    let alone_ms: Vec<f64> = alone.iter().flatten().map(|t| t.latency_ms).collect();
+    let _ = writeln!(
+        out,
+        "Moonshine tiny-en alone on every take's whole clip (in the bench's process, 1 thread): \
+         WER {:.1} %, median {:.0} ms a clip.\n",
+        pooled_wer(clips, alone),
+        percentile(&alone_ms, 0.5),
+    );
+    let _ = writeln!(
+        out,
+        "| system | clip | round | errors | heard |\n|---|--:|--:|--:|---|"
+    );
+    let rows = names
+        .iter()
+        .copied()
+        .zip(turns.iter().map(Vec::as_slice))
+        .chain(std::iter::once(("Moonshine alone, whole clip", alone)));
+    for (name, system) in rows {
+        for (c, (clip, turns)) in clips.iter().zip(system).enumerate() {
+            for (round, t) in turns.iter().enumerate() {
+                let (errors, _) = stt::word_errors(&clip.text, &t.text);
+                if errors > 0 {
+                    let cut = if t.recorded_ms < 0.0 { " (cut)" } else { "" };
+                    let _ = writeln!(
+                        out,
+                        "| {name} | {} | {} | {errors}{cut} | {} |",
+                        c + 1,
+                        round + 1,
+                        t.text.replace('|', "/"),
+                    );
+                }
+            }
+        }
+    }
+    out
 }
 
 #[allow(clippy::too_many_arguments)]
