@@ -61,12 +61,17 @@ const TURN_ASK_LEAD: Duration = Duration::from_millis(50);
 /// sentences, and 0.5–0.9 at ends that a second ask or the silence rule
 /// catches anyway (docs/benchmarks.md, the turn).
 const TURN_SURE: f32 = 0.95;
-/// The first points of a pause's schedule (150 and 200 ms) where one
-/// answer may end the turn alone; later in a pause, the model's growing
-/// "finished" is as often a comma spoken slowly, and two answers in a row
-/// must say so.
+/// The first points of a pause's schedule (150 and 200 ms), where one
+/// answer may end the turn. Later in a pause the model is not asked
+/// (`TURN_AGREE` 0) and the silence rule decides: its "finished" grows
+/// with the silence, at a comma spoken slowly as at an end. With two sure
+/// answers in a row allowed to end it later, the bench's turns were cut
+/// at ", and then …" in 3 of 24 (0.96 and 0.97 at 270–320 ms; 0.95, 0.97
+/// and 0.98 at 210–290 ms), while the finished sentences it ended that
+/// way would have ended at 800 ms instead of 300–470 (docs/benchmarks.md,
+/// the turn).
 const TURN_QUICK: u32 = 2;
-const TURN_AGREE: u32 = 2;
+const TURN_AGREE: u32 = 0;
 /// The live engine is shown a pause this long before the first answer is
 /// read, as the model is asked for it: the words (Moonshine takes some
 /// tens of ms on a few seconds of speech) and the answer are made side by

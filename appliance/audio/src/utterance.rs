@@ -133,7 +133,8 @@ const NOT_YET: f32 = 0.5;
 /// when its probability is at least `sure`. With `words`, an answer waits
 /// until they are in. The turn ends early when an answer read in the
 /// first `quick` points of the schedule (`pause`, `pause + every`, …) says
-/// finished, or later `agree` in a row do, none before them in the pause
+/// finished, or later `agree` in a row do (`agree` 0: later answers never
+/// end it, and the model is not asked past the first points), none before them in the pause
 /// having said "not yet", and the words (if there are `words`) read as a finished
 /// sentence. Evidence of a sentence stopped midway — the words, or without
 /// words the model saying "not yet" — holds the turn open up to the
@@ -155,6 +156,15 @@ pub struct EndOfTurn {
     pub fallback: Duration,
     pub check: TurnCheck,
     pub words: Option<WordsCheck>,
+}
+
+impl EndOfTurn {
+    /// Whether an answer read at `point` (samples of silence) is one of
+    /// the first `quick` of the schedule.
+    fn quick_at(&self, point: u64) -> bool {
+        let window = self.pause + self.every * self.quick.saturating_sub(1);
+        self.quick > 0 && point <= duration_to_samples(window)
+    }
 }
 
 impl std::fmt::Debug for EndOfTurn {
@@ -315,10 +325,9 @@ impl Asked {
         // (no further ask is made): its later "finished" is the silence
         // growing ("Book a table for two at … the Italian place": 0.10 at
         // first, 0.95 and 0.98 600 ms into the thinking pause).
-        let window = turn.pause + turn.every * turn.quick.saturating_sub(1);
-        let quick = turn.quick > 0 && self.next <= duration_to_samples(window);
+        let quick = turn.quick_at(self.next);
         self.doubted |= not_yet;
-        let agreed = finished && (quick || self.in_a_row >= turn.agree.max(1));
+        let agreed = finished && (quick || turn.agree > 0 && self.in_a_row >= turn.agree);
         !self.held && agreed && words.is_none_or(|w| w == Words::Finished)
     }
 }
@@ -516,8 +525,9 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     // then. The words are still read on the schedule, as
                     // a second look (`Watch::again`) may find a sentence
                     // held open midway finished after all.
-                    let decided =
-                        ask.doubted || matches!(words(), Some(Some(Words::Midway | Words::Open)));
+                    let decided = ask.doubted
+                        || (turn.agree == 0 && !turn.quick_at(ask.next))
+                        || matches!(words(), Some(Some(Words::Midway | Words::Open)));
                     // The turn so far with the pause after it: the model
                     // hears the silence too, as it was trained to. Asked
                     // while the live engine still works on the words (on
@@ -617,6 +627,18 @@ mod tests {
         asks: &[f32],
         words: Option<WordsCheck>,
     ) -> (EndReason, f64, Vec<f64>) {
+        turn_agreeing(speech, lead, asks, words, 2)
+    }
+
+    /// [`turn_of`], later answers ending the turn when `agree` in a row
+    /// say finished (0: never).
+    fn turn_agreeing(
+        speech: Vec<f32>,
+        lead: Duration,
+        asks: &[f32],
+        words: Option<WordsCheck>,
+        agree: u32,
+    ) -> (EndReason, f64, Vec<f64>) {
         let ring = Arc::new(Ring::new(16_000 * 20));
         let vad = VadConfig {
             // As the listen path sets it: the longest pause inside a sentence.
@@ -635,7 +657,7 @@ mod tests {
             lead,
             sure: 0.9,
             quick: 2,
-            agree: 2,
+            agree,
             fallback: Duration::from_millis(800),
             check: Arc::new(move |audio: &[f32]| {
                 let quiet = audio.iter().rev().take_while(|s| **s == 0.0).count();
@@ -737,6 +759,24 @@ mod tests {
         assert_eq!(reason, EndReason::EndOfTurn);
         assert_eq!(asks.len(), 2, "asked at the gap and at the end: {asks:?}");
         ended_within(into, 145.0..200.0);
+    }
+
+    #[test]
+    fn with_no_agreement_asked_for_only_the_first_points_decide() {
+        // Unsure at 150 and 200 ms, then sure and sure again: with
+        // `agree` 0 the silence rule ends the pause, and the model is
+        // not asked past its first two points.
+        let later = [0.6, 0.6, 0.95, 0.95, 0.95];
+        let speech = || spoken("Turn on the lights.");
+        let words = || Some(Arc::new(|_| Some(Words::Finished)) as WordsCheck);
+        let (reason, into, asks) = turn_agreeing(speech(), Duration::ZERO, &later, words(), 0);
+        assert_eq!(reason, EndReason::EndOfSpeech);
+        ended_within(into, 790.0..850.0);
+        assert_eq!(asks.len(), 2, "{asks:?}");
+        // Sure at the second point still ends it there.
+        let (reason, into, _) = turn_agreeing(speech(), Duration::ZERO, &[0.6, 0.95], words(), 0);
+        assert_eq!(reason, EndReason::EndOfTurn);
+        ended_within(into, 190.0..250.0);
     }
 
     #[test]

@@ -26,10 +26,13 @@ use crate::{
     phonemize::{Sentence, clause_phonemes, phonemize},
 };
 
-/// A piece longer than this many phonemes is cut at clause boundaries: the
-/// listener waits for the whole first piece before hearing anything, and
-/// one model run's memory grows with its length.
-pub const MAX_PIECE_PHONEMES: usize = 400;
+/// A piece longer than this many phonemes (about 8 s of speech) is cut at
+/// clause boundaries: the listener waits for the whole first piece before
+/// hearing anything, and one model run's memory grows with its length
+/// (ONNX Runtime's arena held some 30 MB per second of speech: a daemon
+/// speaking a 10 s sentence of three clauses peaked at 537 MiB with pieces
+/// of up to 400 phonemes, 348 MiB with 160; docs/architecture.md).
+pub const MAX_PIECE_PHONEMES: usize = 160;
 
 /// Neither part of a first sentence cut early is shorter than this many
 /// phonemes, about a second of speech (four or five words). Below that the

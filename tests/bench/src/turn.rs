@@ -372,7 +372,10 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
             versions.as_ref(),
         )
     );
-    println!("{}", misheard(&names, clips, &all, &alone));
+    println!(
+        "{}",
+        misheard(&names, clips, &all, &alone, (paused, &pause_turns))
+    );
     for system in systems {
         system.daemon.stop()?;
     }
@@ -686,6 +689,7 @@ fn misheard(
     clips: &[Clip],
     turns: &[Vec<Vec<Turn>>],
     alone: &[Vec<Turn>],
+    (paused, pause_turns): (&[Clip], &[Vec<Vec<Turn>>]),
 ) -> String {
     let mut out = String::new();
     let alone_ms: Vec<f64> = alone.iter().flatten().map(|t| t.latency_ms).collect();
@@ -700,12 +704,21 @@ fn misheard(
         out,
         "| system | clip | round | errors | heard |\n|---|--:|--:|--:|---|"
     );
-    let rows = names
+    let utterances = names
         .iter()
-        .copied()
+        .map(|name| format!("{name}, utterances"))
         .zip(turns.iter().map(Vec::as_slice))
-        .chain(std::iter::once(("Moonshine alone, whole clip", alone)));
-    for (name, system) in rows {
+        .chain(std::iter::once((
+            "Moonshine alone, whole clip".to_owned(),
+            alone,
+        )))
+        .map(|(name, system)| (name, clips, system));
+    let pause_set = names
+        .iter()
+        .map(|name| format!("{name}, pause set"))
+        .zip(pause_turns.iter().map(Vec::as_slice))
+        .map(|(name, system)| (name, paused, system));
+    for (name, clips, system) in utterances.chain(pause_set) {
         for (c, (clip, turns)) in clips.iter().zip(system).enumerate() {
             for (round, t) in turns.iter().enumerate() {
                 let (errors, _) = stt::word_errors(&clip.text, &t.text);
