@@ -134,9 +134,9 @@ const NOT_YET: f32 = 0.5;
 /// until they are in. The turn ends early when an answer read in the
 /// first `quick` points of the schedule (`pause`, `pause + every`, …) says
 /// finished, or later `agree` in a row do (`agree` 0: later answers never
-/// end it, and the model is not asked past the first points), none before them in the pause
-/// having said "not yet", and the words (if there are `words`) read as a finished
-/// sentence. Evidence of a sentence stopped midway — the words, or without
+/// end it, and the model is not asked past the first points), none before
+/// them in the pause having said "not yet", and the words (if there are
+/// `words`) read as a finished sentence. Evidence of a sentence stopped midway — the words, or without
 /// words the model saying "not yet" — holds the turn open up to the
 /// detector's own hang-over (set long: `audio.vad.max_pause_ms`);
 /// otherwise `fallback` of silence ends it as the silence rule would (the
