@@ -58,7 +58,8 @@ const WINDOW: usize = SAMPLE_RATE / 100;
 /// (but never more than 20 dB below the loudest, so a loud room's floor
 /// cannot hide speech). 0 when no window stands out (silence, or a noisy
 /// room whose floor is within 20 dB of the loudest window: nothing is cut
-/// then).
+/// then). At least [`MIN_KEPT`] is left (a click at the end of silence is
+/// no reason to give the encoder a few samples).
 pub fn onset(audio: &[f32]) -> usize {
     let levels: Vec<f32> = audio
         .chunks(WINDOW)
@@ -76,9 +77,14 @@ pub fn onset(audio: &[f32]) -> usize {
         .iter()
         .position(|&level| level >= threshold)
         .map_or(0, |first| {
-            (first * WINDOW).saturating_sub(QUIET_KEPT_MS * SAMPLE_RATE / 1000)
+            (first * WINDOW)
+                .saturating_sub(QUIET_KEPT_MS * SAMPLE_RATE / 1000)
+                .min(audio.len().saturating_sub(MIN_KEPT))
         })
 }
+
+/// The least audio [`onset`] leaves: a quarter second.
+const MIN_KEPT: usize = SAMPLE_RATE / 4;
 
 /// The space marker of the tokenizer's pieces ("▁").
 const SPACE: &str = "\u{2581}";
@@ -720,6 +726,11 @@ mod tests {
         // A noisy room (−30 dBFS floor under −23 dBFS speech): kept whole.
         assert_eq!(onset(&quiet_then(300, 0.03, &voice)), 0);
         assert_eq!(onset(&[0.0; 4_000]), 0);
+        // A click at the end of a second of silence: a quarter second is
+        // left.
+        let mut click = vec![0.0; 16_000];
+        click[15_990] = 0.9;
+        assert_eq!(onset(&click), 12_000);
         assert_eq!(onset(&[]), 0);
     }
 
