@@ -322,11 +322,8 @@ fn speak(dir: &Path, index: usize, name: &'static str, text: &'static str) -> an
 }
 
 fn read_raw(path: &Path) -> anyhow::Result<Vec<f32>> {
-    Ok(std::fs::read(path)
-        .with_context(|| format!("cannot read {}", path.display()))?
-        .chunks_exact(2)
-        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
-        .collect())
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(crate::audio::signal::from_s16_le(&bytes))
 }
 
 fn engine(args: &SttArgs, model: &Path, fit: bool, flash: bool) -> anyhow::Result<Engine> {

@@ -332,11 +332,7 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
     let mut alone: Vec<Vec<Turn>> = vec![Vec::new(); clips.len()];
     for (takes, _) in takes.iter().take(args.rounds) {
         for (c, clip) in takes.iter().enumerate() {
-            let audio: Vec<f32> = clip
-                .bytes
-                .chunks_exact(2)
-                .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
-                .collect();
+            let audio = crate::audio::signal::from_s16_le(&clip.bytes);
             let started = std::time::Instant::now();
             let heard = moonshine.transcribe(&audio)?;
             alone[c].push(Turn {

@@ -45,10 +45,7 @@ pub fn speech(dir: &Path, name: &str, text: &str) -> anyhow::Result<Vec<f32>> {
         "sox",
     )?;
     let bytes = std::fs::read(&raw).with_context(|| format!("cannot read {}", raw.display()))?;
-    let clip: Vec<f32> = bytes
-        .chunks_exact(2)
-        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32_768.0)
-        .collect();
+    let clip = from_s16_le(&bytes);
     ensure!(
         true_end(&clip) > 0,
         "espeak-ng produced no audible speech for {text:?}"
@@ -111,6 +108,14 @@ pub fn quantize(samples: &[f32]) -> Vec<f32> {
 
 fn to_i16(s: f32) -> i16 {
     (s.clamp(-1.0, 1.0) * 32_767.0).round() as i16
+}
+
+/// Samples (−1…1) of raw S16_LE bytes.
+pub fn from_s16_le(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(2)
+        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32_768.0)
+        .collect()
 }
 
 /// Raw S16_LE bytes of interleaved samples.
