@@ -47,6 +47,11 @@ const TAIL: Duration = Duration::from_millis(400);
 /// the … lights") has been spoken by then, and the turn need not wait out
 /// `audio.vad.max_pause_ms` (docs/benchmarks.md, the turn).
 const LOOK_AGAIN: Duration = Duration::from_millis(500);
+/// Quiet a second look keeps after the last sound (samples): about what
+/// the first look had after the voice (it is shown a pause 150 ms in).
+/// The rest of the pause is left out, as the live engine reads words
+/// into quiet.
+const QUIET_AFTER_SOUND: usize = 16_000 * 150 / 1000;
 /// After the first answer, read at `audio.vad.pause_ms` of silence, the
 /// end-of-turn model's answers are read this often while the pause lasts.
 const TURN_ASK_EVERY: Duration = Duration::from_millis(50);
@@ -399,6 +404,10 @@ pub async fn play_through(state: &ApplianceState, earcon: Earcon) {
     }
 }
 
+fn seconds_of(samples: usize) -> f64 {
+    samples as f64 / 16_000.0
+}
+
 fn seconds(d: Duration) -> f64 {
     (d.as_secs_f64() * 1000.0).round() / 1000.0
 }
@@ -559,12 +568,32 @@ pub async fn listen(
                         partial = Pass::ahead(&engine, audio, request.language.clone());
                     }
                 }
-                Glimpse::Paused { clip, from, speech, again } => {
+                Glimpse::Paused { mut clip, from, speech, again } => {
+                    let first = speculative
+                        .as_ref()
+                        .filter(|early| again && early.speech == speech && early.from == from);
+                    // A second look hears further only if something sounded
+                    // after the first, and is given the clip up to that
+                    // sound: over quiet the live engine may read words in
+                    // ("… that we could do."), which would let a thinking
+                    // pause go.
+                    let seen = first.map(|early| early.clip.len());
+                    match seen.map(|seen| (seen, hark_stt::level::sound_after(&clip, seen))) {
+                        Some((_, None)) => {
+                            tracing::debug!(speech = ?speech,
+                                "a pause held open as mid-sentence: nothing sounded after the first look; still held");
+                            continue;
+                        }
+                        Some((seen, Some(end))) => {
+                            tracing::debug!(first = seconds_of(seen), sound_end = seconds_of(end),
+                                recorded = seconds_of(clip.len()), "something sounded after the first look");
+                            clip.truncate(end + QUIET_AFTER_SOUND);
+                        }
+                        None => {}
+                    }
                     // The pause's pass matters more than one on less audio.
                     partial = None;
-                    let before = speculative
-                        .as_ref()
-                        .filter(|early| again && early.speech == speech)
+                    let before = first
                         .and_then(|early| early.result.as_ref()?.as_ref().ok())
                         .map(|heard| heard.text.clone());
                     if again {

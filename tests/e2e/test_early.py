@@ -76,14 +76,19 @@ def test_partial_transcripts_arrive_while_the_person_speaks(start_daemon, tmp_pa
     assert final["text"] == s["text"] and final["seq"] > mine[-1]["seq"]
 
 
+def thinking(daemon, tmp_path, pause):
+    """A sentence with `pause` seconds to think after a word no sentence
+    ends on."""
+    first = say(daemon, tmp_path / "a.wav", "So I was thinking that we could")
+    second = say(daemon, tmp_path / "b.wav", "go to the park on Saturday morning.")
+    return join(tmp_path / "paused.wav", first, pause, second)
+
+
 def test_the_early_pass_is_thrown_away_when_speech_resumes(start_daemon, tmp_path):
     d = start_daemon(LIVE)
-    first = say(d, tmp_path / "a.wav", "So I was thinking that we could")
-    second = say(d, tmp_path / "b.wav", "go to the park on Saturday morning.")
     # 600 ms: under the silence rule's 800, so the test is of the early
     # pass thrown away, whatever the words up to the pause read as.
-    clip = join(tmp_path / "paused.wav", first, 0.6, second)
-    result, progress = listen_with_progress(d, clip)
+    result, progress = listen_with_progress(d, thinking(d, tmp_path, 0.6))
     s = result["structuredContent"]
     # Had the pass begun at the pause been kept, the second half would be
     # missing; the one begun at the final pause is the turn's.
@@ -96,6 +101,22 @@ def test_the_early_pass_is_thrown_away_when_speech_resumes(start_daemon, tmp_pat
     # The pause's own pass was shown as what had been said so far.
     halves = [p["message"] for p in progress if p["message"].startswith("heard so far: ")]
     assert any("thinking" in words(m) and "park" not in words(m) for m in halves), halves
+
+
+def test_a_thinking_pause_after_a_dangling_word_outlasts_the_silence_rule(start_daemon, tmp_path):
+    """1.2 s to think after "…that we could": longer than the silence
+    rule's 800 ms. The words up to the pause stop midway, so the pause is
+    held open; the second look finds nothing sounded since the first (a
+    transcription of the quiet could read words into it and let the pause
+    go) and the turn goes on to its end."""
+    d = start_daemon(LIVE)
+    result, _ = listen_with_progress(d, thinking(d, tmp_path, 1.2))
+    s = result["structuredContent"]
+    log = d.log()
+    # Cut at the pause, the turn would have only the first half.
+    assert {"thinking", "park", "saturday"} <= set(words(s["text"])), (s, log[log.find("speech detected"):])
+    assert "nothing sounded after the first look; still held" in log
+    assert s["end_reason"] in ("end_of_turn", "end_of_speech"), s
 
 
 def test_whisper_starts_at_the_pause_and_a_cancel_abandons_it(start_daemon, tmp_path):

@@ -19,6 +19,8 @@ use ort::session::Session;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::value::{Tensor, TensorRef};
 
+use crate::level;
+
 // The model store checks a Moonshine directory for the same files.
 pub const ENCODER: &str = hark_models::kind::MOONSHINE_FILES[0];
 pub const DECODER: &str = hark_models::kind::MOONSHINE_FILES[1];
@@ -50,34 +52,23 @@ pub const MIN_TOKENS: usize = 12;
 /// under a −60 dBFS noise floor, 10 from the first sound and 12 with 20 ms.
 pub const QUIET_KEPT_MS: usize = 0;
 
-/// A window of [`onset`], in samples (10 ms).
-const WINDOW: usize = SAMPLE_RATE / 100;
-
 /// Where the first sound of `audio` begins, less [`QUIET_KEPT_MS`]: the
 /// first 10 ms window 12 dB above the quietest one and above −50 dBFS
 /// (but never more than 20 dB below the loudest, so a loud room's floor
-/// cannot hide speech). 0 when no window stands out (silence, or a noisy
-/// room whose floor is within 20 dB of the loudest window: nothing is cut
-/// then). At least [`MIN_KEPT`] is left (a click at the end of silence is
-/// no reason to give the encoder a few samples).
+/// cannot hide speech; [`level::threshold`]). 0 when no window stands out
+/// (silence, or a noisy room whose floor is within 20 dB of the loudest
+/// window: nothing is cut then). At least [`MIN_KEPT`] is left (a click at
+/// the end of silence is no reason to give the encoder a few samples).
 pub fn onset(audio: &[f32]) -> usize {
-    let levels: Vec<f32> = audio
-        .chunks(WINDOW)
-        .map(|w| (w.iter().map(|s| s * s).sum::<f32>() / w.len() as f32).sqrt())
-        .collect();
-    let (Some(quietest), Some(loudest)) = (
-        levels.iter().copied().reduce(f32::min),
-        levels.iter().copied().reduce(f32::max),
-    ) else {
+    let levels = level::levels(audio);
+    let Some(threshold) = level::threshold(&levels, level::ONSET_LEAST) else {
         return 0;
     };
-    // −50 dBFS; +12 dB over the floor; −20 dB under the peak.
-    let threshold = (quietest * 3.98).max(0.003_16).min(loudest * 0.1);
     levels
         .iter()
         .position(|&level| level >= threshold)
         .map_or(0, |first| {
-            (first * WINDOW)
+            (first * level::WINDOW)
                 .saturating_sub(QUIET_KEPT_MS * SAMPLE_RATE / 1000)
                 .min(audio.len().saturating_sub(MIN_KEPT))
         })
