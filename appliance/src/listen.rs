@@ -404,6 +404,7 @@ pub async fn play_through(state: &ApplianceState, earcon: Earcon) {
     }
 }
 
+/// Seconds of 16 kHz samples.
 fn seconds_of(samples: usize) -> f64 {
     samples as f64 / 16_000.0
 }
@@ -504,7 +505,7 @@ pub async fn listen(
                     Ok(p) => {
                         tracing::debug!(
                             probability = p,
-                            seconds = audio.len() as f64 / 16_000.0,
+                            seconds = seconds_of(audio.len()),
                             "end of turn?"
                         );
                         Some(p)
@@ -699,7 +700,7 @@ pub async fn listen(
     drop(turn);
     play(state, Earcon::ListenStop);
     tracing::info!(reason, speech = ?utterance.speech,
-        seconds = utterance.samples.len() as f64 / 16_000.0, "utterance recorded");
+        seconds = seconds_of(utterance.samples.len()), "utterance recorded");
     if utterance.reason == EndReason::CaptureStalled {
         return Err(ListenError::Stalled);
     }
@@ -743,7 +744,7 @@ pub async fn listen(
     if let Some(history) = state.history.get() {
         history.stash_audio(listen_id, &clip);
     }
-    let offset = from as f64 / 16_000.0;
+    let offset = seconds_of(from);
     // Whisper takes a clip the live engine fails on; only then is a copy
     // of the clip kept for it.
     let mut retry = stt
