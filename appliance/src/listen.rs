@@ -42,10 +42,11 @@ const LEAD: Duration = Duration::from_millis(250);
 /// detector's threshold.
 const TAIL: Duration = Duration::from_millis(400);
 /// A pause held open because the words up to it stop midway is looked at
-/// again this long into it (at least 200 ms after the first look), with
-/// everything recorded: a quiet last word the detector missed ("turn on
-/// the … lights") has been spoken by then, and the turn need not wait out
-/// `audio.vad.max_pause_ms` (docs/benchmarks.md, the turn).
+/// again this long into it (at least 200 ms after the first look), if
+/// something sounded since, up to that sound: a quiet last word the
+/// detector missed ("turn on the … lights") has been spoken by then, and
+/// the turn need not wait out `audio.vad.max_pause_ms` (docs/benchmarks.md,
+/// the turn).
 const LOOK_AGAIN: Duration = Duration::from_millis(500);
 /// Quiet a second look keeps after the last sound (samples): about what
 /// the first look had after the voice (it is shown a pause 150 ms in).

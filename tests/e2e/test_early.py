@@ -164,8 +164,8 @@ def test_a_pause_held_midway_is_looked_at_again(start_daemon, tmp_path):
     """A last word said far more quietly than the rest ("turn on the …
     lights" at -40 dB) is not voice to the detector, so the words up to the
     pause ("turn on that") read as a sentence stopped midway and hold it
-    open. 500 ms in, the pause is transcribed again with all that was
-    recorded. At this level the live engine hears the quiet word in some
+    open. 500 ms in, as something sounded after the first look, the pause
+    is transcribed again up to that sound. At this level the live engine hears the quiet word in some
     takes and not in others (at the first look, at the second, or not at
     all): heard, the turn ends soon after; not heard, it stays held to
     `audio.vad.max_pause_ms`. (A second reading of the same words cannot

@@ -222,7 +222,8 @@ pub struct Watch {
     /// is shown once more when it has lasted this long. The words read
     /// midway may be the detector's fault: a quiet last word it did not
     /// count as voice ("turn on the … lights") sits in the pause, and a
-    /// second transcription of everything recorded hears it.
+    /// second transcription of the audio recorded since can hear it (the
+    /// watcher decides whether anything sounded there).
     pub again: Option<Duration>,
     pub watcher: Watcher,
 }
