@@ -141,6 +141,17 @@ impl OnnxRuntime {
     }
 }
 
+/// Run options under which ONNX Runtime gives its CPU arena's free chunks
+/// back at the end of the run. A session's arena otherwise keeps the
+/// buffers of its largest run for as long as it lives: the live engine's
+/// and the end-of-turn model's would stay resident beside a voice's while
+/// it speaks (docs/benchmarks.md, the turn: memory).
+pub fn releasing_run() -> ort::Result<ort::session::RunOptions> {
+    let mut run = ort::session::RunOptions::new()?;
+    run.set("memory.enable_memory_arena_shrinkage", "cpu:0")?;
+    Ok(run)
+}
+
 fn load_error(path: &Path, error: ort::LoadDynamicError) -> RuntimeError {
     match error {
         ort::LoadDynamicError::BadVersion { version_str, .. } => RuntimeError::Version {

@@ -204,6 +204,14 @@ pub struct LiveTranscript {
 pub struct Moonshine {
     encoder: Session,
     decoder: Session,
+    /// Runs that give their session's arena back at their end
+    /// (`hark_onnx::releasing_run`): the encoder's, whose buffers grow with
+    /// the clip, and the decoder's first step, which computes the
+    /// encoder's part of the cache (its largest). Kept, the two arenas held
+    /// some 65 MB beside a voice's while it spoke; later decoder steps keep
+    /// theirs, as giving them back at every token cost more time than it
+    /// saved memory (docs/benchmarks.md, the turn: memory).
+    release: ort::session::RunOptions,
     tokenizer: Tokenizer,
     /// The decoder's cache inputs (`past_key_values.N.{decoder,encoder}.{key,value}`).
     past: Vec<String>,
@@ -362,6 +370,10 @@ impl Moonshine {
         Ok(Self {
             encoder,
             decoder,
+            release: hark_onnx::releasing_run().map_err(|source| MoonshineError::Model {
+                path: dir.to_owned(),
+                source,
+            })?,
             tokenizer,
             past,
             heads,
@@ -410,7 +422,7 @@ impl Moonshine {
                     TensorRef::from_array_view(([1usize, samples], &mask[..]))?.into(),
                 ));
             }
-            let outputs = self.encoder.run(inputs)?;
+            let outputs = self.encoder.run_with_options(inputs, &self.release)?;
             let (shape, data) = outputs
                 .get("last_hidden_state")
                 .ok_or_else(|| {
@@ -459,7 +471,11 @@ impl Moonshine {
                     TensorRef::from_array_view((shape.clone(), &data[..]))?.into(),
                 ));
             }
-            let outputs = self.decoder.run(inputs)?;
+            let outputs = if step == 0 {
+                self.decoder.run_with_options(inputs, &self.release)?
+            } else {
+                self.decoder.run(inputs)?
+            };
             let (shape, logits) = outputs
                 .get("logits")
                 .ok_or_else(|| MoonshineError::Output("the decoder gave no logits".into()))?

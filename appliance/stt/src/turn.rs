@@ -158,6 +158,11 @@ impl Features {
 /// The end-of-turn model.
 pub struct SmartTurn {
     session: Session,
+    /// Every ask gives the session's arena back at its end
+    /// (`hark_onnx::releasing_run`): kept, it held some 28 MB beside a
+    /// voice's while it spoke, for some 7 ms more an ask (docs/benchmarks.md,
+    /// the turn: memory).
+    release: ort::session::RunOptions,
     features: Features,
     input: String,
     path: PathBuf,
@@ -202,6 +207,7 @@ impl SmartTurn {
         }
         Ok(Self {
             session,
+            release: hark_onnx::releasing_run().map_err(model)?,
             features: Features::new(),
             input,
             path: path.to_owned(),
@@ -228,9 +234,12 @@ impl SmartTurn {
                 got: features.len(),
             });
         }
-        let outputs = self.session.run(ort::inputs! {
-            self.input.as_str() => TensorRef::from_array_view(([1usize, N_MELS, FRAMES], features))?,
-        })?;
+        let outputs = self.session.run_with_options(
+            ort::inputs! {
+                self.input.as_str() => TensorRef::from_array_view(([1usize, N_MELS, FRAMES], features))?,
+            },
+            &self.release,
+        )?;
         let (_, value) = outputs[0].try_extract_tensor::<f32>()?;
         let p = *value
             .first()
