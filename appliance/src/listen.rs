@@ -502,11 +502,13 @@ pub async fn listen(
                 let mut model = model
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let asked = std::time::Instant::now();
                 match model.complete(audio) {
                     Ok(p) => {
                         tracing::debug!(
                             probability = p,
                             seconds = seconds_of(audio.len()),
+                            ms = asked.elapsed().as_millis() as u64,
                             "end of turn?"
                         );
                         Some(p)

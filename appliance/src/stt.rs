@@ -196,17 +196,29 @@ fn start_live(config: &Config, state: &ApplianceState) -> Option<Arc<Engine>> {
     }
 }
 
+/// The live engine's threads: `stt.threads`, but with the end-of-turn
+/// model on, one core fewer than the machine has (at least one). At every
+/// pause the model is asked on its own thread while the live engine
+/// transcribes the speech up to it, and the turn waits for both: on two
+/// cores, Moonshine on two threads and the ask on one slowed each other
+/// (asks 88 ms against 62 ms, the pause's transcription 93 against 77 ms;
+/// docs/benchmarks.md, the turn).
+fn live_threads(config: &Config) -> usize {
+    let threads = usize::from(config.stt.threads.max(1));
+    if config.audio.vad.end_of_turn != hark_audio::config::EndOfTurnRule::SmartTurn {
+        return threads;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    threads.min(cores.saturating_sub(1)).max(1)
+}
+
 /// Moonshine from `dir`, as an engine with whisper's queue and hooks.
 fn load_live(config: &Config, state: &ApplianceState, dir: &Path) -> Result<Engine, String> {
     hark_onnx::OnnxRuntime::load(&config.tts.onnxruntime)
         .map_err(|e| e.to_string())
         .and_then(|runtime| {
-            hark_stt::moonshine::MoonshineRecognizer::load(
-                &runtime,
-                dir,
-                usize::from(config.stt.threads.max(1)),
-            )
-            .map_err(|e| e.to_string())
+            hark_stt::moonshine::MoonshineRecognizer::load(&runtime, dir, live_threads(config))
+                .map_err(|e| e.to_string())
         })
         .and_then(|recognizer| {
             // The same queue, memory hooks and events as whisper's.
