@@ -424,12 +424,16 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
         let channels = config.channels as usize;
         let mut buffer = vec![0i16; period * channels];
         let fade = (config.rate * config.fade_ms / 1000).max(1) as usize;
-        // The virtual speaker is not paced; keep it within a period of real
-        // time so stopping behaves as it does on a card.
-        let mut pacer = Pacer::new(
-            config.rate,
-            Duration::from_millis(u64::from(config.period_ms)),
-        );
+        // The virtual speaker is not paced; pace it as a card: a card takes
+        // a whole buffer at once, starts playing the first period as it
+        // comes (ALSA's default start threshold is one frame), and then
+        // frees a period at a time. The `file` plugin writes to its file
+        // only what runs past one buffer (what a card would still hold),
+        // so held a period ahead, the file heard everything a buffer less
+        // a period (60 ms) later than a card would play it: the first
+        // sound of every reply included (docs/benchmarks.md, the turn).
+        let period_time = Duration::from_millis(u64::from(config.period_ms));
+        let mut pacer = Pacer::with_room(config.rate, period_time * config.periods, period_time);
         let io = pcm.io_i16();
         let Ok(io) = io else {
             stats.set_state(PlaybackState::DeviceError);
@@ -460,7 +464,9 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
             if let Some(started) = clip.started.take() {
                 let _ = started.try_send(());
             }
-            pacer.reset();
+            // A clip that follows back to back finds the buffer as the
+            // last one left it; after a gap, empty.
+            pacer.catch_up();
             let generation = clip.generation;
             let mut position = 0;
             let mut outcome = Outcome::Finished;
@@ -511,6 +517,7 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
                     // Silence now: discard what the card still holds.
                     let _ = pcm.drop();
                     let _ = pcm.prepare();
+                    pacer.reset();
                     if let Some(at) = *shared
                         .stop_requested
                         .lock()
