@@ -506,7 +506,8 @@ pub struct SttConfig {
     /// The model store `hark models` manages.
     pub models_dir: PathBuf,
     /// Threads whisper computes with (1–64); 0 is not allowed. The default
-    /// is the number of cores, at most 4.
+    /// is the number of cores, at most 4. The live engine uses as many,
+    /// but with the end-of-turn model on, at most one fewer than the cores.
     pub threads: u16,
     /// Beam search width (1–16); 1 decodes greedily, faster but worse on
     /// short clips.

@@ -125,6 +125,12 @@ impl HarkServer {
                 .map_err(|e| ToolError::new("SpeechError", format!("synthesis failed: {e}")))??
         };
         let wav = wav_bytes(&rendered)?;
+        // What the synthesis freed goes back to the system now, beside the
+        // reply: requests that follow one another closer than the voices'
+        // idle release otherwise kept it all (a daemon asked for 20
+        // sentences in a row grew from 199 to 386 MiB; docs/benchmarks.md,
+        // the turn: memory).
+        tokio::task::spawn_blocking(crate::memory::release_freed);
         let duration_seconds =
             (rendered.samples.len() as f64 / f64::from(rendered.rate.max(1)) * 100.0).round()
                 / 100.0;
