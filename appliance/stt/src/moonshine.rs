@@ -208,7 +208,7 @@ pub struct Moonshine {
     /// (`hark_onnx::releasing_run`): the encoder's, whose buffers grow with
     /// the clip, and the decoder's first step, which computes the
     /// encoder's part of the cache (its largest). Kept, the two arenas held
-    /// some 65 MB beside a voice's while it spoke; later decoder steps keep
+    /// some 50 MB beside a voice's while it spoke; later decoder steps keep
     /// theirs, as giving them back at every token cost more time than it
     /// saved memory (docs/benchmarks.md, the turn: memory).
     release: ort::session::RunOptions,
