@@ -330,6 +330,17 @@ impl TextToSpeech {
         &self.synth
     }
 
+    /// Gives the voices' working memory back now, unless speech is queued
+    /// or going on (blocking for a few ms: call it off the runtime). For a
+    /// request that made all its audio at once: requests in a row closer
+    /// than the idle release otherwise grew it by chance (docs/benchmarks.md,
+    /// the turn: memory).
+    pub fn release_idle(&self) {
+        if self.queued.load(Ordering::Acquire) == 0 {
+            release_idle_memory(&self.synth);
+        }
+    }
+
     /// Plans `text` and queues it (blocking for the plan: phonemes, and the
     /// voice's model if it is not loaded). Returns at once after that.
     /// `agent`: whose speech it is (`None`: the appliance's own words); its

@@ -125,12 +125,14 @@ impl HarkServer {
                 .map_err(|e| ToolError::new("SpeechError", format!("synthesis failed: {e}")))??
         };
         let wav = wav_bytes(&rendered)?;
-        // What the synthesis freed goes back to the system now, beside the
-        // reply: requests that follow one another closer than the voices'
-        // idle release otherwise kept it all (a daemon asked for 20
-        // sentences in a row grew from 199 to 386 MiB; docs/benchmarks.md,
-        // the turn: memory).
-        tokio::task::spawn_blocking(crate::memory::release_freed);
+        // The voice's working memory and what the synthesis freed go back
+        // now, beside the reply: requests that follow one another closer
+        // than the voices' idle release otherwise kept it and grew it (60
+        // in a row: 460 MiB; docs/benchmarks.md, the turn: memory).
+        {
+            let tts = Arc::clone(&tts);
+            tokio::task::spawn_blocking(move || tts.release_idle());
+        }
         let duration_seconds =
             (rendered.samples.len() as f64 / f64::from(rendered.rate.max(1)) * 100.0).round()
                 / 100.0;
