@@ -274,9 +274,7 @@ impl TextToSpeech {
                 let (Some(synth), Some(queued)) = (synth.upgrade(), queued.upgrade()) else {
                     return false;
                 };
-                if queued.load(Ordering::Acquire) == 0 {
-                    release_idle_memory(&synth);
-                }
+                release_unless_speaking(&synth, &queued);
                 true
             });
         }
@@ -336,9 +334,7 @@ impl TextToSpeech {
     /// than the idle release otherwise grew it by chance (docs/benchmarks.md,
     /// the turn: memory).
     pub fn release_idle(&self) {
-        if self.queued.load(Ordering::Acquire) == 0 {
-            release_idle_memory(&self.synth);
-        }
+        release_unless_speaking(&self.synth, &self.queued);
     }
 
     /// Plans `text` and queues it (blocking for the plan: phonemes, and the
@@ -522,6 +518,14 @@ impl TextToSpeech {
         if let Some(worker) = worker {
             let _ = worker.join();
         }
+    }
+}
+
+/// [`release_idle_memory`], unless speech is queued or going on (`queued`
+/// counts both).
+fn release_unless_speaking(synth: &Mutex<Synthesizer>, queued: &AtomicUsize) {
+    if queued.load(Ordering::Acquire) == 0 {
+        release_idle_memory(synth);
     }
 }
 
