@@ -183,6 +183,8 @@ struct Turn {
     speculative: bool,
     /// Pause set: the recording ended before the second part began.
     cut: bool,
+    /// The daemon's own transcription time (`transcribe_ms`).
+    transcribe_ms: Option<f64>,
 }
 
 struct System {
@@ -377,9 +379,41 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
     }
     if args.keep {
         let kept = std::mem::take(&mut scratch.0);
+        let sets = [("utterances", &all[..]), ("pause set", &pause_turns[..])];
+        std::fs::write(kept.join("turns.tsv"), takes_table(&names, &sets))?;
         eprintln!("[turn] kept {}", kept.display());
     }
     Ok(())
+}
+
+/// Every take of every system, a line each (tab-separated), for a look
+/// behind the medians: which takes were slow, and where their time went.
+fn takes_table(names: &[&str], sets: &[(&str, &[Vec<Vec<Turn>>])]) -> String {
+    let mut out = String::from(
+        "system\tset\tclip\tround\tlatency_ms\trecorded_ms\ttranscribe_ms\tend_reason\tspeculative\tcut\ttext\n",
+    );
+    for (set, systems) in sets {
+        for (name, clips) in names.iter().zip(systems.iter()) {
+            for (c, takes) in clips.iter().enumerate() {
+                for (round, t) in takes.iter().enumerate() {
+                    out.push_str(&format!(
+                        "{name}\t{set}\t{}\t{}\t{:.0}\t{:.0}\t{}\t{}\t{}\t{}\t{}\n",
+                        c + 1,
+                        round + 1,
+                        t.latency_ms,
+                        t.recorded_ms,
+                        t.transcribe_ms
+                            .map_or(String::new(), |ms| format!("{ms:.0}")),
+                        t.end_reason,
+                        t.speculative,
+                        t.cut,
+                        t.text,
+                    ));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Has the daemon speak `text` (and, for the pause set, a pause and
@@ -536,6 +570,7 @@ fn turn(system: &mut System, clip: &Clip) -> anyhow::Result<Turn> {
         text: s["text"].as_str().unwrap_or_default().to_owned(),
         end_reason: s["end_reason"].as_str().unwrap_or_default().to_owned(),
         speculative: s["speculative"] == true,
+        transcribe_ms: s["transcribe_ms"].as_f64(),
         // In the audio, not on the clock (the capture path's latency would
         // count a recording that ended inside the pause as one that did
         // not): the speech the daemon kept is shorter than the clip's
