@@ -792,6 +792,12 @@ pub async fn listen(
             other => break other?,
         }
     };
+    if transcript.truncated {
+        tracing::warn!(
+            seconds = transcript.duration,
+            "the live engine ran out of its token budget on this turn; the transcript is cut"
+        );
+    }
     let text = if transcript.text.is_empty() {
         NO_SPEECH.to_owned()
     } else {

@@ -363,6 +363,7 @@ mod tests {
             audio_ctx: 1500,
             refit: false,
             elapsed_ms: 1,
+            truncated: false,
         };
         assert_eq!(
             subtitles(&t, false),

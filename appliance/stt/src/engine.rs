@@ -234,6 +234,10 @@ pub struct Transcript {
     pub refit: bool,
     /// Inference time, milliseconds.
     pub elapsed_ms: u64,
+    /// The live engine ran out of its token budget (a runaway decode):
+    /// the text stops there. For the caller's log, not any tool's result.
+    #[serde(skip)]
+    pub truncated: bool,
 }
 
 /// A detected language with its probability.
@@ -700,6 +704,7 @@ impl Whisper {
             audio_ctx: if refit { full } else { fitted },
             refit,
             elapsed_ms: started.elapsed().as_millis() as u64,
+            truncated: false,
         })
     }
 

@@ -509,7 +509,9 @@ impl Moonshine {
         }
         let produced = tokens.len() - 1;
         if truncated {
-            tracing::warn!(
+            // Mostly the partial passes, on speech cut off mid-word; the
+            // listen path warns when a turn's own transcript is cut.
+            tracing::debug!(
                 tokens = produced,
                 seconds,
                 "Moonshine ran out of its token budget; the transcript is cut"
@@ -619,6 +621,7 @@ impl crate::engine::Recognizer for MoonshineRecognizer {
             audio_ctx: 0,
             refit: false,
             elapsed_ms: started.elapsed().as_millis() as u64,
+            truncated: live.truncated,
         })
     }
 
