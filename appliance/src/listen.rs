@@ -657,8 +657,17 @@ pub async fn listen(
             }
             done = finished(&mut partial) => {
                 partial = None;
-                if let Some(Ok(so_far)) = done {
-                    so_far_heard(state, &request.agent, recording.id, &so_far.text, progress).await;
+                match done {
+                    // Speech cut off mid-word can set the live engine
+                    // running on ("…moved to to to to"): such a text is
+                    // not what the person said so far.
+                    Some(Ok(so_far)) if so_far.truncated => {
+                        tracing::debug!(text = %so_far.text, "a partial transcript ran away; not shown");
+                    }
+                    Some(Ok(so_far)) => {
+                        so_far_heard(state, &request.agent, recording.id, &so_far.text, progress).await;
+                    }
+                    _ => {}
                 }
             }
             done = early(&mut speculative) => {
@@ -789,13 +798,23 @@ pub async fn listen(
                 }
                 None => return Err(e.into()),
             },
+            // A runaway decode: whisper's reading of the clip, not the
+            // live engine's repetitions.
+            Ok(cut) if cut.truncated => match retry.take() {
+                Some((whisper, copy)) => {
+                    tracing::warn!(seconds = cut.duration, text = %cut.text,
+                        "the live engine ran out of its token budget on this turn; whisper transcribes it");
+                    (engine, audio) = (whisper, copy);
+                }
+                None => break cut,
+            },
             other => break other?,
         }
     };
     if transcript.truncated {
         tracing::warn!(
             seconds = transcript.duration,
-            "the live engine ran out of its token budget on this turn; the transcript is cut"
+            "the live engine ran out of its token budget on this turn and whisper is not there; the transcript is cut"
         );
     }
     let text = if transcript.text.is_empty() {

@@ -110,6 +110,44 @@ fn known_clips_are_transcribed() {
 }
 
 #[test]
+fn a_runaway_on_speech_cut_off_mid_word_is_marked_for_the_caller() {
+    // What a partial pass sees: speech cut off mid-sentence. espeak-ng's
+    // audio is the same every run; Moonshine runs on ("…moved to to to to
+    // to") until its token budget on most of these cuts, and the engine's
+    // transcript says so, for the listen path to drop or hand to whisper.
+    let tmp = tempfile::tempdir().unwrap();
+    let spoken = common::speak(
+        tmp.path(),
+        "The meeting has been moved to Thursday afternoon, so please tell everyone before lunch.",
+        "en-us",
+    );
+    let mut live = hark_stt::moonshine::MoonshineRecognizer::load(
+        &common::onnx_runtime(),
+        &model_dir().join("tiny-en"),
+        1,
+    )
+    .expect("load");
+    let mut runaways = Vec::new();
+    for ms in [800, 1_000, 1_100, 1_400] {
+        let audio = spoken[..16 * ms].to_vec();
+        let t = hark_stt::engine::Recognizer::transcribe(
+            &mut live,
+            hark_stt::engine::Request::new(audio),
+        )
+        .expect("transcribe");
+        if t.truncated {
+            runaways.push(t.text);
+        }
+    }
+    assert!(!runaways.is_empty(), "no cut ran away");
+    // The whole sentence, with its end and the quiet after it, does not.
+    let whole =
+        hark_stt::engine::Recognizer::transcribe(&mut live, hark_stt::engine::Request::new(spoken))
+            .expect("transcribe");
+    assert!(!whole.truncated, "{whole:?}");
+}
+
+#[test]
 fn bad_audio_and_bad_models_are_errors() {
     let dir = model_dir();
     let rt = common::onnx_runtime();
