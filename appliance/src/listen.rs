@@ -802,8 +802,10 @@ pub async fn listen(
             // live engine's repetitions.
             Ok(cut) if cut.truncated => match retry.take() {
                 Some((whisper, copy)) => {
-                    tracing::warn!(seconds = cut.duration, text = %cut.text,
-                        "the live engine ran out of its token budget on this turn; whisper transcribes it");
+                    tracing::warn!(
+                        seconds = cut.duration,
+                        "the live engine ran out of its token budget on this turn; whisper transcribes it"
+                    );
                     (engine, audio) = (whisper, copy);
                 }
                 None => break cut,
