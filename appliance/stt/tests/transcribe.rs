@@ -104,7 +104,7 @@ fn errors_of_both(speaker: Speaker) -> (usize, usize, usize) {
 }
 
 #[test]
-fn the_live_engine_misreads_no_more_words_than_whisper() {
+fn the_live_engine_hears_about_as_well_as_whisper() {
     // The two voices the tests speak with, 12 sentences each: the live
     // engine hears the microphone in whisper's place, so it must not hear
     // worse (whisper keeps files and other languages).
