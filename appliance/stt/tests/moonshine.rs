@@ -26,24 +26,6 @@ fn words(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The samples of a 16-bit PCM WAV file whose chunks may come in any
-/// order (jfk.wav has a LIST chunk before its data).
-fn pcm16(path: &std::path::Path) -> Vec<f32> {
-    let bytes = std::fs::read(path).expect("wav");
-    let mut at = 12;
-    while at + 8 <= bytes.len() {
-        let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
-        if &bytes[at..at + 4] == b"data" {
-            return bytes[at + 8..(at + 8 + len).min(bytes.len())]
-                .chunks_exact(2)
-                .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
-                .collect();
-        }
-        at += 8 + len + len % 2;
-    }
-    panic!("{} has no data chunk", path.display());
-}
-
 #[test]
 fn a_real_voice_is_transcribed() {
     // President Kennedy, 11 s with pauses of up to 1.2 s (the set-up
@@ -51,7 +33,10 @@ fn a_real_voice_is_transcribed() {
     let jfk = model_dir().join("../recordings/jfk.wav");
     let mut model =
         Moonshine::load(&common::onnx_runtime(), &model_dir().join("tiny-en"), 2).expect("load");
-    let heard = model.transcribe(&pcm16(&jfk)).expect("transcribe");
+    let tmp = tempfile::tempdir().unwrap();
+    let heard = model
+        .transcribe(&common::read_audio(tmp.path(), &jfk))
+        .expect("transcribe");
     assert_eq!(
         words(&heard.text),
         words(
@@ -68,8 +53,9 @@ fn known_clips_are_transcribed() {
     let dir = model_dir();
     let mut model =
         Moonshine::load(&common::onnx_runtime(), &dir.join("tiny-en"), 2).expect("load");
+    let tmp = tempfile::tempdir().unwrap();
     let beckett = model
-        .transcribe(&pcm16(&dir.join("beckett.wav")))
+        .transcribe(&common::read_audio(tmp.path(), &dir.join("beckett.wav")))
         .expect("transcribe");
     assert_eq!(
         words(&beckett.text),
@@ -81,7 +67,6 @@ fn known_clips_are_transcribed() {
         "{beckett:?}"
     );
 
-    let tmp = tempfile::tempdir().unwrap();
     let spoken = common::piper(
         tmp.path(),
         "The meeting has been moved to Thursday afternoon.",

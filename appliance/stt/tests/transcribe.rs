@@ -43,15 +43,22 @@ enum Speaker {
     Piper,
 }
 
+impl Speaker {
+    /// `sentence` in this voice, as 16 kHz samples.
+    fn say(self, dir: &std::path::Path, sentence: &str) -> Vec<f32> {
+        match self {
+            Speaker::Espeak => common::speak(dir, sentence, "en-us"),
+            Speaker::Piper => common::piper(dir, sentence),
+        }
+    }
+}
+
 fn word_error_rate(quantisation: Quantisation, speaker: Speaker) -> f64 {
     let dir = tempfile::tempdir().expect("tempdir");
     let engine = engine(common::import(dir.path(), quantisation));
     let (mut errors, mut total) = (0, 0);
     for sentence in SENTENCES {
-        let audio = match speaker {
-            Speaker::Espeak => common::speak(dir.path(), sentence, "en-us"),
-            Speaker::Piper => common::piper(dir.path(), sentence),
-        };
+        let audio = speaker.say(dir.path(), sentence);
         let t = engine
             .transcribe_blocking(Request::new(audio))
             .expect("transcribed");
@@ -85,10 +92,7 @@ fn errors_of_both(speaker: Speaker) -> (usize, usize, usize) {
         .expect("Moonshine loads (run tests/setup.sh)");
     let (mut by_whisper, mut by_live, mut total) = (0, 0, 0);
     for sentence in SENTENCES {
-        let audio = match speaker {
-            Speaker::Espeak => common::speak(dir.path(), sentence, "en-us"),
-            Speaker::Piper => common::piper(dir.path(), sentence),
-        };
+        let audio = speaker.say(dir.path(), sentence);
         let reference = common::words(sentence);
         let heard = whisper
             .transcribe_blocking(Request::new(audio.clone()))

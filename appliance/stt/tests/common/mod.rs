@@ -41,6 +41,12 @@ pub fn speak(dir: &Path, text: &str, voice: &str) -> Vec<f32> {
     to_16k(&[wav.display().to_string()], &raw)
 }
 
+/// A sound file (any format sox reads) as 16 kHz mono samples, through a
+/// scratch file in `dir`.
+pub fn read_audio(dir: &Path, path: &Path) -> Vec<f32> {
+    to_16k(&[path.display().to_string()], &dir.join("read.raw"))
+}
+
 /// Converts `input` (sox's arguments for the input file) to 16 kHz mono
 /// samples, through the file `raw`.
 fn to_16k(input: &[String], raw: &Path) -> Vec<f32> {
