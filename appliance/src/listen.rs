@@ -329,6 +329,15 @@ async fn early(
     }
 }
 
+/// The words of a pass at a pause for the end-of-turn rule to read. A pass
+/// that ran away ("…send it to Anna and then send it to") ends on whatever
+/// word the loop stopped at, often one no sentence ends on: read, it would
+/// hold a finished sentence open to `audio.vad.max_pause_ms`. It reads as
+/// no words instead, which leaves the end to the model and the silence.
+fn words_to_read(heard: &hark_stt::engine::Transcript) -> &str {
+    if heard.truncated { "" } else { &heard.text }
+}
+
 /// Tells the event stream and the listening call what the person has said
 /// so far.
 async fn so_far_heard(
@@ -686,8 +695,13 @@ pub async fn listen(
                         }
                         if further {
                             *at_pause.lock().unwrap_or_else(PoisonError::into_inner) =
-                                Some((early.speech, so_far.text.clone()));
-                            so_far_heard(state, &request.agent, recording.id, &so_far.text, progress).await;
+                                Some((early.speech, words_to_read(so_far).to_owned()));
+                            if so_far.truncated {
+                                tracing::debug!(text = %so_far.text,
+                                    "the pass at the pause ran away; the end-of-turn model decides alone");
+                            } else {
+                                so_far_heard(state, &request.agent, recording.id, &so_far.text, progress).await;
+                            }
                         }
                     }
                     early.result = done;
@@ -862,4 +876,40 @@ pub async fn listen(
         });
     }
     Ok(heard)
+}
+
+#[cfg(test)]
+mod tests {
+    use hark_stt::turn::{Reading, read};
+
+    use super::*;
+
+    fn transcript(text: &str, truncated: bool) -> hark_stt::engine::Transcript {
+        hark_stt::engine::Transcript {
+            text: text.to_owned(),
+            language: "en".to_owned(),
+            language_probability: None,
+            duration: 3.0,
+            segments: Vec::new(),
+            confidence: 0.9,
+            dropped_segments: 0,
+            audio_ctx: 0,
+            refit: false,
+            elapsed_ms: 40,
+            truncated,
+        }
+    }
+
+    #[test]
+    fn a_pass_that_ran_away_holds_no_pause_open() {
+        let text = "Send it to Anna and then send it to Anna and then send it to";
+        assert_eq!(
+            read(words_to_read(&transcript(text, false))),
+            Reading::Midway
+        );
+        assert_eq!(
+            read(words_to_read(&transcript(text, true))),
+            Reading::Finished
+        );
+    }
 }

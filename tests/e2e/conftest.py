@@ -1,8 +1,10 @@
 import itertools
+import json
+import os
 
 import pytest
 
-from harness import HARK, Daemon
+from harness import HARK, VOICES, Daemon
 
 _counter = itertools.count()
 
@@ -36,3 +38,19 @@ def daemon(tmp_path_factory):
     yield d
     code = d.stop()
     assert code == 0, d.log()
+
+
+@pytest.fixture(scope="session")
+def steady_voices(tmp_path_factory):
+    """A voices directory with the default voice made steady: piper's noise
+    scales at 0, so the same words give the same audio every run. For tests
+    whose outcome turns on how a sentence ends (the end-of-turn model's
+    answer moves with piper's random variation; that spread is the
+    benchmark's to measure, not a test's to trip on)."""
+    out = tmp_path_factory.mktemp("steady-voices")
+    for model in VOICES.glob("*.onnx"):
+        os.symlink(model, out / model.name)
+        config = json.loads(model.with_name(model.name + ".json").read_text())
+        config["inference"] = {**config.get("inference", {}), "noise_scale": 0.0, "noise_w": 0.0}
+        (out / (model.name + ".json")).write_text(json.dumps(config))
+    return out

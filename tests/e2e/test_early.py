@@ -8,6 +8,8 @@ import array
 import re
 import wave
 
+import pytest
+
 from harness import response, start_listening, status_of, wait_for
 from test_live import MOONSHINE
 from test_room import Events
@@ -19,6 +21,13 @@ QUIET_DB = -40
 
 LIVE = {"stt": {"live_model": str(MOONSHINE), "turn_model": str(SMART_TURN), "partial_ms": 500},
         "audio.vad": {"end_of_turn": "smart-turn"}}
+
+
+@pytest.fixture(scope="module")
+def live(steady_voices):
+    """LIVE with the steady voice: the clips of these tests are the same
+    every run."""
+    return {**LIVE, "tts": {"voices_dir": str(steady_voices)}}
 
 
 def listen_with_progress(daemon, wav, id=7):
@@ -33,8 +42,8 @@ def listen_with_progress(daemon, wav, id=7):
     return reply["result"], progress
 
 
-def test_partial_transcripts_arrive_while_the_person_speaks(start_daemon, tmp_path):
-    d = start_daemon(LIVE)
+def test_partial_transcripts_arrive_while_the_person_speaks(start_daemon, live, tmp_path):
+    d = start_daemon(live)
     events = Events(d)
     clip = say(d, tmp_path / "long.wav",
                "The meeting has been moved to Thursday afternoon, so please tell everyone on the team "
@@ -84,8 +93,8 @@ def thinking(daemon, tmp_path, pause):
     return join(tmp_path / "paused.wav", first, pause, second)
 
 
-def test_the_early_pass_is_thrown_away_when_speech_resumes(start_daemon, tmp_path):
-    d = start_daemon(LIVE)
+def test_the_early_pass_is_thrown_away_when_speech_resumes(start_daemon, live, tmp_path):
+    d = start_daemon(live)
     # 600 ms: under the silence rule's 800, so the test is of the early
     # pass thrown away, whatever the words up to the pause read as.
     result, progress = listen_with_progress(d, thinking(d, tmp_path, 0.6))
@@ -103,13 +112,13 @@ def test_the_early_pass_is_thrown_away_when_speech_resumes(start_daemon, tmp_pat
     assert any("thinking" in words(m) and "park" not in words(m) for m in halves), halves
 
 
-def test_a_thinking_pause_after_a_dangling_word_outlasts_the_silence_rule(start_daemon, tmp_path):
+def test_a_thinking_pause_after_a_dangling_word_outlasts_the_silence_rule(start_daemon, live, tmp_path):
     """1.2 s to think after "…that we could": longer than the silence
     rule's 800 ms. The words up to the pause stop midway, so the pause is
     held open; the second look finds nothing sounded since the first (a
     transcription of the quiet could read words into it and let the pause
     go) and the turn goes on to its end."""
-    d = start_daemon(LIVE)
+    d = start_daemon(live)
     result, _ = listen_with_progress(d, thinking(d, tmp_path, 1.2))
     s = result["structuredContent"]
     log = d.log()
@@ -160,7 +169,7 @@ def quieter(path, out, db):
     return out
 
 
-def test_a_pause_held_midway_is_looked_at_again(start_daemon, tmp_path):
+def test_a_pause_held_midway_is_looked_at_again(start_daemon, live, tmp_path):
     """A last word said far more quietly than the rest ("turn on the …
     lights" at -40 dB) is not voice to the detector, so the words up to the
     pause ("turn on that") read as a sentence stopped midway and hold it
@@ -170,7 +179,7 @@ def test_a_pause_held_midway_is_looked_at_again(start_daemon, tmp_path):
     all): heard, the turn ends soon after; not heard, it stays held to
     `audio.vad.max_pause_ms`. (A second reading of the same words cannot
     end it: `turn::heard_further`'s test.)"""
-    d = start_daemon(LIVE)
+    d = start_daemon(live)
     first = say(d, tmp_path / "a.wav", "Turn on the")
     last = quieter(say(d, tmp_path / "b.wav", "lights."), tmp_path / "quiet.wav", QUIET_DB)
     clip = join(tmp_path / "trailing.wav", first, 0.05, last)

@@ -5,6 +5,7 @@
 //   {"do": "click", "selector": …}      {"do": "wait_text", "selector": …, "contains": …, "timeout": ms}
 //   {"do": "screenshot", "path": …}     {"do": "cookies"}
 //   {"do": "fetch", "url": …, "method": …, "body": …}   (from the page, with its cookies)
+//   {"do": "eval", "script": …}      (an expression in the page; a promise is awaited)
 //   {"do": "close"}
 import { chromium } from "playwright-core";
 import readline from "node:readline";
@@ -41,6 +42,7 @@ async function run(c) {
       const r = await fetch(url, { method, headers: { "Content-Type": "application/json" }, body });
       return { status: r.status, body: await r.text() };
     }, c);
+    case "eval": return (await page.evaluate(c.script)) ?? null;
     case "errors": return consoleErrors;
     case "close": await browser.close(); return true;
     default: throw new Error(`unknown command ${c.do}`);

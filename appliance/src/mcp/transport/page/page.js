@@ -15,7 +15,15 @@ function cell(row, value) {
   return td;
 }
 
+// A table is rebuilt only when its items changed: every event refreshes
+// the page, and a row replaced under the pointer loses a click that began
+// on the old one (mouse down on one button, up on its copy).
+const shown = new Map();
+
 function rows(id, items, fill) {
+  const key = JSON.stringify(items);
+  if (shown.get(id) === key) return;
+  shown.set(id, key);
   const body = $(id).querySelector("tbody");
   body.replaceChildren();
   for (const item of items) {
