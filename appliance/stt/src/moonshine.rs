@@ -8,7 +8,9 @@
 //! cached ones, chosen by `use_cache_branch`) and `tokenizer.bin`. Greedy
 //! decoding from the start token 1 to the end token 2, with the decoder's
 //! key/value cache carried between steps, and a token budget per second of
-//! audio so a confused model cannot run on.
+//! audio so a confused model cannot run on. A greedy pass that had to guess
+//! at a token is decoded again by a beam search ([`BEAMS`] hypotheses side
+//! by side in one batch), as whisper decodes again when unsure.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,6 +43,20 @@ pub const MAX_SECONDS: f64 = 30.0;
 /// for very short clips.
 pub const TOKENS_PER_SECOND: f64 = 6.5;
 pub const MIN_TOKENS: usize = 12;
+
+/// A greedy pass whose least likely chosen token is below this probability
+/// is decoded again by a beam search. Greedy decoding commits to a first
+/// piece it cannot take back ("Can you rem|et the last message" for "read
+/// me": 0.19 and 0.27 at the guess, on two of three takes of the turn
+/// bench's clip 4; the search heard "read me" in both). On the bench's 45
+/// clips of one run 3 greedy passes fell below 0.35 and the other 42 did
+/// not (0.36–0.97), so the search's time is spent on few turns
+/// (docs/benchmarks.md, the turn).
+pub const UNSURE_BELOW: f32 = 0.35;
+
+/// Hypotheses a beam search keeps. Four decoder rows in one batch take
+/// about twice one row's time a step on tiny-en.
+pub const BEAMS: usize = 4;
 
 /// Quiet kept before the first sound of a clip: none. Moonshine tiny-en
 /// misreads first words after quiet (the listen path keeps 250 ms before
@@ -193,6 +209,9 @@ pub struct LiveTranscript {
     pub confidence: f32,
     /// The token budget ran out before the end token.
     pub truncated: bool,
+    /// The greedy pass was unsure and the beam search's transcript is kept
+    /// ([`UNSURE_BELOW`]).
+    pub searched: bool,
     /// Seconds of quiet at the clip's start the model was not given
     /// ([`onset`]).
     pub skipped: f64,
@@ -217,6 +236,8 @@ pub struct Moonshine {
     past: Vec<String>,
     heads: usize,
     head_dim: usize,
+    /// [`UNSURE_BELOW`], or what [`Moonshine::search_below`] set.
+    unsure_below: f32,
     /// Whether the encoder and the decoder take the audio's attention mask
     /// (tiny-en's export does; base-en's has none: all audio counts).
     encoder_mask: bool,
@@ -378,6 +399,7 @@ impl Moonshine {
             past,
             heads,
             head_dim,
+            unsure_below: UNSURE_BELOW,
             encoder_mask,
             decoder_mask,
             dir: dir.to_owned(),
@@ -386,6 +408,12 @@ impl Moonshine {
 
     pub fn tokenizer(&self) -> &Tokenizer {
         &self.tokenizer
+    }
+
+    /// Searches when a greedy pass chose a token below `probability`
+    /// ([`UNSURE_BELOW`] by default; 0: greedy only, to compare the two).
+    pub fn search_below(&mut self, probability: f32) {
+        self.unsure_below = probability;
     }
 
     /// Transcribes `audio` (mono, 16 kHz, −1…1).
@@ -442,70 +470,46 @@ impl Moonshine {
         let encoder_ms = started.elapsed().as_secs_f64() * 1000.0;
         let decode_started = Instant::now();
         let budget = ((seconds * TOKENS_PER_SECOND).ceil() as usize).max(MIN_TOKENS);
-        // The cache: empty before the first step; the encoder's part is
-        // made by the first step and reused, the decoder's grows.
-        let mut cache: Vec<(Vec<usize>, Vec<f32>)> =
-            vec![(vec![1, self.heads, 0, self.head_dim], Vec::new()); self.past.len()];
         let mut tokens = vec![START];
         let mut probability = 0.0f64;
+        let mut least = 1.0f32;
         let mut truncated = true;
-        for step in 0..budget {
+        let hidden = (hidden_shape.as_slice(), hidden.as_slice());
+        // The cache: none before the first step; the encoder's part is
+        // made by the first step and carried on, the decoder's grows.
+        let mut cache = None;
+        for _ in 0..budget {
             if cancel.load(Ordering::Relaxed) {
                 return Err(MoonshineError::Cancelled);
             }
             let last = [*tokens.last().unwrap_or(&START)];
-            let mut inputs = ort::inputs! {
-                "input_ids" => TensorRef::from_array_view(([1usize, 1], &last[..]))?,
-                "encoder_hidden_states" => TensorRef::from_array_view((hidden_shape.clone(), &hidden[..]))?,
-                "use_cache_branch" => Tensor::from_array(([1usize], vec![step > 0]))?,
-            };
-            if self.decoder_mask {
-                inputs.push((
-                    "encoder_attention_mask".into(),
-                    TensorRef::from_array_view(([1usize, samples], &mask[..]))?.into(),
-                ));
-            }
-            for (name, (shape, data)) in self.past.iter().zip(&cache) {
-                inputs.push((
-                    name.clone().into(),
-                    TensorRef::from_array_view((shape.clone(), &data[..]))?.into(),
-                ));
-            }
-            let outputs = if step == 0 {
-                self.decoder.run_with_options(inputs, &self.release)?
-            } else {
-                self.decoder.run(inputs)?
-            };
-            let (shape, logits) = outputs
-                .get("logits")
-                .ok_or_else(|| MoonshineError::Output("the decoder gave no logits".into()))?
-                .try_extract_tensor::<f32>()?;
-            let vocabulary = *shape.last().unwrap_or(&0) as usize;
-            let row = logits
-                .get(logits.len().saturating_sub(vocabulary)..)
-                .filter(|r| !r.is_empty())
-                .ok_or_else(|| MoonshineError::Output(format!("logits shaped {:?}", &shape[..])))?;
-            let (best, p) = softmax_best(row)?;
-            for (i, name) in self.past.iter().enumerate() {
-                // The encoder's part never changes after the first step.
-                if step > 0 && name.contains(".encoder.") {
-                    continue;
-                }
-                let present = name.replacen("past_key_values", "present", 1);
-                let (shape, data) = outputs
-                    .get(&present)
-                    .ok_or_else(|| {
-                        MoonshineError::Output(format!("the decoder gave no {present}"))
-                    })?
-                    .try_extract_tensor::<f32>()?;
-                cache[i] = (shape.iter().map(|d| *d as usize).collect(), data.to_vec());
-            }
+            let step = self.step(&last, hidden, (samples, &mask), cache.take())?;
+            let (best, p) = softmax_best(&step.logits)?;
+            cache = Some(step.present);
+            least = least.min(p);
             if best == END {
                 truncated = false;
                 break;
             }
             probability += f64::from(p);
             tokens.push(best);
+        }
+        // Unsure somewhere: search. A runaway pass is left as it is (the
+        // caller hands it on); the search would have the same budget.
+        let mut searched = false;
+        if !truncated && least < self.unsure_below && tokens.len() > 1 {
+            drop(cache);
+            if let Some(found) = self.search(hidden, samples, budget, cancel)? {
+                tracing::debug!(
+                    greedy = %self.tokenizer.decode(&tokens),
+                    searched = %self.tokenizer.decode(&found.tokens),
+                    least,
+                    "an unsure greedy pass decoded again by a beam search"
+                );
+                probability = found.probability;
+                tokens = found.tokens;
+                searched = true;
+            }
         }
         let produced = tokens.len() - 1;
         if truncated {
@@ -526,11 +530,317 @@ impl Moonshine {
             },
             tokens: tokens[1..].to_vec(),
             truncated,
+            searched,
             skipped: skip as f64 / SAMPLE_RATE as f64,
             encoder_ms,
             decoder_ms: decode_started.elapsed().as_secs_f64() * 1000.0,
         })
     }
+}
+
+impl Moonshine {
+    /// One decoder step for `ids.len()` rows (`[rows, 1]` tokens) over the
+    /// encoder's `hidden` states and the audio's `mask` (samples a row,
+    /// and at least `rows` rows of each): the vocabulary, the logits
+    /// (`[rows, vocabulary]`) and the cache the step made, in
+    /// `self.past`'s order. `cache` None: the first step.
+    fn step(
+        &mut self,
+        ids: &[i64],
+        hidden: (&[usize], &[f32]),
+        mask: (usize, &[i64]),
+        cache: Option<Vec<Cache>>,
+    ) -> Result<Step, MoonshineError> {
+        let rows = ids.len();
+        let frames = hidden.0[1..].iter().product::<usize>();
+        let (samples, mask) = mask;
+        let mut hidden_shape = hidden.0.to_vec();
+        hidden_shape[0] = rows;
+        let mut inputs = ort::inputs! {
+            "input_ids" => TensorRef::from_array_view(([rows, 1usize], ids))?,
+            "encoder_hidden_states" => TensorRef::from_array_view((hidden_shape, &hidden.1[..rows * frames]))?,
+            "use_cache_branch" => Tensor::from_array(([1usize], vec![cache.is_some()]))?,
+        };
+        if self.decoder_mask {
+            inputs.push((
+                "encoder_attention_mask".into(),
+                TensorRef::from_array_view(([rows, samples], &mask[..rows * samples]))?.into(),
+            ));
+        }
+        let first = cache.is_none();
+        for (i, name) in self.past.iter().enumerate() {
+            let (shape, data) = match &cache {
+                Some(cache) => (cache[i].0.clone(), &cache[i].1[..]),
+                None => (vec![rows, self.heads, 0, self.head_dim], &[][..]),
+            };
+            inputs.push((
+                name.clone().into(),
+                TensorRef::from_array_view((shape, data))?.into(),
+            ));
+        }
+        let outputs = if first {
+            self.decoder.run_with_options(inputs, &self.release)?
+        } else {
+            self.decoder.run(inputs)?
+        };
+        let (shape, logits) = outputs
+            .get("logits")
+            .ok_or_else(|| MoonshineError::Output("the decoder gave no logits".into()))?
+            .try_extract_tensor::<f32>()?;
+        let vocabulary = *shape.last().unwrap_or(&0) as usize;
+        if vocabulary == 0 || logits.len() != rows * vocabulary {
+            return Err(MoonshineError::Output(format!(
+                "logits shaped {:?}",
+                &shape[..]
+            )));
+        }
+        let logits = logits.to_vec();
+        let mut made = Vec::with_capacity(self.past.len());
+        for name in &self.past {
+            // The encoder's part never changes after the first step: it is
+            // carried over, not copied out again.
+            if !first && name.contains(".encoder.") {
+                made.push(None);
+                continue;
+            }
+            let out = name.replacen("past_key_values", "present", 1);
+            let (shape, data) = outputs
+                .get(&out)
+                .ok_or_else(|| MoonshineError::Output(format!("the decoder gave no {out}")))?
+                .try_extract_tensor::<f32>()?;
+            made.push(Some((
+                shape.iter().map(|d| *d as usize).collect(),
+                data.to_vec(),
+            )));
+        }
+        drop(outputs);
+        let present = match cache {
+            Some(cache) => made
+                .into_iter()
+                .zip(cache)
+                .map(|(made, old)| made.unwrap_or(old))
+                .collect(),
+            None => made.into_iter().flatten().collect(),
+        };
+        Ok(Step {
+            vocabulary,
+            logits,
+            present,
+        })
+    }
+
+    /// Beam search over the encoder's `hidden` states, [`BEAMS`] decoder
+    /// rows a step: the ended hypothesis with the best mean
+    /// log-probability per token, or None when none ended within `budget`
+    /// tokens.
+    fn search(
+        &mut self,
+        hidden: (&[usize], &[f32]),
+        samples: usize,
+        budget: usize,
+        cancel: &AtomicBool,
+    ) -> Result<Option<Found>, MoonshineError> {
+        // The rows share the audio: its states once per row.
+        let rows = hidden.1.repeat(BEAMS);
+        let hidden = (hidden.0, &rows[..]);
+        let mask = vec![1i64; samples * BEAMS];
+        let mut beams = Beams::new(BEAMS);
+        let mut cache: Option<Vec<Cache>> = None;
+        for _ in 0..budget {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(MoonshineError::Cancelled);
+            }
+            let ids = beams.last_tokens();
+            let step = self.step(&ids, hidden, (samples, &mask), cache.take())?;
+            let tops = step
+                .logits
+                .chunks_exact(step.vocabulary)
+                .map(|row| top_log_probabilities(row, BEAMS))
+                .collect::<Result<Vec<_>, _>>()?;
+            let parents = beams.advance(&tops);
+            if beams.done() {
+                break;
+            }
+            cache = Some(reorder(step.present, &parents, &self.past, ids.len()));
+        }
+        Ok(beams.best())
+    }
+}
+
+/// One layer's key or value cache: its shape and data.
+type Cache = (Vec<usize>, Vec<f32>);
+
+/// What a decoder step gives.
+struct Step {
+    vocabulary: usize,
+    logits: Vec<f32>,
+    present: Vec<Cache>,
+}
+
+/// The cache rows for the hypotheses kept, in their order: each its
+/// parent's row (`present` has `rows` rows). The encoder's part, the same
+/// in every row, is cut or repeated to the new number of rows.
+fn reorder(present: Vec<Cache>, parents: &[usize], names: &[String], rows: usize) -> Vec<Cache> {
+    present
+        .into_iter()
+        .zip(names)
+        .map(|((mut shape, data), name)| {
+            let row = data.len() / rows.max(1);
+            let data = if name.contains(".encoder.") {
+                if parents.len() == rows {
+                    data
+                } else {
+                    data[..row].repeat(parents.len())
+                }
+            } else {
+                parents
+                    .iter()
+                    .flat_map(|&p| data[p * row..(p + 1) * row].iter().copied())
+                    .collect()
+            };
+            shape[0] = parents.len();
+            (shape, data)
+        })
+        .collect()
+}
+
+/// A transcript a beam search found: its tokens (the start token first,
+/// no end token) and the sum of their probabilities.
+#[derive(Debug, Clone, PartialEq)]
+struct Found {
+    tokens: Vec<i64>,
+    probability: f64,
+}
+
+/// A hypothesis: its tokens (the start token first), the sum of their
+/// log-probabilities and of their probabilities (the end token's not in
+/// the latter: it is no word).
+#[derive(Debug, Clone)]
+struct Hypothesis {
+    tokens: Vec<i64>,
+    log_probability: f64,
+    probability: f64,
+}
+
+impl Hypothesis {
+    /// Mean log-probability per token, the end token's counted: a longer
+    /// transcript is not worse for having more tokens.
+    fn score(&self) -> f64 {
+        self.log_probability / (self.tokens.len().max(2) - 1) as f64
+    }
+}
+
+/// The hypotheses of a beam search: those going on (a decoder row each)
+/// and those ended.
+struct Beams {
+    width: usize,
+    going: Vec<Hypothesis>,
+    ended: Vec<Hypothesis>,
+}
+
+impl Beams {
+    fn new(width: usize) -> Self {
+        let start = Hypothesis {
+            tokens: vec![START],
+            log_probability: 0.0,
+            probability: 0.0,
+        };
+        Self {
+            width,
+            going: vec![start],
+            ended: Vec::new(),
+        }
+    }
+
+    /// The token each row is given next.
+    fn last_tokens(&self) -> Vec<i64> {
+        self.going
+            .iter()
+            .map(|h| *h.tokens.last().unwrap_or(&START))
+            .collect()
+    }
+
+    /// Takes each row's most likely next tokens (`tops[row]`: a token and
+    /// its log-probability) and keeps the `width` best continuations going,
+    /// setting aside those that ended among them. Returns the row each
+    /// kept hypothesis came from.
+    fn advance(&mut self, tops: &[Vec<(i64, f32)>]) -> Vec<usize> {
+        let mut candidates: Vec<(f64, usize, i64, f32)> = Vec::new();
+        for (row, (top, h)) in tops.iter().zip(&self.going).enumerate() {
+            for &(token, lp) in top {
+                candidates.push((h.log_probability + f64::from(lp), row, token, lp));
+            }
+        }
+        candidates.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let mut going = Vec::with_capacity(self.width);
+        let mut parents = Vec::with_capacity(self.width);
+        for (log_probability, row, token, lp) in candidates {
+            if going.len() == self.width {
+                break;
+            }
+            let parent = &self.going[row];
+            let mut tokens = parent.tokens.clone();
+            tokens.push(token);
+            if token == END {
+                if self.ended.len() < self.width {
+                    let probability = parent.probability;
+                    self.ended.push(Hypothesis {
+                        tokens,
+                        log_probability,
+                        probability,
+                    });
+                }
+            } else {
+                let probability = parent.probability + f64::from(lp.exp());
+                going.push(Hypothesis {
+                    tokens,
+                    log_probability,
+                    probability,
+                });
+                parents.push(row);
+            }
+        }
+        self.going = going;
+        parents
+    }
+
+    /// Enough hypotheses ended, or none goes on.
+    fn done(&self) -> bool {
+        self.ended.len() >= self.width || self.going.is_empty()
+    }
+
+    /// The ended hypothesis with the best score, its end token dropped.
+    fn best(&self) -> Option<Found> {
+        let best = self
+            .ended
+            .iter()
+            .max_by(|a, b| a.score().total_cmp(&b.score()))?;
+        let tokens = best.tokens[..best.tokens.len() - 1].to_vec();
+        Some(Found {
+            tokens,
+            probability: best.probability,
+        })
+    }
+}
+
+/// The `k` most likely tokens of a row of logits and their
+/// log-probabilities, the most likely first.
+fn top_log_probabilities(row: &[f32], k: usize) -> Result<Vec<(i64, f32)>, MoonshineError> {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if !max.is_finite() || row.iter().any(|v| v.is_nan()) {
+        return Err(MoonshineError::Output("the logits are not finite".into()));
+    }
+    let log_sum = row.iter().map(|v| (v - max).exp()).sum::<f32>().ln() + max;
+    let mut top: Vec<(i64, f32)> = Vec::with_capacity(k + 1);
+    for (i, &v) in row.iter().enumerate() {
+        if top.len() == k && v <= top[k - 1].1 {
+            continue;
+        }
+        let at = top.partition_point(|&(_, t)| t >= v);
+        top.insert(at, (i as i64, v));
+        top.truncate(k);
+    }
+    Ok(top.into_iter().map(|(i, v)| (i, v - log_sum)).collect())
 }
 
 /// Moonshine as the engine's recogniser (the live engine): English only,
@@ -742,6 +1052,84 @@ mod tests {
         click[15_990] = 0.9;
         assert_eq!(onset(&click), 12_000);
         assert_eq!(onset(&[]), 0);
+    }
+
+    #[test]
+    fn the_most_likely_tokens_and_their_log_probabilities() {
+        let top = top_log_probabilities(&[0.0, 3.0, 1.0, 2.0, 3.0], 3).unwrap();
+        let tokens: Vec<i64> = top.iter().map(|t| t.0).collect();
+        assert_eq!(tokens, [1, 4, 3]);
+        let sum: f32 = [0.0f32, 3.0, 1.0, 2.0, 3.0].iter().map(|v| v.exp()).sum();
+        assert!((top[0].1 - (3.0 - sum.ln())).abs() < 1e-5, "{top:?}");
+        assert!((top[2].1 - (2.0 - sum.ln())).abs() < 1e-5, "{top:?}");
+        assert!(top_log_probabilities(&[0.0, f32::NAN], 1).is_err());
+    }
+
+    fn ln(p: f32) -> f32 {
+        p.ln()
+    }
+
+    #[test]
+    fn the_beam_keeps_what_greedy_would_have_dropped() {
+        // Greedy takes 10 (0.5) and ends there (0.8); 11 (0.4) goes on
+        // surely to 21 (0.9) and ends (0.95).
+        let mut beams = Beams::new(2);
+        let parents = beams.advance(&[vec![(10, ln(0.5)), (11, ln(0.4))]]);
+        assert_eq!(parents, [0, 0]);
+        assert_eq!(beams.last_tokens(), [10, 11]);
+        let parents = beams.advance(&[
+            vec![(END, ln(0.8)), (20, ln(0.1))],
+            vec![(21, ln(0.9)), (22, ln(0.05))],
+        ]);
+        // "10" ended (0.40); 11→21 (0.36) and 10→20 (0.05) go on.
+        assert_eq!(parents, [1, 0]);
+        assert_eq!(beams.last_tokens(), [21, 20]);
+        assert!(!beams.done());
+        beams.advance(&[
+            vec![(END, ln(0.95)), (30, ln(0.01))],
+            vec![(END, ln(0.9)), (31, ln(0.05))],
+        ]);
+        assert!(beams.done(), "two ended");
+        let found = beams.best().unwrap();
+        // "11 21" (0.342 in all, over three tokens) beats "10" (0.40 over
+        // two): by mean log-probability per token.
+        assert_eq!(found.tokens, [START, 11, 21]);
+        assert!((found.probability - 1.3).abs() < 1e-5, "{found:?}");
+    }
+
+    #[test]
+    fn a_search_where_nothing_ended_finds_nothing() {
+        let mut beams = Beams::new(2);
+        beams.advance(&[vec![(10, ln(0.5)), (11, ln(0.4))]]);
+        beams.advance(&[
+            vec![(12, ln(0.5)), (13, ln(0.4))],
+            vec![(14, ln(0.5)), (15, ln(0.4))],
+        ]);
+        assert!(!beams.done());
+        assert_eq!(beams.best(), None);
+    }
+
+    #[test]
+    fn the_cache_follows_the_hypotheses_kept() {
+        // Two rows of 3 values each: the decoder's part takes its parents'
+        // rows, the encoder's (the same in every row) is cut to the rows kept.
+        let names = [
+            "past_key_values.0.decoder.key".to_owned(),
+            "past_key_values.0.encoder.key".to_owned(),
+        ];
+        let present = vec![
+            (vec![2, 1, 3, 1], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+            (vec![2, 1, 3, 1], vec![7.0, 8.0, 9.0, 7.0, 8.0, 9.0]),
+        ];
+        let kept = reorder(present.clone(), &[1, 1, 0], &names, 2);
+        assert_eq!(kept[0].0, [3, 1, 3, 1]);
+        assert_eq!(kept[0].1, [4.0, 5.0, 6.0, 4.0, 5.0, 6.0, 1.0, 2.0, 3.0]);
+        assert_eq!(kept[1].1, [7.0, 8.0, 9.0, 7.0, 8.0, 9.0, 7.0, 8.0, 9.0]);
+        let one = reorder(present, &[1], &names, 2);
+        assert_eq!(
+            (one[0].1.as_slice(), one[1].1.as_slice()),
+            (&[4.0, 5.0, 6.0][..], &[7.0, 8.0, 9.0][..])
+        );
     }
 
     #[test]

@@ -11,21 +11,6 @@ use hark_stt::{
     import::Quantisation,
 };
 
-const SENTENCES: [&str; 12] = [
-    "The quick brown fox jumps over the lazy dog.",
-    "Please turn off the lights in the kitchen.",
-    "What is the weather going to be like tomorrow morning?",
-    "Remind me to call my sister after dinner.",
-    "I would like a cup of coffee with milk.",
-    "Set a timer for the pasta.",
-    "Read me the latest news about the election.",
-    "How far is it from here to the train station?",
-    "Add apples, bread and cheese to my shopping list.",
-    "Can you play some quiet music in the living room?",
-    "The meeting has been moved to Thursday afternoon.",
-    "Open the garage door and switch on the heating.",
-];
-
 fn engine(model: std::path::PathBuf) -> Engine {
     Engine::start(EngineConfig {
         model,
@@ -57,7 +42,7 @@ fn word_error_rate(quantisation: Quantisation, speaker: Speaker) -> f64 {
     let dir = tempfile::tempdir().expect("tempdir");
     let engine = engine(common::import(dir.path(), quantisation));
     let (mut errors, mut total) = (0, 0);
-    for sentence in SENTENCES {
+    for sentence in common::SENTENCES {
         let audio = speaker.say(dir.path(), sentence);
         let t = engine
             .transcribe_blocking(Request::new(audio))
@@ -91,7 +76,7 @@ fn errors_of_both(speaker: Speaker) -> (usize, usize, usize) {
     let mut live = hark_stt::moonshine::Moonshine::load(&common::onnx_runtime(), &moonshine_dir, 2)
         .expect("Moonshine loads (run tests/setup.sh)");
     let (mut by_whisper, mut by_live, mut total) = (0, 0, 0);
-    for sentence in SENTENCES {
+    for sentence in common::SENTENCES {
         let audio = speaker.say(dir.path(), sentence);
         let reference = common::words(sentence);
         let heard = whisper
@@ -108,23 +93,26 @@ fn errors_of_both(speaker: Speaker) -> (usize, usize, usize) {
 }
 
 #[test]
-fn the_live_engine_hears_about_as_well_as_whisper() {
+fn the_live_engine_hears_as_well_as_whisper() {
     // The two voices the tests speak with, 12 sentences each: the live
     // engine hears the microphone in whisper's place, so it must not hear
     // worse (whisper keeps files and other languages).
-    let (mut whisper, mut live, mut total) = (0, 0, 0);
-    for speaker in [Speaker::Espeak, Speaker::Piper] {
-        let (w, l, n) = errors_of_both(speaker);
-        eprintln!("{speaker:?}: whisper {w} and live {l} errors in {n} words");
-        (whisper, live, total) = (whisper + w, live + l, total + n);
-    }
-    // Within piper's run-to-run variation: its voice is drawn anew each
-    // run, and the two engines' counts moved by 1–3 words between runs
-    // (live 14 and 12 against whisper's 13 and 13; espeak's audio is the
-    // same every run). The turn bench compares them over more takes.
+    let (whisper, live, total) = errors_of_both(Speaker::Espeak);
+    eprintln!("espeak-ng: whisper {whisper} and live {live} errors in {total} words");
+    let (piper_whisper, piper_live, piper_total) = errors_of_both(Speaker::Piper);
+    eprintln!("piper: whisper {piper_whisper} and live {piper_live} errors in {piper_total} words");
+    // espeak-ng's audio is the same every run (measured: live 9, whisper
+    // 10; live 10 decoding greedily only).
     assert!(
-        live <= whisper + 3,
-        "the live engine misread {live} of {total} words, whisper tiny.en {whisper}"
+        live <= whisper,
+        "espeak-ng: the live engine misread {live} of {total} words, whisper tiny.en {whisper}"
+    );
+    // piper's voice is drawn anew each run, and the counts move by 1–3
+    // words between runs (measured over five: live 1–6, whisper 4–7). The
+    // turn bench compares the two over more takes.
+    assert!(
+        piper_live <= piper_whisper + 3,
+        "piper: the live engine misread {piper_live} of {piper_total} words, whisper tiny.en {piper_whisper}"
     );
 }
 
@@ -186,7 +174,7 @@ fn silence_noise_cancellation_queue_language_and_words() {
     assert_eq!(t.text, "", "noise gave {t:?}");
 
     // Word timings: in order, inside the audio, the words of the sentence.
-    let speech = common::speak(dir.path(), SENTENCES[0], "en-us");
+    let speech = common::speak(dir.path(), common::SENTENCES[0], "en-us");
     let seconds = speech.len() as f64 / 16_000.0;
     let mut request = Request::new(speech.clone());
     request.word_timestamps = true;
@@ -224,12 +212,12 @@ fn silence_noise_cancellation_queue_language_and_words() {
         ..EngineConfig::default()
     })
     .expect("fitted engine");
-    let weather = common::speak(dir.path(), SENTENCES[2], "en-us");
+    let weather = common::speak(dir.path(), common::SENTENCES[2], "en-us");
     let t = fitted
         .transcribe_blocking(Request::new(weather))
         .expect("fitted");
     assert!(t.audio_ctx < 1500 && !t.refit, "{t:?}");
-    assert_eq!(common::words(&t.text), common::words(SENTENCES[2]));
+    assert_eq!(common::words(&t.text), common::words(common::SENTENCES[2]));
     drop(fitted);
 
     // Languages: an English-only model refuses others, by name.
@@ -273,7 +261,7 @@ fn silence_noise_cancellation_queue_language_and_words() {
         Ok(Err(SttError::Cancelled))
     ));
     eprintln!("cancelled after {:?}", started.elapsed());
-    let kitchen = common::speak(dir.path(), SENTENCES[1], "en-us");
+    let kitchen = common::speak(dir.path(), common::SENTENCES[1], "en-us");
     let t = engine
         .transcribe_blocking(Request::new(kitchen))
         .expect("after a cancel");
@@ -324,7 +312,7 @@ fn a_lazy_engine_reads_the_header_at_start_and_loads_on_the_first_request() {
         ("tiny", "q8_0", false),
         "{info:?}"
     );
-    let audio = common::speak(tmp.path(), SENTENCES[1], "en-us");
+    let audio = common::speak(tmp.path(), common::SENTENCES[1], "en-us");
     let transcript = engine
         .transcribe_blocking(Request::new(audio))
         .expect("transcribes once loaded");

@@ -27,6 +27,22 @@ pub fn import(dir: &Path, quantisation: import::Quantisation) -> PathBuf {
     out
 }
 
+/// The sentences the word-error tests speak.
+pub const SENTENCES: [&str; 12] = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Please turn off the lights in the kitchen.",
+    "What is the weather going to be like tomorrow morning?",
+    "Remind me to call my sister after dinner.",
+    "I would like a cup of coffee with milk.",
+    "Set a timer for the pasta.",
+    "Read me the latest news about the election.",
+    "How far is it from here to the train station?",
+    "Add apples, bread and cheese to my shopping list.",
+    "Can you play some quiet music in the living room?",
+    "The meeting has been moved to Thursday afternoon.",
+    "Open the garage door and switch on the heating.",
+];
+
 /// `text` spoken by espeak-ng, as 16 kHz mono samples.
 pub fn speak(dir: &Path, text: &str, voice: &str) -> Vec<f32> {
     let wav = dir.join("speech.wav");
