@@ -266,9 +266,11 @@ impl Pass {
         engine: &hark_stt::engine::Engine,
         audio: Vec<f32>,
         language: Option<String>,
+        draft: bool,
     ) -> Result<Self, SttError> {
         let mut request = Request::new(audio);
         request.language = language;
+        request.draft = draft;
         let abandon = AbandonOnDrop(Arc::clone(&request.cancel));
         Ok(Self {
             reply: engine.submit(request)?,
@@ -282,8 +284,9 @@ impl Pass {
         engine: &hark_stt::engine::Engine,
         audio: Vec<f32>,
         language: Option<String>,
+        draft: bool,
     ) -> Option<Self> {
-        Self::submit(engine, audio, language)
+        Self::submit(engine, audio, language, draft)
             .map_err(|e| tracing::debug!(error = %e, "no transcription ahead of the turn's end"))
             .ok()
     }
@@ -578,7 +581,7 @@ pub async fn listen(
                 Glimpse::Speaking(audio) => {
                     // One pass at a time: one still running is skipped.
                     if partial.is_none() && speculative.is_none() {
-                        partial = Pass::ahead(&engine, audio, request.language.clone());
+                        partial = Pass::ahead(&engine, audio, request.language.clone(), true);
                     }
                 }
                 Glimpse::Paused { mut clip, from, speech, again } => {
@@ -618,7 +621,7 @@ pub async fn listen(
                     speculative = stt.speculative.then(|| Speculative {
                         speech,
                         from,
-                        pass: Pass::ahead(&engine, clip.clone(), request.language.clone()),
+                        pass: Pass::ahead(&engine, clip.clone(), request.language.clone(), false),
                         clip,
                         result: None,
                         before,
@@ -799,6 +802,7 @@ pub async fn listen(
                 &engine,
                 std::mem::take(&mut audio),
                 request.language.clone(),
+                false,
             )?
             .done()
             .await

@@ -178,6 +178,11 @@ pub struct Request {
     pub word_timestamps: bool,
     /// Set to abandon the request, queued or running.
     pub cancel: Arc<AtomicBool>,
+    /// A draft: words so far, shown while the person speaks and soon
+    /// replaced. The live engine gives its first reading (no second
+    /// decoding of an unsure one: speech cut off mid-word is unsure at its
+    /// end, and the pass at the next pause should not wait behind it).
+    pub draft: bool,
 }
 
 impl Request {
@@ -187,6 +192,7 @@ impl Request {
             language: None,
             word_timestamps: false,
             cancel: Arc::default(),
+            draft: false,
         }
     }
 }

@@ -236,8 +236,6 @@ pub struct Moonshine {
     past: Vec<String>,
     heads: usize,
     head_dim: usize,
-    /// [`UNSURE_BELOW`], or what [`Moonshine::search_below`] set.
-    unsure_below: f32,
     /// Whether the encoder and the decoder take the audio's attention mask
     /// (tiny-en's export does; base-en's has none: all audio counts).
     encoder_mask: bool,
@@ -399,7 +397,6 @@ impl Moonshine {
             past,
             heads,
             head_dim,
-            unsure_below: UNSURE_BELOW,
             encoder_mask,
             decoder_mask,
             dir: dir.to_owned(),
@@ -410,23 +407,19 @@ impl Moonshine {
         &self.tokenizer
     }
 
-    /// Searches when a greedy pass chose a token below `probability`
-    /// ([`UNSURE_BELOW`] by default; 0: greedy only, to compare the two).
-    pub fn search_below(&mut self, probability: f32) {
-        self.unsure_below = probability;
-    }
-
     /// Transcribes `audio` (mono, 16 kHz, −1…1).
     pub fn transcribe(&mut self, audio: &[f32]) -> Result<LiveTranscript, MoonshineError> {
-        self.transcribe_until(audio, &AtomicBool::new(false))
+        self.transcribe_until(audio, &AtomicBool::new(false), true)
     }
 
     /// [`Self::transcribe`], abandoned between decoder steps once `cancel`
-    /// is set.
+    /// is set; without `search`, the greedy pass is kept however unsure (a
+    /// draft).
     pub fn transcribe_until(
         &mut self,
         audio: &[f32],
         cancel: &AtomicBool,
+        search: bool,
     ) -> Result<LiveTranscript, MoonshineError> {
         if audio.is_empty() {
             return Err(MoonshineError::Empty);
@@ -497,7 +490,7 @@ impl Moonshine {
         // Unsure somewhere: search. A runaway pass is left as it is (the
         // caller hands it on); the search would have the same budget.
         let mut searched = false;
-        if !truncated && least < self.unsure_below && tokens.len() > 1 {
+        if search && !truncated && least < UNSURE_BELOW && tokens.len() > 1 {
             drop(cache);
             if let Some(found) = self.search(hidden, samples, budget, cancel)? {
                 tracing::debug!(
@@ -902,12 +895,16 @@ impl crate::engine::Recognizer for MoonshineRecognizer {
         }
         let started = Instant::now();
         let duration = request.audio.len() as f64 / SAMPLE_RATE as f64;
-        let live = match self.model.transcribe_until(&request.audio, &request.cancel) {
-            Ok(live) => live,
-            Err(MoonshineError::Cancelled) => return Err(SttError::Cancelled),
-            Err(MoonshineError::Empty) => return Err(SttError::Unsupported("no audio".into())),
-            Err(e) => return Err(SttError::Live(e.to_string())),
-        };
+        let live =
+            match self
+                .model
+                .transcribe_until(&request.audio, &request.cancel, !request.draft)
+            {
+                Ok(live) => live,
+                Err(MoonshineError::Cancelled) => return Err(SttError::Cancelled),
+                Err(MoonshineError::Empty) => return Err(SttError::Unsupported("no audio".into())),
+                Err(e) => return Err(SttError::Live(e.to_string())),
+            };
         let segments = if live.text.is_empty() {
             Vec::new()
         } else {
