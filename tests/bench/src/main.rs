@@ -33,6 +33,7 @@ mod server;
 mod stt;
 mod tts;
 mod turn;
+mod wer;
 
 use std::{
     path::{Path, PathBuf},
@@ -137,6 +138,10 @@ enum Mode {
     /// live path against whisper with silence and a faster-whisper
     /// pipeline; the pause set; memory; first sound (see [`turn`]).
     Turn(turn::TurnArgs),
+    /// Word errors of the live engine, Hark's whisper and faster-whisper
+    /// on the same audio, by six espeak-ng voices and piper's (see
+    /// [`wer`]).
+    Wer(wer::WerArgs),
 }
 
 fn main() -> ExitCode {
@@ -153,6 +158,7 @@ fn main() -> ExitCode {
         Some(Mode::Person(person)) => person::main(person),
         Some(Mode::Room(room)) => room::main(room),
         Some(Mode::Turn(turn)) => turn::main(turn),
+        Some(Mode::Wer(wer)) => wer::main(wer),
         None => bench(args),
     };
     match result {

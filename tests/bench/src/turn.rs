@@ -110,7 +110,7 @@ pub struct TurnArgs {
 }
 
 /// Utterances of about 1 to 10 s, without digits (WER compares words).
-const UTTERANCES: [&str; 8] = [
+pub const UTTERANCES: [&str; 8] = [
     "Turn on the lights.",
     "What time is it in Tokyo?",
     "Please remind me to call my mother tomorrow morning.",
@@ -124,7 +124,7 @@ const UTTERANCES: [&str; 8] = [
 
 /// The pause set: a sentence cut in the middle of a clause, where people
 /// stop to think; the turn goes on after the pause.
-const PAUSED: [(&str, &str); 6] = [
+pub const PAUSED: [(&str, &str); 6] = [
     (
         "So I was thinking that we could",
         "go to the park on Saturday morning.",
@@ -283,7 +283,12 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
     let mut peer = if args.no_peer {
         None
     } else {
-        Some(Peer::start(&args)?)
+        Some(Peer::start(
+            &args.peers,
+            &args.ct2,
+            args.threads,
+            args.beam,
+        )?)
     };
 
     let mut systems = [live, default, whisper];
@@ -631,7 +636,7 @@ fn replies(system: &mut System, n: usize) -> anyhow::Result<Vec<f64>> {
 }
 
 /// faster-whisper in a process of its own, asked one clip at a time.
-struct Peer {
+pub struct Peer {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -639,14 +644,19 @@ struct Peer {
 }
 
 impl Peer {
-    fn start(args: &TurnArgs) -> anyhow::Result<Self> {
-        let python = args.peers.python()?;
+    pub fn start(
+        peers: &stt::PeerVenv,
+        ct2: &Path,
+        threads: u16,
+        beam: u8,
+    ) -> anyhow::Result<Self> {
+        let python = peers.python()?;
         let mut child = Command::new(&python)
-            .arg(tidy(&args.peers.peer_script))
+            .arg(tidy(&peers.peer_script))
             .args(["serve", "--peer", "faster-whisper", "--ct2"])
-            .arg(tidy(&args.ct2))
-            .args(["--threads", &args.threads.to_string()])
-            .args(["--beam", &args.beam.to_string()])
+            .arg(tidy(ct2))
+            .args(["--threads", &threads.to_string()])
+            .args(["--beam", &beam.to_string()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -673,7 +683,7 @@ impl Peer {
         })
     }
 
-    fn transcribe(&mut self, raw: &Path) -> anyhow::Result<(f64, String)> {
+    pub fn transcribe(&mut self, raw: &Path) -> anyhow::Result<(f64, String)> {
         writeln!(self.stdin, "{}", raw.display())?;
         self.stdin.flush()?;
         let mut line = String::new();
