@@ -108,7 +108,7 @@ const RATE: f64 = 16_000.0;
 const WHISPER_CPP: &str = "whisper.cpp (pywhispercpp)";
 const WHISPER_CPP_NO_FA: &str = "whisper.cpp (pywhispercpp), flash attention off";
 const FASTER_WHISPER: &str = "faster-whisper";
-const LIVE: &str = "Hark live: Moonshine tiny-en (int8, greedy)";
+const LIVE: &str = "Hark live: Moonshine tiny-en (int8)";
 
 struct Clip {
     name: &'static str,
@@ -214,8 +214,9 @@ pub fn main(args: SttArgs) -> anyhow::Result<()> {
         });
         load.push((format!("after {name}"), procfs::loadavg()));
     }
-    // The live engine: Moonshine tiny-en on ONNX Runtime, greedy (it has
-    // no beam search), the same threads.
+    // The live engine: Moonshine tiny-en on ONNX Runtime as the daemon
+    // runs it (greedy, decoded again by a beam of 4 where unsure; not
+    // whisper's beam width), the same threads.
     eprintln!("[stt] {LIVE}");
     systems.push(System {
         name: LIVE.to_owned(),
