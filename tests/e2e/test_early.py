@@ -154,6 +154,10 @@ def test_whisper_starts_at_the_pause_and_a_cancel_abandons_it(start_daemon, tmp_
     result, _ = listen_with_progress(d, wav, id=11)
     assert "kitchen" in words(result["structuredContent"]["text"]), result
     watcher.close()
+    # whisper.cpp stopped on the cancel logs "failed to encode": asked for,
+    # no error.
+    errors = [line for line in d.log()[log_at:].splitlines() if " ERROR " in line]
+    assert not errors, errors
 
 
 def quieter(path, out, db):

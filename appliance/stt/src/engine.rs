@@ -298,7 +298,7 @@ impl Engine {
     /// Loads the model and starts the worker. Blocking (the load reads the
     /// whole file): call it from a blocking context.
     pub fn start(config: EngineConfig) -> Result<Engine, SttError> {
-        whisper_rs::install_logging_hooks();
+        install_logging();
         if !config.model.is_file() {
             return Err(SttError::ModelMissing {
                 path: config.model.clone(),
@@ -881,6 +881,63 @@ impl Whisper {
     }
 }
 
+/// whisper.cpp's and ggml's log lines into `tracing`, whisper.cpp's through
+/// [`whisper_log`] rather than whisper-rs's own hook.
+fn install_logging() {
+    static OURS: std::sync::Once = std::sync::Once::new();
+    whisper_rs::install_logging_hooks();
+    // SAFETY: the callback is a plain function that lives for the whole
+    // program and takes no user data.
+    OURS.call_once(|| unsafe {
+        whisper_rs_sys::whisper_log_set(Some(whisper_log), std::ptr::null_mut());
+    });
+}
+
+/// How whisper.cpp's log line `text` at `level` is logged: as whisper-rs
+/// logs it (its target, so `whisper_rs=warn` filters it), except that a
+/// cancelled transcription's "failed to encode" or "failed to decode" is
+/// no error: the abort callback stopped whisper.cpp because the caller
+/// asked, and a real failure comes back to the caller as an error it
+/// reports.
+fn whisper_level(level: whisper_rs_sys::ggml_log_level, text: &str) -> tracing::Level {
+    match level {
+        whisper_rs_sys::ggml_log_level_GGML_LOG_LEVEL_ERROR
+            if text.ends_with("failed to encode") || text.ends_with("failed to decode") =>
+        {
+            tracing::Level::DEBUG
+        }
+        whisper_rs_sys::ggml_log_level_GGML_LOG_LEVEL_ERROR => tracing::Level::ERROR,
+        whisper_rs_sys::ggml_log_level_GGML_LOG_LEVEL_WARN => tracing::Level::WARN,
+        whisper_rs_sys::ggml_log_level_GGML_LOG_LEVEL_INFO => tracing::Level::INFO,
+        whisper_rs_sys::ggml_log_level_GGML_LOG_LEVEL_DEBUG => tracing::Level::DEBUG,
+        _ => tracing::Level::TRACE,
+    }
+}
+
+unsafe extern "C" fn whisper_log(
+    level: whisper_rs_sys::ggml_log_level,
+    text: *const std::ffi::c_char,
+    _: *mut std::ffi::c_void,
+) {
+    if text.is_null() {
+        return;
+    }
+    // SAFETY: whisper.cpp passes a NUL-terminated string valid for the call.
+    let text = unsafe { std::ffi::CStr::from_ptr(text) }.to_string_lossy();
+    let text = text.trim();
+    if text.is_empty() {
+        return;
+    }
+    const TARGET: &str = "whisper_rs::whisper_logging_hook";
+    match whisper_level(level, text) {
+        tracing::Level::ERROR => tracing::error!(target: TARGET, "{text}"),
+        tracing::Level::WARN => tracing::warn!(target: TARGET, "{text}"),
+        tracing::Level::INFO => tracing::info!(target: TARGET, "{text}"),
+        tracing::Level::DEBUG => tracing::debug!(target: TARGET, "{text}"),
+        _ => tracing::trace!(target: TARGET, "{text}"),
+    }
+}
+
 /// whisper.cpp's abort callback: the request's cancel flag.
 unsafe extern "C" fn abort_requested(flag: *mut std::ffi::c_void) -> bool {
     // SAFETY: `decode` passes a pointer to an `AtomicBool` it keeps alive
@@ -949,6 +1006,31 @@ pub fn looks_degenerate(segments: &[Segment], duration: f64) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_cancelled_encoder_is_no_error_in_the_log() {
+        use whisper_rs_sys::{
+            ggml_log_level_GGML_LOG_LEVEL_ERROR as ERROR,
+            ggml_log_level_GGML_LOG_LEVEL_WARN as WARN,
+        };
+        assert_eq!(
+            whisper_level(ERROR, "whisper_full_with_state: failed to encode"),
+            tracing::Level::DEBUG
+        );
+        assert_eq!(
+            whisper_level(ERROR, "whisper_full_with_state: failed to decode"),
+            tracing::Level::DEBUG
+        );
+        assert_eq!(
+            whisper_level(ERROR, "whisper_init: failed to load model"),
+            tracing::Level::ERROR
+        );
+        assert_eq!(
+            whisper_level(WARN, "failed to encode"),
+            tracing::Level::WARN
+        );
+    }
+
     use super::*;
 
     fn seg(text: &str) -> Segment {
