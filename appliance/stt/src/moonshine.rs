@@ -945,18 +945,12 @@ impl crate::engine::Recognizer for MoonshineRecognizer {
 
 /// The most likely token and its probability.
 fn softmax_best(row: &[f32]) -> Result<(i64, f32), MoonshineError> {
-    let (best, max) =
-        row.iter()
-            .copied()
-            .enumerate()
-            .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, v)| {
-                if v > bv { (i, v) } else { (bi, bv) }
-            });
-    if !max.is_finite() {
-        return Err(MoonshineError::Output("the logits are not finite".into()));
-    }
-    let sum: f32 = row.iter().map(|v| (v - max).exp()).sum();
-    Ok((best as i64, 1.0 / sum))
+    let top = top_log_probabilities(row, 1)?;
+    let (best, log_p) = top
+        .first()
+        .copied()
+        .ok_or_else(|| MoonshineError::Output("no logits".into()))?;
+    Ok((best, log_p.exp()))
 }
 
 #[cfg(test)]

@@ -164,16 +164,15 @@ fn clip_of(
     samples: Vec<f32>,
 ) -> anyhow::Result<Clip> {
     let raw = dir.join(format!("clip-{index}.raw"));
-    let bytes = hark_audio::clip::Clip {
-        samples: samples.clone(),
+    let audio = hark_audio::clip::Clip {
+        samples,
         rate: 16_000,
-    }
-    .to_s16_le(1);
-    std::fs::write(&raw, bytes)?;
+    };
+    std::fs::write(&raw, audio.to_s16_le(1))?;
     Ok(Clip {
         voice: voice.to_owned(),
         text: text.to_owned(),
-        samples,
+        samples: audio.samples,
         raw,
     })
 }
