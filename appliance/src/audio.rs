@@ -13,10 +13,9 @@ use hark_audio::{
     virtual_mic::{MicFormat, VirtualMic, VirtualMicError},
 };
 
-use crate::{
-    service::Health,
-    state::{ApplianceState, fixed},
-};
+use hark_core::status::{Subsystem, SubsystemState, fixed};
+
+use crate::{service::Health, state::ApplianceState};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AudioError {
@@ -176,7 +175,9 @@ impl AudioEngine {
         health: &Health,
     ) -> Result<Self, AudioError> {
         if !config.enabled {
-            state.set_subsystem("audio", fixed("disabled"));
+            state
+                .subsystems
+                .set(Subsystem::Audio, fixed(SubsystemState::Disabled));
             return Ok(Self {
                 capture: None,
                 player: None,
@@ -218,14 +219,14 @@ impl AudioEngine {
         });
         let (capture_stats, player_stats) =
             (Arc::clone(capture.stats()), Arc::clone(player.stats()));
-        state.set_subsystem(
-            "audio",
+        state.subsystems.set(
+            Subsystem::Audio,
             Arc::new(move || {
-                format!(
+                SubsystemState::Running(format!(
                     "{}; speaker {}",
                     capture_stats.describe(),
                     player_stats.describe()
-                )
+                ))
             }),
         );
         let (capture_stats, player_stats) =

@@ -30,6 +30,8 @@ use hark_board::{
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use hark_core::status::{Subsystem, SubsystemState, fixed};
+
 use crate::{
     config::Config,
     events::{Button, Event, Events},
@@ -74,14 +76,14 @@ impl BoardService {
                 Arc::clone(&shown),
                 Arc::clone(&state.muted),
             );
-            state.set_subsystem(
-                "board",
+            state.subsystems.set(
+                Subsystem::Board,
                 Arc::new(move || {
                     let Some(board) = board.upgrade() else {
-                        return "stopped".to_owned();
+                        return SubsystemState::running("stopped");
                     };
                     let status = *shown.lock().unwrap_or_else(PoisonError::into_inner);
-                    format!(
+                    SubsystemState::Running(format!(
                         "{}; lights: {status}; mute {}",
                         board.describe(),
                         if muted.load(Ordering::Acquire) {
@@ -89,7 +91,7 @@ impl BoardService {
                         } else {
                             "off"
                         }
-                    )
+                    ))
                 }),
             );
         }
@@ -131,8 +133,9 @@ impl BoardService {
 
 fn unavailable(state: &ApplianceState, error: &BoardError) {
     tracing::error!(error = %error, "the board cannot be used");
-    let text = format!("unavailable: {error}");
-    state.set_subsystem("board", Arc::new(move || text.clone()));
+    state
+        .subsystems
+        .set(Subsystem::Board, fixed(SubsystemState::unavailable(error)));
 }
 
 /// Chooses the board (see `hark_board::board::resolve`) and, when it is a
@@ -213,7 +216,7 @@ async fn serve(
     let mut cycle: Option<Cycle> = None;
     let mut last = None;
     loop {
-        let status = Status::of(now.borrow_and_update().lights());
+        let status = Status::of(lights(&now.borrow_and_update()));
         if lights::promised(status)
             && let Some(interrupted) = cycle.take()
         {
@@ -286,6 +289,35 @@ async fn next_from<T>(from: &mut Option<tokio::sync::mpsc::Receiver<T>>) -> Opti
     }
 }
 
+/// What the lights show for the appliance's state (docs/hardware.md).
+pub fn lights(now: &crate::events::Snapshot) -> hark_board::status::Activity {
+    hark_board::status::Activity {
+        muted: now.muted,
+        listening: now.recording(),
+        asking: !now.asking.is_empty(),
+        speaking: now.speaker,
+        transcribing: now.transcribing,
+        error: !now.failed.is_empty(),
+        pairing: !now.pairing.is_empty(),
+        message_waiting: now.inbox_waiting > 0,
+    }
+}
+
+/// The name of what the lights show (`listening`, `pairing`, …).
+pub fn lights_name(now: &crate::events::Snapshot) -> &'static str {
+    Status::of(lights(now)).as_str()
+}
+
+/// The board's button event on the event stream.
+pub fn button_action(event: ButtonEvent) -> Button {
+    match event {
+        ButtonEvent::Press => Button::Press,
+        ButtonEvent::Release => Button::Release,
+        ButtonEvent::LongPress => Button::LongPress,
+        ButtonEvent::DoublePress => Button::DoublePress,
+    }
+}
+
 /// A press shorter than this is a tap: it starts (or keeps) listening
 /// until the person stops speaking. A longer one is push-to-talk: the
 /// recording ends when the button comes up.
@@ -301,7 +333,7 @@ fn handle(event: BoardEvent, state: &Arc<ApplianceState>) {
         }
         BoardEvent::Button(button) => {
             state.bus.publish(Event::Button {
-                action: button.into(),
+                action: button_action(button),
             });
             // A self-test step waits for this press: it is the test's, not
             // a message for the agents, the stop key or an answer.
@@ -415,8 +447,8 @@ pub async fn control(
     let request: BoardControl = serde_json::from_value(params.unwrap_or_default())
         .map_err(|e| invalid(format!("hark/board takes {{\"button\": \"press|hold|release\"}} or {{\"mute\": true|false}}: {e}")))?;
     let Some(board) = state.simulated_board.get() else {
-        let status = state.subsystem("board").0;
-        let message = if status.starts_with("unavailable") {
+        let status = state.subsystems.get(Subsystem::Board);
+        let message = if status.is_unavailable() {
             format!("there is no simulated board to control: the board is {status}")
         } else {
             format!(
@@ -518,6 +550,27 @@ mod tests {
 
     fn press(action: Button) -> Event {
         Event::Button { action }
+    }
+
+    #[test]
+    fn health_and_the_inbox_reach_the_lights() {
+        let bus = crate::events::Bus::default();
+        bus.publish(Event::Health {
+            part: crate::events::Part::Microphone,
+            ok: false,
+            state: "capture device missing".into(),
+        });
+        bus.publish(Event::InboxArrived {
+            id: 7,
+            listen: None,
+            addressed_to: None,
+            waiting: 1,
+        });
+        let shown = lights(&bus.snapshot());
+        assert!(shown.error && shown.message_waiting, "{shown:?}");
+        assert_eq!(lights_name(&bus.snapshot()), "error");
+        bus.publish(Event::Mute { on: true });
+        assert_eq!(lights_name(&bus.snapshot()), "muted");
     }
 
     #[test]

@@ -73,7 +73,7 @@ pub struct Config {
     pub inbox: InboxConfig,
     /// `[agents.NAME]`: per-agent settings, NAME being the agent's
     /// `clientInfo.name`.
-    pub agents: std::collections::BTreeMap<String, AgentConfig>,
+    pub agents: std::collections::BTreeMap<String, hark_core::agents::AgentConfig>,
     /// How `confirm` hears yes and no.
     pub confirm: ConfirmConfig,
     /// Whose turn it is with the person: the microphone's queue.
@@ -271,39 +271,6 @@ impl Default for InboxConfig {
             max_messages: 200,
             default_agent: String::new(),
             listen_seconds: 8.0,
-            announce: true,
-        }
-    }
-}
-
-/// `[agents.NAME]`
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct AgentConfig {
-    /// Other names the person may call the agent by ("claude" for
-    /// `claude-code`; a name speech-to-text hears differently, "clod").
-    /// The first is also the name Hark says when it announces the agent.
-    pub aliases: Vec<String>,
-    /// The voice the agent speaks in when a call names none (a voice id
-    /// from `hark voices list`). Unset: `tts.voice`.
-    pub voice: Option<String>,
-    /// The agent's speaking rate when a call gives none (0.5–2.0).
-    pub rate: Option<f64>,
-    /// The agent's listening chime: `default`, `high`, `low` or `triple`,
-    /// so the person hears which agent listens.
-    pub earcon: hark_audio::earcon::Tone,
-    /// Say the agent's name before its speech when the previous speech was
-    /// another agent's ("Claude says: …").
-    pub announce: bool,
-}
-
-impl Default for AgentConfig {
-    fn default() -> Self {
-        Self {
-            aliases: Vec::new(),
-            voice: None,
-            rate: None,
-            earcon: hark_audio::earcon::Tone::Default,
             announce: true,
         }
     }

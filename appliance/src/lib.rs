@@ -25,7 +25,6 @@
 //! - [`selftest`]: `hark selftest`, the hardware check of a new board,
 //!   and its side in the daemon.
 
-pub mod agents;
 pub mod audio;
 pub mod auth;
 pub mod board;
@@ -34,7 +33,6 @@ pub mod client;
 pub mod config;
 pub mod db;
 pub mod discovery;
-pub mod events;
 pub mod floor;
 pub mod history;
 pub mod inbox;
@@ -52,4 +50,6 @@ pub mod stt;
 pub mod tls;
 pub mod tts;
 pub mod voices;
-pub mod words;
+
+// The core's parts, under the names the daemon's modules use.
+pub use hark_core::{agents, events, words};

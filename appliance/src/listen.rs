@@ -417,6 +417,18 @@ pub async fn play_through(state: &ApplianceState, earcon: Earcon) {
     }
 }
 
+/// The tone an agent's chime is played in.
+fn tone(chime: hark_core::agents::Chime) -> hark_audio::earcon::Tone {
+    use hark_audio::earcon::Tone;
+    use hark_core::agents::Chime;
+    match chime {
+        Chime::Default => Tone::Default,
+        Chime::High => Tone::High,
+        Chime::Low => Tone::Low,
+        Chime::Triple => Tone::Triple,
+    }
+}
+
 /// Seconds of 16 kHz samples.
 fn seconds_of(samples: usize) -> f64 {
     samples as f64 / 16_000.0
@@ -454,7 +466,7 @@ pub async fn listen(
     }
     // Each agent's own chime, so the person hears who listens.
     let chime = match &request.agent {
-        Some(agent) => Earcon::ListenStartIn(state.agents().earcon(agent)),
+        Some(agent) => Earcon::ListenStartIn(tone(state.agents().earcon(agent))),
         None => Earcon::ListenStart,
     };
     if request.chime == Chime::First {

@@ -15,6 +15,7 @@ use std::{
     time::Duration,
 };
 
+use hark_core::status::{Subsystem, SubsystemState, fixed};
 use sd_notify::NotifyState;
 use tokio_util::sync::CancellationToken;
 
@@ -181,18 +182,24 @@ pub async fn run(
                 let inbox = Arc::new(inbox);
                 let _ = state.inbox.set(Arc::clone(&inbox));
                 let status = Arc::clone(&inbox);
-                state.set_subsystem("inbox", Arc::new(move || status.status()));
+                state.subsystems.set(
+                    Subsystem::Inbox,
+                    Arc::new(move || SubsystemState::Running(status.status())),
+                );
                 tokio::spawn(inbox.expire(token.clone()));
             }
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "the voice inbox is unavailable");
-                let text = format!("unavailable: {e}");
-                state.set_subsystem("inbox", Arc::new(move || text.clone()));
+                state
+                    .subsystems
+                    .set(Subsystem::Inbox, fixed(SubsystemState::unavailable(&e)));
             }
             Err(e) => tracing::error!(error = %e, "the voice inbox failed to start"),
         }
     } else {
-        state.set_subsystem("inbox", crate::state::fixed("disabled"));
+        state
+            .subsystems
+            .set(Subsystem::Inbox, fixed(SubsystemState::Disabled));
     }
     if config.history.enabled {
         let (dir, settings) = (config.service.state_dir.clone(), config.history.settings());
@@ -203,7 +210,10 @@ pub async fn run(
                 let history = Arc::new(history);
                 let _ = state.history.set(Arc::clone(&history));
                 let status = Arc::clone(&history);
-                state.set_subsystem("history", Arc::new(move || status.status()));
+                state.subsystems.set(
+                    Subsystem::History,
+                    Arc::new(move || SubsystemState::Running(status.status())),
+                );
                 tokio::spawn(crate::history::record(
                     history,
                     state.bus.clone(),
@@ -212,13 +222,16 @@ pub async fn run(
             }
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "the history is unavailable");
-                let text = format!("unavailable: {e}");
-                state.set_subsystem("history", Arc::new(move || text.clone()));
+                state
+                    .subsystems
+                    .set(Subsystem::History, fixed(SubsystemState::unavailable(&e)));
             }
             Err(e) => tracing::error!(error = %e, "the history failed to start"),
         }
     } else {
-        state.set_subsystem("history", crate::state::fixed("disabled"));
+        state
+            .subsystems
+            .set(Subsystem::History, fixed(SubsystemState::Disabled));
     }
     tokio::spawn(crate::mcp::resources::notify_subscribers(
         Arc::clone(&state),

@@ -211,20 +211,6 @@ impl Drop for ConnectionGuard {
     }
 }
 
-/// State of one subsystem as `get_status` reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct SubsystemState(pub String);
-
-impl SubsystemState {
-    pub fn not_configured() -> Self {
-        Self("not configured".into())
-    }
-}
-
-/// Where a subsystem's state comes from: a fixed text, or a live reading of
-/// the engine (read when `get_status` asks, so it is never stale).
-pub type SubsystemSource = Arc<dyn Fn() -> String + Send + Sync>;
-
 /// One listening transport.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Listener {
@@ -280,7 +266,8 @@ pub struct ApplianceState {
     /// True while the speaker plays (VoxCtrl's `speaking`); shared with the
     /// playback thread, which raises it, and capture (half duplex).
     pub speaking: Arc<AtomicBool>,
-    subsystems: Mutex<BTreeMap<&'static str, SubsystemSource>>,
+    /// Each subsystem's state, read live from its engine.
+    pub subsystems: hark_core::status::Subsystems,
     /// The speaker, once the audio engine runs. Weak: the engine owns it and
     /// stops it at shutdown.
     player: Mutex<Weak<hark_audio::playback::Player>>,
@@ -349,10 +336,6 @@ impl Drop for RecordingGuard {
 
 impl Default for ApplianceState {
     fn default() -> Self {
-        let subsystems = ["audio", "stt", "tts", "board", "inbox", "history"]
-            .into_iter()
-            .map(|name| (name, fixed("not configured")))
-            .collect();
         Self {
             started: Instant::now(),
             next_client: AtomicU64::new(1),
@@ -372,7 +355,7 @@ impl Default for ApplianceState {
             sse: Default::default(),
             muted: Arc::new(AtomicBool::new(false)),
             speaking: Arc::new(AtomicBool::new(false)),
-            subsystems: Mutex::new(subsystems),
+            subsystems: Default::default(),
             player: Mutex::new(Weak::new()),
             microphone: OnceLock::new(),
             stt: OnceLock::new(),
@@ -578,48 +561,6 @@ impl ApplianceState {
             .unwrap_or_else(PoisonError::into_inner)
             .upgrade()
     }
-
-    /// Sets where a subsystem's state is read from.
-    pub fn set_subsystem(&self, name: &'static str, source: SubsystemSource) {
-        self.subsystems
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(name, source);
-    }
-
-    /// Adds to a subsystem's state line: `more` after what it says now
-    /// (`"ready; model …; live: ready, …"`).
-    pub fn extend_subsystem(&self, name: &'static str, more: SubsystemSource) {
-        let mut subsystems = self
-            .subsystems
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let before = subsystems.get(name).cloned();
-        let line: SubsystemSource = Arc::new(move || match &before {
-            Some(before) => format!("{}; {}", before(), more()),
-            None => more(),
-        });
-        subsystems.insert(name, line);
-    }
-
-    pub fn subsystem(&self, name: &str) -> SubsystemState {
-        let source = self
-            .subsystems
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(name)
-            .cloned();
-        match source {
-            Some(source) => SubsystemState(source()),
-            None => SubsystemState::not_configured(),
-        }
-    }
-}
-
-/// A subsystem state that does not change.
-pub fn fixed(text: impl Into<String>) -> SubsystemSource {
-    let text = text.into();
-    Arc::new(move || text.clone())
 }
 
 /// Formats a peer address the same way for every TCP-based transport.
@@ -661,15 +602,5 @@ mod tests {
         drop((b, c));
         assert_eq!(state.client_count(TransportKind::Tcp), 0);
         assert_eq!(state.client_count(TransportKind::Websocket), 0);
-    }
-
-    #[test]
-    fn subsystems_start_not_configured() {
-        let state = ApplianceState::default();
-        for name in ["audio", "stt", "tts", "board", "inbox", "history"] {
-            assert_eq!(state.subsystem(name).0, "not configured");
-        }
-        state.set_subsystem("audio", fixed("capture device missing"));
-        assert_eq!(state.subsystem("audio").0, "capture device missing");
     }
 }

@@ -9,10 +9,12 @@ use std::{path::Path, sync::Arc, time::Duration};
 use hark_audio::{decode, files::AllowedDirs, ring::Ring};
 use hark_stt::engine::{BusyHook, Engine, SttError, Transcript};
 
+use hark_core::status::{Subsystem, SubsystemState, fixed};
+
 use crate::{
     config::Config,
     events::{Event, Part},
-    state::{ApplianceState, fixed},
+    state::ApplianceState,
 };
 
 /// What `transcribe_voice` needs from the audio engine.
@@ -56,7 +58,9 @@ impl SpeechToText {
         };
         let record_timeout = Duration::from_secs_f64(config.mcp.record_timeout);
         let engine = if !config.stt.enabled {
-            state.set_subsystem("stt", fixed("disabled"));
+            state
+                .subsystems
+                .set(Subsystem::Stt, fixed(SubsystemState::Disabled));
             Err("speech-to-text is disabled on this appliance (stt.enabled = false)".to_owned())
         } else {
             let mut engine_config = config.stt.engine();
@@ -65,8 +69,8 @@ impl SpeechToText {
                 Ok(engine) => {
                     let engine = Arc::new(engine);
                     let live = Arc::clone(&engine);
-                    state.set_subsystem(
-                        "stt",
+                    state.subsystems.set(
+                        Subsystem::Stt,
                         Arc::new(move || {
                             let info = live.info();
                             let activity = if live.busy() {
@@ -74,7 +78,7 @@ impl SpeechToText {
                             } else {
                                 "ready".to_owned()
                             };
-                            format!(
+                            SubsystemState::Running(format!(
                                 "{activity}; model {} ({} {}{})",
                                 info.name,
                                 info.kind,
@@ -84,7 +88,7 @@ impl SpeechToText {
                                 } else {
                                     ", English"
                                 }
-                            )
+                            ))
                         }),
                     );
                     Ok(engine)
@@ -97,8 +101,9 @@ impl SpeechToText {
                         ok: false,
                         state: e.to_string(),
                     });
-                    let text = format!("unavailable: {e}");
-                    state.set_subsystem("stt", Arc::new(move || text.clone()));
+                    state
+                        .subsystems
+                        .set(Subsystem::Stt, fixed(SubsystemState::unavailable(&e)));
                     Err(e.to_string())
                 }
             }
@@ -112,8 +117,8 @@ impl SpeechToText {
         if let Some(live) = &live {
             // The status line says both.
             let live = Arc::clone(live);
-            state.extend_subsystem(
-                "stt",
+            state.subsystems.extend(
+                Subsystem::Stt,
                 Arc::new(move || {
                     let activity = if live.busy() { "transcribing" } else { "ready" };
                     format!(
@@ -185,12 +190,10 @@ fn start_live(config: &Config, state: &ApplianceState) -> Option<Arc<Engine>> {
         }
         Err(why) => {
             tracing::error!(model = %config.stt.live_model, error = %why, "the live engine is unavailable; whisper hears the microphone");
-            state.extend_subsystem(
-                "stt",
-                fixed(format!(
-                    "live engine unavailable ({why}); whisper hears the microphone"
-                )),
-            );
+            let note = format!("live engine unavailable ({why}); whisper hears the microphone");
+            state
+                .subsystems
+                .extend(Subsystem::Stt, Arc::new(move || note.clone()));
             None
         }
     }
@@ -317,7 +320,9 @@ fn start_turn(config: &Config, state: &ApplianceState) {
             format!("end of turn by silence: the end-of-turn model is unavailable ({why})")
         }
     };
-    state.extend_subsystem("stt", fixed(note));
+    state
+        .subsystems
+        .extend(Subsystem::Stt, Arc::new(move || note.clone()));
 }
 
 /// The event stream hears when an engine starts and ends a request (the

@@ -321,7 +321,10 @@ impl Pairings {
             .ok_or_else(|| TokenError::Unavailable("the appliance is starting".into()))?;
         let store = Arc::clone(auth.store()?);
         if !state.has_button.load(std::sync::atomic::Ordering::Acquire) {
-            let why = state.subsystem("board").0;
+            let why = state
+                .subsystems
+                .get(hark_core::status::Subsystem::Board)
+                .to_string();
             return Err(PairError::NoButton { why });
         }
         let _slot = self.admit(&name, address)?;

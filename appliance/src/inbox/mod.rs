@@ -540,7 +540,7 @@ mod tests {
             default_agent: None,
             agents: crate::agents::Agents::new(BTreeMap::from([(
                 "claude-code".to_owned(),
-                crate::config::AgentConfig {
+                hark_core::agents::AgentConfig {
                     aliases: vec!["claude".to_owned(), "clod".to_owned()],
                     ..Default::default()
                 },

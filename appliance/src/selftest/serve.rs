@@ -402,10 +402,14 @@ pub(super) async fn take_floor(state: &ApplianceState) -> Result<Turn, StepError
 }
 
 pub(super) fn board(state: &ApplianceState) -> Result<Arc<Board>, StepError> {
-    state
-        .selftest
-        .board()
-        .ok_or_else(|| StepError::NoBoard(state.subsystem("board").0))
+    state.selftest.board().ok_or_else(|| {
+        StepError::NoBoard(
+            state
+                .subsystems
+                .get(hark_core::status::Subsystem::Board)
+                .to_string(),
+        )
+    })
 }
 
 /// A contact as the person finds it: the simulated one, a GPIO pin of the
@@ -492,7 +496,10 @@ fn board_info(state: &ApplianceState) -> Result<BoardInfo, StepError> {
             .profile()
             .and_then(|p| p.link.as_ref())
             .map(|l| l.device.display().to_string()),
-        audio: state.subsystem("audio").0,
+        audio: state
+            .subsystems
+            .get(hark_core::status::Subsystem::Audio)
+            .to_string(),
     })
 }
 
@@ -502,9 +509,14 @@ async fn play(
     clip: &Clip,
     what: &'static str,
 ) -> Result<Played, StepError> {
-    let player = state
-        .player()
-        .ok_or_else(|| StepError::NoSpeaker(state.subsystem("audio").0))?;
+    let player = state.player().ok_or_else(|| {
+        StepError::NoSpeaker(
+            state
+                .subsystems
+                .get(hark_core::status::Subsystem::Audio)
+                .to_string(),
+        )
+    })?;
     let done = player.play(clip).map_err(|e| StepError::NotPlayed {
         what,
         why: e.to_string(),
@@ -549,7 +561,14 @@ async fn speak(state: &Arc<ApplianceState>, text: String) -> Result<Spoken, Step
         .get()
         .filter(|tts| tts.enabled)
         .cloned()
-        .ok_or_else(|| StepError::NotSpoken(state.subsystem("tts").0))?;
+        .ok_or_else(|| {
+            StepError::NotSpoken(
+                state
+                    .subsystems
+                    .get(hark_core::status::Subsystem::Tts)
+                    .to_string(),
+            )
+        })?;
     let _turn = take_floor(state).await?;
     let (progress, mut heard) = tokio::sync::mpsc::unbounded_channel();
     // Planning reads the voice's model when it is not loaded: off the
@@ -587,16 +606,20 @@ async fn speak(state: &Arc<ApplianceState>, text: String) -> Result<Spoken, Step
         Err(_) => Err(StepError::NotSpoken(format!(
             "not said within {} s: {}",
             SPEECH_WAIT.as_secs(),
-            state.subsystem("tts").0
+            state.subsystems.get(hark_core::status::Subsystem::Tts)
         ))),
     }
 }
 
 async fn record(state: &Arc<ApplianceState>, ms: u32, chime: bool) -> Result<Recorded, StepError> {
-    let mic = state
-        .microphone
-        .get()
-        .ok_or_else(|| StepError::NoMicrophone(state.subsystem("audio").0))?;
+    let mic = state.microphone.get().ok_or_else(|| {
+        StepError::NoMicrophone(
+            state
+                .subsystems
+                .get(hark_core::status::Subsystem::Audio)
+                .to_string(),
+        )
+    })?;
     if state.muted.load(Ordering::Acquire) {
         return Err(StepError::Muted);
     }
@@ -683,10 +706,14 @@ fn read_ring(
 
 async fn lights(state: &ApplianceState, each: Duration) -> Result<Shown, StepError> {
     let leds = board(state)?.shown().frame.len();
-    let tasks = state
-        .selftest
-        .lights()
-        .ok_or_else(|| StepError::NoBoard(state.subsystem("board").0))?;
+    let tasks = state.selftest.lights().ok_or_else(|| {
+        StepError::NoBoard(
+            state
+                .subsystems
+                .get(hark_core::status::Subsystem::Board)
+                .to_string(),
+        )
+    })?;
     let (done, result) = tokio::sync::oneshot::channel();
     tasks
         .send(LightsRequest { each, done })

@@ -56,6 +56,7 @@ use hark_audio::{
 use hark_tts::synth::{EngineKind, Lead, Synthesizer, TtsError, Utterance};
 use tokio::sync::mpsc::UnboundedSender;
 
+use hark_core::status::{Subsystem, SubsystemState};
 pub use queue::Priority;
 use queue::{Prioritised, Queue};
 
@@ -285,10 +286,10 @@ impl TextToSpeech {
             let has_worker = speaking;
             Arc::new(move || {
                 if !enabled {
-                    return "disabled".to_owned();
+                    return SubsystemState::Disabled;
                 }
                 if !has_worker {
-                    return "unavailable: no speaker".to_owned();
+                    return SubsystemState::unavailable("no speaker");
                 }
                 // `try_lock`: status must not wait for a sentence to render.
                 let engine = match synth.try_lock() {
@@ -302,10 +303,13 @@ impl TextToSpeech {
                     },
                     Err(_) => format!("piper, voice {voice} (synthesising)"),
                 };
-                format!("ready; {engine}; {} queued", queued.load(Ordering::Relaxed))
+                SubsystemState::Running(format!(
+                    "ready; {engine}; {} queued",
+                    queued.load(Ordering::Relaxed)
+                ))
             })
         };
-        state.set_subsystem("tts", describe);
+        state.subsystems.set(Subsystem::Tts, describe);
         Self {
             synth,
             shared,

@@ -5,13 +5,14 @@
 //! comes from the event stream's snapshot ([`crate::events`]), the same
 //! one the lights show.
 
+use hark_core::status::Subsystem;
 use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::{
     mcp::HarkServer,
-    state::{ApplianceState, SubsystemState, TransportKind},
+    state::{ApplianceState, TransportKind},
 };
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -84,12 +85,12 @@ pub struct ClientStatus {
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Subsystems {
-    pub audio: SubsystemState,
-    pub stt: SubsystemState,
-    pub tts: SubsystemState,
-    pub board: SubsystemState,
-    pub inbox: SubsystemState,
-    pub history: SubsystemState,
+    pub audio: String,
+    pub stt: String,
+    pub tts: String,
+    pub board: String,
+    pub inbox: String,
+    pub history: String,
 }
 
 impl Status {
@@ -165,12 +166,12 @@ impl Status {
                     .load(std::sync::atomic::Ordering::Relaxed),
             }),
             subsystems: Subsystems {
-                audio: state.subsystem("audio"),
-                stt: state.subsystem("stt"),
-                tts: state.subsystem("tts"),
-                board: state.subsystem("board"),
-                inbox: state.subsystem("inbox"),
-                history: state.subsystem("history"),
+                audio: state.subsystems.get(Subsystem::Audio).to_string(),
+                stt: state.subsystems.get(Subsystem::Stt).to_string(),
+                tts: state.subsystems.get(Subsystem::Tts).to_string(),
+                board: state.subsystems.get(Subsystem::Board).to_string(),
+                inbox: state.subsystems.get(Subsystem::Inbox).to_string(),
+                history: state.subsystems.get(Subsystem::History).to_string(),
             },
             auth: None,
         }

@@ -457,7 +457,7 @@ async fn page_state(shared: &Arc<Shared>, grant: &Grant) -> Value {
     };
     json!({
         "status": status,
-        "lights": state.bus.snapshot().lights_name(),
+        "lights": crate::board::lights_name(&state.bus.snapshot()),
         "tokens": tokens,
         "pairing": shared.auth.pairings.pending(),
         "history": history,

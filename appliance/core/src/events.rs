@@ -17,8 +17,8 @@
 //! snapshot; a `watch` channel wakes whoever waits for it to change.
 //!
 //! The audio threads never publish: they raise a flag and wake a bridge
-//! thread through a bounded, non-blocking hand-off (`crate::audio`), and
-//! the bridge publishes.
+//! thread through a bounded, non-blocking hand-off (the daemon's audio
+//! glue), and the bridge publishes.
 
 use std::{
     collections::BTreeSet,
@@ -43,18 +43,6 @@ pub enum Button {
     Release,
     LongPress,
     DoublePress,
-}
-
-impl From<hark_board::button::ButtonEvent> for Button {
-    fn from(event: hark_board::button::ButtonEvent) -> Self {
-        use hark_board::button::ButtonEvent;
-        match event {
-            ButtonEvent::Press => Button::Press,
-            ButtonEvent::Release => Button::Release,
-            ButtonEvent::LongPress => Button::LongPress,
-            ButtonEvent::DoublePress => Button::DoublePress,
-        }
-    }
 }
 
 /// A part of the appliance whose health the error light shows.
@@ -272,25 +260,6 @@ impl Snapshot {
     pub fn recording(&self) -> bool {
         !self.listening.is_empty()
     }
-
-    /// The name of what the lights show (`listening`, `pairing`, …).
-    pub fn lights_name(&self) -> &'static str {
-        hark_board::status::Status::of(self.lights()).as_str()
-    }
-
-    /// What the lights show for this state (docs/hardware.md).
-    pub fn lights(&self) -> hark_board::status::Activity {
-        hark_board::status::Activity {
-            muted: self.muted,
-            listening: self.recording(),
-            asking: !self.asking.is_empty(),
-            speaking: self.speaker,
-            transcribing: self.transcribing,
-            error: !self.failed.is_empty(),
-            pairing: !self.pairing.is_empty(),
-            message_waiting: self.inbox_waiting > 0,
-        }
-    }
 }
 
 /// The stream and the snapshot it keeps. Cloning gives another handle to
@@ -441,7 +410,7 @@ mod tests {
     }
 
     #[test]
-    fn health_and_inbox_reach_the_lights() {
+    fn health_and_inbox_fold_into_the_snapshot() {
         let bus = Bus::default();
         bus.publish(Event::Health {
             part: Part::Microphone,
@@ -454,8 +423,11 @@ mod tests {
             addressed_to: None,
             waiting: 1,
         });
-        let lights = bus.snapshot().lights();
-        assert!(lights.error && lights.message_waiting, "{lights:?}");
+        let now = bus.snapshot();
+        assert!(
+            now.failed.contains(&Part::Microphone) && now.inbox_waiting == 1,
+            "{now:?}"
+        );
         bus.publish(Event::Health {
             part: Part::Microphone,
             ok: true,
@@ -466,8 +438,8 @@ mod tests {
             agent: "claude".into(),
             waiting: 0,
         });
-        let lights = bus.snapshot().lights();
-        assert!(!lights.error && !lights.message_waiting, "{lights:?}");
+        let now = bus.snapshot();
+        assert!(now.failed.is_empty() && now.inbox_waiting == 0, "{now:?}");
     }
 
     #[tokio::test]

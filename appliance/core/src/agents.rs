@@ -6,9 +6,59 @@
 
 use std::collections::BTreeMap;
 
-use hark_audio::earcon::Tone;
+use serde::{Deserialize, Serialize};
 
-use crate::{config::AgentConfig, words};
+use crate::words;
+
+/// `[agents.NAME]`
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// Other names the person may call the agent by ("claude" for
+    /// `claude-code`; a name speech-to-text hears differently, "clod").
+    /// The first is also the name Hark says when it announces the agent.
+    pub aliases: Vec<String>,
+    /// The voice the agent speaks in when a call names none (a voice id
+    /// from `hark voices list`). Unset: `tts.voice`.
+    pub voice: Option<String>,
+    /// The agent's speaking rate when a call gives none (0.5–2.0).
+    pub rate: Option<f64>,
+    /// The agent's listening chime: `default`, `high`, `low` or `triple`,
+    /// so the person hears which agent listens.
+    pub earcon: Chime,
+    /// Say the agent's name before its speech when the previous speech was
+    /// another agent's ("Claude says: …").
+    pub announce: bool,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            aliases: Vec::new(),
+            voice: None,
+            rate: None,
+            earcon: Chime::Default,
+            announce: true,
+        }
+    }
+}
+
+/// The pitch of an agent's listening chime, so the person can tell by ear
+/// which agent is listening (`[agents.NAME] earcon`). The audio engine plays
+/// each as a tone of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Chime {
+    /// The appliance's own two rising notes.
+    #[default]
+    Default,
+    /// A fifth higher.
+    High,
+    /// A fifth lower.
+    Low,
+    /// Three rising notes.
+    Triple,
+}
 
 /// The configured agents.
 #[derive(Debug, Clone, Default)]
@@ -58,8 +108,8 @@ impl Agents {
     }
 
     /// The agent's listening chime.
-    pub fn earcon(&self, name: &str) -> Tone {
-        self.find(name).map_or(Tone::Default, |(_, a)| a.earcon)
+    pub fn earcon(&self, name: &str) -> Chime {
+        self.find(name).map_or(Chime::Default, |(_, a)| a.earcon)
     }
 
     /// What Hark says before the agent's speech when the speaker changes,
@@ -101,7 +151,7 @@ mod tests {
                 aliases: vec!["claude".into()],
                 voice: Some("en_US-amy-low".into()),
                 rate: Some(1.2),
-                earcon: Tone::High,
+                earcon: Chime::High,
                 announce: true,
             },
         );
@@ -125,8 +175,8 @@ mod tests {
         assert_eq!(a.key("Cursor"), "cursor");
         assert_eq!(a.voice("cursor"), None);
         assert_eq!(a.rate("claude"), Some(1.2));
-        assert_eq!(a.earcon("claude"), Tone::High);
-        assert_eq!(a.earcon("cursor"), Tone::Default);
+        assert_eq!(a.earcon("claude"), Chime::High);
+        assert_eq!(a.earcon("cursor"), Chime::Default);
     }
 
     #[test]
