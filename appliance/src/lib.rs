@@ -31,11 +31,8 @@ pub mod board;
 pub mod cli;
 pub mod client;
 pub mod config;
-pub mod db;
 pub mod discovery;
 pub mod floor;
-pub mod history;
-pub mod inbox;
 pub mod listen;
 pub mod logging;
 pub mod mcp;
@@ -53,3 +50,5 @@ pub mod voices;
 
 // The core's parts, under the names the daemon's modules use.
 pub use hark_core::{agents, events, words};
+// The stores, likewise.
+pub use hark_store::{history, inbox};

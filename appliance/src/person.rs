@@ -119,13 +119,9 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>) {
         expires_at: inbox.expires(transcribed_at),
         listen: Some(heard.listen),
     };
-    let kept = {
-        let inbox = Arc::clone(&inbox);
-        tokio::task::spawn_blocking(move || inbox.deliver(message)).await
-    };
-    match kept {
-        Ok(Ok(Delivered::To(_))) | Ok(Ok(Delivered::Kept { reachable: true })) => {}
-        Ok(Ok(Delivered::Kept { reachable: false })) => {
+    match inbox.deliver(message).await {
+        Ok(Delivered::To(_)) | Ok(Delivered::Kept { reachable: true }) => {}
+        Ok(Delivered::Kept { reachable: false }) => {
             if announce {
                 let words = match &addressed_to {
                     Some(agent) => format!("{agent} isn't listening; I'll keep that."),
@@ -134,12 +130,11 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>) {
                 say(&state, words).await;
             }
         }
-        Ok(Err(e)) => {
+        Err(e) => {
             tracing::error!(error = %e, text = %heard.text, "the person's message could not be kept");
             listen::play(&state, Earcon::Error);
             say(&state, "Sorry, I couldn't keep that message.".to_owned()).await;
         }
-        Err(e) => tracing::error!(error = %e, "keeping the person's message failed"),
     }
 }
 

@@ -4,9 +4,11 @@
 //! - [`events`]: the one event stream and the snapshot folded from it;
 //! - [`words`] and [`agents`]: the words of the room (yes and no, options,
 //!   whom the person addresses) and the agents it knows by name;
-//! - [`status`]: typed subsystem statuses.
+//! - [`status`]: typed subsystem statuses;
+//! - [`scopes`]: what a paired agent may do.
 
 pub mod agents;
 pub mod events;
+pub mod scopes;
 pub mod status;
 pub mod words;

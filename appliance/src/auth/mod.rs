@@ -10,7 +10,8 @@
 pub mod limit;
 pub mod pairing;
 pub mod scopes;
-pub mod tokens;
+
+pub use hark_store::tokens;
 
 use std::{
     collections::HashMap,
@@ -321,25 +322,10 @@ impl Auth {
             .map_err(|why| AuthError::Unavailable(why.clone()))?;
         let shown = address.map(|a| a.to_string());
         match store.check(token.trim(), shown.as_deref()) {
-            Ok(accepted) => {
-                if store.due_for_write(&accepted.name) {
-                    let (store, name) = (Arc::clone(store), accepted.name.clone());
-                    // A disk write: never on the caller's thread.
-                    let write = move || {
-                        if let Err(e) = store.write_last_used(&name) {
-                            tracing::warn!(error = %e, "cannot record a token's last use");
-                        }
-                    };
-                    match tokio::runtime::Handle::try_current() {
-                        Ok(runtime) => drop(runtime.spawn_blocking(write)),
-                        Err(_) => write(),
-                    }
-                }
-                Ok(Grant {
-                    principal: Principal::Paired(accepted.name),
-                    scopes: accepted.scopes,
-                })
-            }
+            Ok(accepted) => Ok(Grant {
+                principal: Principal::Paired(accepted.name),
+                scopes: accepted.scopes,
+            }),
             Err(rejected) => {
                 if let Some(address) = address {
                     self.failures.record(address, now);
@@ -394,7 +380,7 @@ pub enum TokenCommand {
 }
 
 /// Serves a `hark/tokens` request.
-pub fn manage(
+pub async fn manage(
     state: &crate::state::ApplianceState,
     params: Option<Value>,
 ) -> Result<Value, ErrorData> {
@@ -418,6 +404,7 @@ pub fn manage(
             };
             let (token, info) = store
                 .create(&name, scopes, replace)
+                .await
                 .map_err(|e| invalid(e.to_string()))?;
             if replace {
                 auth.withdraw(state, &info.name);
@@ -427,7 +414,10 @@ pub fn manage(
         }
         TokenCommand::List => Ok(json!({ "tokens": store.list() })),
         TokenCommand::Revoke { name } => {
-            let info = store.revoke(&name).map_err(|e| invalid(e.to_string()))?;
+            let info = store
+                .revoke(&name)
+                .await
+                .map_err(|e| invalid(e.to_string()))?;
             auth.withdraw(state, &info.name);
             tracing::info!(token = %info.name, "token revoked");
             Ok(json!({ "revoked": info }))
@@ -481,11 +471,12 @@ mod tests {
         assert!(a.status(&Grant::unpaired()).warning.is_some());
     }
 
-    #[test]
-    fn a_token_grants_its_scopes_and_failures_lock_an_address_out() {
+    #[tokio::test]
+    async fn a_token_grants_its_scopes_and_failures_lock_an_address_out() {
         let (a, store) = auth(AuthMode::Paired, false);
         let (token, _) = store
             .create("claude", Scopes::DEFAULT, false)
+            .await
             .expect("made");
         let lan: IpAddr = "192.168.1.20".parse().expect("ip");
         let other: IpAddr = "192.168.1.21".parse().expect("ip");
@@ -522,11 +513,12 @@ mod tests {
         assert!(a.present(&token, Some(other)).is_ok());
     }
 
-    #[test]
-    fn status_tells_a_client_where_it_stands() {
+    #[tokio::test]
+    async fn status_tells_a_client_where_it_stands() {
         let (a, store) = auth(AuthMode::Paired, true);
         store
             .create("claude", Scopes::DEFAULT, false)
+            .await
             .expect("made");
         let unpaired = a.status(&Grant::unpaired());
         assert_eq!(unpaired.access, "unpaired");

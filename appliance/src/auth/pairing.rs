@@ -415,12 +415,7 @@ impl Pairings {
                 return Err(PairError::TimedOut { seconds });
             }
         }
-        let (token, info) = {
-            let name = name.clone();
-            tokio::task::spawn_blocking(move || store.create(&name, scopes, true))
-                .await
-                .map_err(|e| TokenError::Unavailable(e.to_string()))??
-        };
+        let (token, info) = store.create(&name, scopes, true).await?;
         requested.outcome = "approved";
         drop(requested);
         drop(turn);

@@ -63,10 +63,14 @@ pub fn check(uri: &str) -> Result<(), ErrorData> {
 }
 
 /// `resources/read` of the inbox, as `agent` sees it.
-pub fn read(inbox: Option<&Arc<Inbox>>, agent: &str) -> Result<ReadResourceResult, ErrorData> {
+pub async fn read(
+    inbox: Option<&Arc<Inbox>>,
+    agent: &str,
+) -> Result<ReadResourceResult, ErrorData> {
     let messages = match inbox {
         Some(inbox) => inbox
             .waiting_for(Some(agent))
+            .await
             .map_err(|e| ErrorData::internal_error(format!("cannot read the inbox: {e}"), None))?,
         None => Vec::new(),
     };

@@ -392,7 +392,9 @@ impl ServerHandler for HarkServer {
         resources::check(&request.uri)?;
         self.require(&context, crate::auth::Scope::Listen, "the voice inbox")?;
         let agent = self.agent_name(&context);
-        resources::read(self.state.inbox.get(), &agent).map(Into::into)
+        resources::read(self.state.inbox.get(), &agent)
+            .await
+            .map(Into::into)
     }
 
     #[allow(deprecated)]
@@ -541,7 +543,9 @@ impl ServerHandler for HarkServer {
         // the admin scope.
         if request.method == TOKENS_METHOD {
             self.require(&context, crate::auth::Scope::Admin, "the tokens")?;
-            return crate::auth::manage(&self.state, request.params).map(CustomResult);
+            return crate::auth::manage(&self.state, request.params)
+                .await
+                .map(CustomResult);
         }
         if request.method == PAIR_METHOD {
             return self.pair(request.params, &context).await.map(CustomResult);

@@ -304,11 +304,15 @@ fn history(dir: &Path, rows: usize, keep_audio: bool) -> anyhow::Result<Vec<f64>
     let clip: Vec<f32> = (0..48_000)
         .map(|i| ((i as f32) * 0.05).sin() * 0.3)
         .collect();
+    // The history's API is async (its writes run on its own thread).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()?;
     let mut times = Vec::with_capacity(rows);
     for i in 0..rows {
         history.stash_audio(i as u64, &clip);
         let started = Instant::now();
-        history.add(New {
+        runtime.block_on(history.add(New {
             at: SystemTime::now(),
             kind: Kind::Heard,
             agent: Some("claude".into()),
@@ -317,7 +321,7 @@ fn history(dir: &Path, rows: usize, keep_audio: bool) -> anyhow::Result<Vec<f64>
             duration: Some(3.0),
             delivered_to: Some("claude".into()),
             listen: Some(i as u64),
-        })?;
+        }))?;
         times.push(ms(started.elapsed()));
     }
     Ok(times)

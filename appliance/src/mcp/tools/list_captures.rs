@@ -3,8 +3,6 @@
 //! with who, when, why it ended, how long and whom it reached
 //! ([`crate::history`]). Pages back with `before`.
 
-use std::sync::Arc;
-
 use rmcp::{
     ErrorData, handler::server::wrapper::Parameters, model::CallToolResult, tool, tool_router,
 };
@@ -13,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{ToolError, success};
 use crate::{
-    history::{Capture, Kind, Query},
+    history::{self, Query},
     mcp::HarkServer,
 };
 
@@ -32,6 +30,79 @@ pub struct ListCaptures {
     /// Only `heard` (an agent listened), `message` (the person spoke
     /// unprompted) or `spoken` rows.
     pub kind: Option<Kind>,
+}
+
+/// What a row records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// An agent listened (`transcribe_voice`, `converse`, `confirm`,
+    /// `choose`) and the person spoke.
+    Heard,
+    /// The person spoke a message unprompted (the button).
+    Message,
+    /// Hark spoke an agent's text (or its own words).
+    Spoken,
+}
+
+impl From<Kind> for history::Kind {
+    fn from(kind: Kind) -> Self {
+        match kind {
+            Kind::Heard => history::Kind::Heard,
+            Kind::Message => history::Kind::Message,
+            Kind::Spoken => history::Kind::Spoken,
+        }
+    }
+}
+
+impl From<history::Kind> for Kind {
+    fn from(kind: history::Kind) -> Self {
+        match kind {
+            history::Kind::Heard => Kind::Heard,
+            history::Kind::Message => Kind::Message,
+            history::Kind::Spoken => Kind::Spoken,
+        }
+    }
+}
+
+/// One row, as `list_captures` returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct Capture {
+    pub id: i64,
+    /// When (RFC 3339, UTC).
+    pub at: String,
+    pub kind: Kind,
+    /// The agent that listened or spoke; null for the person's message and
+    /// for Hark's own words.
+    pub agent: Option<String>,
+    pub text: String,
+    /// Why the recording ended (`end_of_speech`, `stopped`, …), or how the
+    /// speech ended (`spoken`, `stopped`, `failed`).
+    pub end_reason: Option<String>,
+    /// Seconds of speech.
+    pub duration: Option<f64>,
+    /// Whom the utterance reached: the listening agent, or the agent that
+    /// took the person's message (null while it waits).
+    pub delivered_to: Option<String>,
+    /// The kept audio's file name in `history-audio/` (with
+    /// `history.keep_audio`).
+    pub audio: Option<String>,
+}
+
+impl From<history::Capture> for Capture {
+    fn from(row: history::Capture) -> Self {
+        Capture {
+            id: row.id,
+            at: row.at,
+            kind: row.kind.into(),
+            agent: row.agent,
+            text: row.text,
+            end_reason: row.end_reason,
+            duration: row.duration,
+            delivered_to: row.delivered_to,
+            audio: row.audio,
+        }
+    }
 }
 
 /// `list_captures`'s structured result.
@@ -67,7 +138,7 @@ impl HarkServer {
                         format!(
                             "{} {} {}: {}",
                             c.at,
-                            c.kind.as_str(),
+                            history::Kind::from(c.kind).as_str(),
                             c.agent.as_deref().unwrap_or(match c.kind {
                                 Kind::Spoken => "hark",
                                 _ => "person",
@@ -99,7 +170,7 @@ impl HarkServer {
                 "limit must be 1–{MAX_LIMIT}, got {limit}"
             )));
         }
-        let history = self.state.history.get().cloned().ok_or_else(|| {
+        let history = self.state.history.get().ok_or_else(|| {
             ToolError::new(
                 "HistoryError",
                 "the history is off on this appliance (history.enabled = false) or could not start (see get_status)",
@@ -109,20 +180,15 @@ impl HarkServer {
             limit: limit as usize,
             before: args.before,
             agent: args.agent,
-            kind: args.kind,
+            kind: args.kind.map(Into::into),
         };
-        let (captures, more) = tokio::task::spawn_blocking(move || history_list(&history, &query))
+        let (captures, more) = history
+            .list(query)
             .await
-            .map_err(|e| ToolError::new("HistoryError", format!("the history failed: {e}")))??;
-        Ok(Captures { captures, more })
+            .map_err(|e| ToolError::new("HistoryError", e.to_string()))?;
+        Ok(Captures {
+            captures: captures.into_iter().map(Capture::from).collect(),
+            more,
+        })
     }
-}
-
-fn history_list(
-    history: &Arc<crate::history::History>,
-    query: &Query,
-) -> Result<(Vec<Capture>, bool), ToolError> {
-    history
-        .list(query)
-        .map_err(|e| ToolError::new("HistoryError", e.to_string()))
 }

@@ -134,13 +134,10 @@ impl HarkServer {
         let timeout = check_timeout(args.timeout_seconds, DEFAULT_WAIT, WAIT_RANGE)?;
         let inbox = inbox_of(self)?;
         let agent = self.agent_name(context);
-        let found = {
-            let (inbox, agent) = (Arc::clone(&inbox), agent.clone());
-            tokio::task::spawn_blocking(move || inbox.wait(&agent))
-                .await
-                .map_err(|e| ToolError::new("InboxError", format!("the inbox failed: {e}")))?
-                .map_err(|e| ToolError::new("InboxError", e.to_string()))?
-        };
+        let found = inbox
+            .wait(&agent)
+            .await
+            .map_err(|e| ToolError::new("InboxError", e.to_string()))?;
         let message = match found {
             Wait::Taken(message) => Some(message),
             Wait::Ticket(_) if timeout.is_zero() => None,
@@ -163,7 +160,7 @@ impl HarkServer {
                 }
             }
         };
-        let waiting = inbox.waiting_for(Some(&agent)).map_or(0, |w| w.len());
+        let waiting = inbox.waiting_for(Some(&agent)).await.map_or(0, |w| w.len());
         Ok(match message {
             Some(message) => {
                 tracing::info!(id = message.id, %agent, "the person's message taken");

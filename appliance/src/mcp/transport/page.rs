@@ -300,11 +300,13 @@ pub async fn handle(
             if let Some(name) = grant
                 .paired_name()
                 .filter(|n| n.starts_with(BROWSER_PREFIX))
-            {
-                let _ = crate::auth::manage(
+                && let Err(e) = crate::auth::manage(
                     &shared.state,
                     Some(json!({ "action": "revoke", "name": name })),
-                );
+                )
+                .await
+            {
+                tracing::warn!(error = %e.message, "the browser's token was not revoked at logout");
             }
             let mut r = json_response(StatusCode::OK, &json!({ "logged_out": true }));
             set_cookie(&mut r, "", secure, 0);
@@ -328,7 +330,9 @@ pub async fn handle(
             match crate::auth::manage(
                 &shared.state,
                 Some(json!({ "action": "revoke", "name": revoke.name })),
-            ) {
+            )
+            .await
+            {
                 Ok(result) => json_response(StatusCode::OK, &result),
                 Err(e) => error(StatusCode::BAD_REQUEST, "TokenError", e.message.to_string()),
             }
@@ -439,20 +443,17 @@ async fn page_state(shared: &Arc<Shared>, grant: &Grant) -> Value {
         .store()
         .map(|store| store.list())
         .unwrap_or_default();
-    let history = match state.history.get().cloned() {
-        Some(history) => tokio::task::spawn_blocking(move || {
-            history
-                .list(&crate::history::Query {
-                    limit: 10,
-                    before: None,
-                    agent: None,
-                    kind: None,
-                })
-                .map(|(rows, _)| rows)
-                .unwrap_or_default()
-        })
-        .await
-        .unwrap_or_default(),
+    let history = match state.history.get() {
+        Some(history) => history
+            .list(crate::history::Query {
+                limit: 10,
+                before: None,
+                agent: None,
+                kind: None,
+            })
+            .await
+            .map(|(rows, _)| rows)
+            .unwrap_or_default(),
         None => Vec::new(),
     };
     json!({

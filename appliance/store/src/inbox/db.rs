@@ -53,7 +53,8 @@ pub struct Message {
     pub taken_by: Option<String>,
 }
 
-pub struct Store {
+/// The inbox's database, on the inbox's thread.
+pub struct InboxDb {
     conn: Connection,
     /// Where it is kept; `None`: in memory.
     pub path: Option<PathBuf>,
@@ -117,14 +118,14 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
     })
 }
 
-impl Store {
+impl InboxDb {
     /// Opens (or creates) the inbox in `dir`. Returns a warning when an
     /// unreadable database had to be moved aside.
-    pub fn open(dir: &Path) -> Result<(Store, Option<String>), StoreError> {
+    pub fn open(dir: &Path) -> Result<(InboxDb, Option<String>), StoreError> {
         let (conn, path, warning) =
             crate::db::open(dir, FILE, SCHEMA, "SELECT count(*) FROM messages")?;
         Ok((
-            Store {
+            InboxDb {
                 conn,
                 path: Some(path),
             },
@@ -134,8 +135,8 @@ impl Store {
 
     /// An inbox that lasts as long as the process (when the state
     /// directory cannot be used).
-    pub fn in_memory() -> Result<Store, StoreError> {
-        Ok(Store {
+    pub fn in_memory() -> Result<InboxDb, StoreError> {
+        Ok(InboxDb {
             conn: crate::db::in_memory(SCHEMA)?,
             path: None,
         })
@@ -153,6 +154,7 @@ impl Store {
         taken_by: Option<&str>,
         now: SystemTime,
     ) -> Result<Message, StoreError> {
+        crate::db::on_store_thread();
         let n = message;
         // `execute` steps the statement to its end, so a commit that fails
         // (a full disk) is an error here, never a message thought kept.
@@ -193,6 +195,7 @@ impl Store {
         key: &str,
         now: SystemTime,
     ) -> Result<Option<Message>, StoreError> {
+        crate::db::on_store_thread();
         let sql = format!(
             "UPDATE messages SET taken_by = ?1, taken_at_ms = ?2 WHERE id = ( \
                SELECT id FROM messages WHERE taken_by IS NULL AND expires_at_ms > ?2 \
@@ -225,6 +228,7 @@ impl Store {
         agent: &str,
         now: SystemTime,
     ) -> Result<Message, StoreError> {
+        crate::db::on_store_thread();
         let sql = format!(
             "UPDATE messages SET taken_by = ?1, taken_at_ms = ?2 WHERE id = ?3 RETURNING {COLUMNS}"
         );
@@ -233,6 +237,7 @@ impl Store {
 
     /// Puts a taken message back (its agent left before receiving it).
     pub fn give_back(&mut self, id: i64) -> Result<(), StoreError> {
+        crate::db::on_store_thread();
         self.conn
             .execute(
                 "UPDATE messages SET taken_by = NULL, taken_at_ms = NULL WHERE id = ?1",
@@ -245,6 +250,7 @@ impl Store {
     /// Untaken, unexpired messages, oldest first; with `key`, those that
     /// agent may take.
     pub fn waiting(&self, key: Option<&str>, now: SystemTime) -> Result<Vec<Message>, StoreError> {
+        crate::db::on_store_thread();
         let sql = format!(
             "SELECT {COLUMNS} FROM messages WHERE taken_by IS NULL AND expires_at_ms > ?1 \
              AND (?2 IS NULL OR addressed_key IS NULL OR addressed_key = ?2) ORDER BY id"
@@ -258,6 +264,7 @@ impl Store {
 
     /// How many messages wait untaken.
     pub fn count_waiting(&self, now: SystemTime) -> Result<usize, StoreError> {
+        crate::db::on_store_thread();
         self.conn
             .query_row(
                 "SELECT count(*) FROM messages WHERE taken_by IS NULL AND expires_at_ms > ?1",
@@ -276,6 +283,7 @@ impl Store {
         max: usize,
         now: SystemTime,
     ) -> Result<(Vec<i64>, Vec<i64>), StoreError> {
+        crate::db::on_store_thread();
         let err = crate::db::errors(&self.path);
         let tx = self.conn.transaction().map_err(&err)?;
         let untaken = |sql: &str, value: i64| -> rusqlite::Result<Vec<i64>> {
@@ -309,6 +317,7 @@ impl Store {
 
     /// When the next message expires.
     pub fn next_expiry(&self) -> Result<Option<SystemTime>, StoreError> {
+        crate::db::on_store_thread();
         self.conn
             .query_row("SELECT min(expires_at_ms) FROM messages", [], |r| {
                 r.get::<_, Option<i64>>(0)

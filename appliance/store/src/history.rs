@@ -1,7 +1,8 @@
 //! What was said in the room: the utterances heard (an agent listened, or
 //! the person spoke a message) and the texts spoken, with who, when, why
 //! the recording ended, how long, and whom a message went to. One SQLite
-//! database in the state directory (`history.sqlite3`, [`crate::db`]),
+//! database in the state directory (`history.sqlite3`, [`crate::db`], on
+//! the history's own thread),
 //! kept to `history.max_rows` rows and `history.keep_days` days; the audio
 //! is kept only with `history.keep_audio = true`, as WAV files in
 //! `history-audio/` next to it, deleted with their rows.
@@ -16,19 +17,19 @@ use std::{
     path::{Path, PathBuf},
     sync::{
         Arc, Mutex, PoisonError,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicI64, AtomicU64, Ordering},
     },
     time::{Duration, SystemTime},
 };
 
+use hark_core::events::{self, Bus, Event};
 use rusqlite::{Connection, params};
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
     db::{self, DbError},
-    events::{self, Bus, Event},
+    worker::Worker,
 };
 
 /// The database file in the state directory.
@@ -54,7 +55,7 @@ CREATE INDEX IF NOT EXISTS captures_at ON captures (at_ms);
 ";
 
 /// What a row records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// An agent listened (`transcribe_voice`, `converse`, `confirm`,
@@ -84,15 +85,15 @@ impl Kind {
     }
 }
 
-/// One row, as `list_captures` returns it.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+/// One row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Capture {
     pub id: i64,
     /// When (RFC 3339, UTC).
     pub at: String,
     pub kind: Kind,
-    /// The agent that listened or spoke; null for the person's message and
-    /// for Hark's own words.
+    /// The agent that listened or spoke; `None` for the person's message
+    /// and for Hark's own words.
     pub agent: Option<String>,
     pub text: String,
     /// Why the recording ended (`end_of_speech`, `stopped`, …), or how the
@@ -101,7 +102,7 @@ pub struct Capture {
     /// Seconds of speech.
     pub duration: Option<f64>,
     /// Whom the utterance reached: the listening agent, or the agent that
-    /// took the person's message (null while it waits).
+    /// took the person's message (`None` while it waits).
     pub delivered_to: Option<String>,
     /// The kept audio's file name in `history-audio/` (with
     /// `history.keep_audio`).
@@ -139,29 +140,25 @@ pub struct Query {
     pub kind: Option<Kind>,
 }
 
-pub struct History {
-    conn: Mutex<Connection>,
-    path: Option<PathBuf>,
-    audio_dir: Option<PathBuf>,
-    settings: Settings,
-    /// Where it is kept, or why only in memory.
-    kept: String,
-    /// Writes that failed, and the last failure.
-    failures: AtomicU64,
-    last_failure: Mutex<Option<String>>,
-    /// Recordings' audio waiting for their row (`keep_audio`), newest last.
-    stash: Mutex<VecDeque<(u64, Vec<f32>)>>,
-}
-
 fn ms(t: SystemTime) -> i64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-impl History {
-    /// Opens (or creates) the history in `dir`; a directory that cannot be
-    /// used leaves it in memory, logged and reported.
-    pub fn open(dir: &Path, settings: Settings) -> Result<History, DbError> {
+/// The database and the kept audio, on the history's thread.
+struct Db {
+    conn: Connection,
+    path: Option<PathBuf>,
+    audio_dir: Option<PathBuf>,
+    settings: Settings,
+    /// Where it is kept, or why only in memory.
+    kept: String,
+    /// Rows kept, for `get_status` (counted here after each change).
+    rows: Arc<AtomicI64>,
+}
+
+impl Db {
+    fn open(dir: &Path, settings: Settings, rows: Arc<AtomicI64>) -> Result<Db, DbError> {
         let (conn, path, kept) = match db::open(dir, FILE, SCHEMA, "SELECT count(*) FROM captures")
         {
             Ok((conn, path, warning)) => {
@@ -180,152 +177,64 @@ impl History {
             .as_ref()
             .and_then(|p| p.parent())
             .map(|d| d.join(AUDIO_DIR));
-        let history = History {
-            conn: Mutex::new(conn),
+        Ok(Db {
+            conn,
             path,
             audio_dir,
             settings,
             kept,
-            failures: AtomicU64::new(0),
-            last_failure: Mutex::new(None),
-            stash: Mutex::new(VecDeque::new()),
-        };
-        if let Err(e) = history.trim(SystemTime::now()) {
-            history.failed(&e);
-        }
-        Ok(history)
-    }
-
-    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn failed(&self, e: &DbError) {
-        let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
-        // Once, then quietly: a full disk would otherwise log every row.
-        if n == 1 || n.is_power_of_two() {
-            tracing::error!(error = %e, failures = n, "history: cannot write");
-        }
-        *self
-            .last_failure
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(e.to_string());
-    }
-
-    /// One line for `get_status`.
-    pub fn status(&self) -> String {
-        let rows = self
-            .conn()
-            .query_row("SELECT count(*) FROM captures", [], |r| r.get::<_, i64>(0))
-            .unwrap_or(-1);
-        let failures = self.failures.load(Ordering::Relaxed);
-        let failing = match failures {
-            0 => String::new(),
-            n => format!(
-                "; {n} write(s) failed, last: {}",
-                self.last_failure
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .as_deref()
-                    .unwrap_or("?")
-            ),
-        };
-        format!("{rows} rows; {}{failing}", self.kept)
-    }
-
-    /// Keeps a recording's audio for its row (`history.keep_audio`).
-    pub fn stash_audio(&self, listen: u64, samples: &[f32]) {
-        if !self.settings.keep_audio {
-            return;
-        }
-        let mut stash = self.stash.lock().unwrap_or_else(PoisonError::into_inner);
-        if stash.len() >= STASH {
-            stash.pop_front();
-        }
-        stash.push_back((listen, samples.to_vec()));
-    }
-
-    fn take_audio(&self, listen: u64) -> Option<Vec<f32>> {
-        let mut stash = self.stash.lock().unwrap_or_else(PoisonError::into_inner);
-        let at = stash.iter().position(|(id, _)| *id == listen)?;
-        stash.remove(at).map(|(_, samples)| samples)
+            rows,
+        })
     }
 
     fn err(&self) -> impl Fn(rusqlite::Error) -> DbError + use<> {
         db::errors(&self.path)
     }
 
-    /// Adds a row (blocking; what the event stream's consumer does for
-    /// each utterance and speech); returns its id.
-    pub fn add(&self, row: New) -> Result<i64, DbError> {
-        let audio = match (row.listen, &self.audio_dir) {
-            (Some(listen), Some(dir)) => match self.take_audio(listen) {
-                Some(samples) => self.write_audio(dir, listen, row.at, &samples),
-                None => None,
-            },
+    fn count(&mut self) {
+        db::on_store_thread();
+        let rows = self
+            .conn
+            .query_row("SELECT count(*) FROM captures", [], |r| r.get::<_, i64>(0))
+            .unwrap_or(-1);
+        self.rows.store(rows, Ordering::Relaxed);
+    }
+
+    /// Adds a row, with its recording's audio as a file when given.
+    fn add(&mut self, row: New, samples: Option<Vec<f32>>) -> Result<i64, DbError> {
+        db::on_store_thread();
+        let audio = match (row.listen, &self.audio_dir, samples) {
+            (Some(listen), Some(dir), Some(samples)) => write_audio(dir, listen, row.at, &samples),
             _ => None,
         };
         // `execute`, not `INSERT … RETURNING` through `query_row`: a commit
         // that fails (a full disk) must be an error, and `query_row` does not
         // report what stepping the statement to its end says.
-        let conn = self.conn();
-        conn.execute(
-            "INSERT INTO captures (at_ms, kind, agent, text, end_reason, duration, delivered_to, audio) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![
-                ms(row.at),
-                row.kind.as_str(),
-                row.agent,
-                row.text,
-                row.end_reason,
-                row.duration,
-                row.delivered_to,
-                audio,
-            ],
-        )
-        .map_err(self.err())?;
-        let id = conn.last_insert_rowid();
-        drop(conn);
-        self.trim(SystemTime::now())?;
-        Ok(id)
+        self.conn
+            .execute(
+                "INSERT INTO captures (at_ms, kind, agent, text, end_reason, duration, delivered_to, audio) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    ms(row.at),
+                    row.kind.as_str(),
+                    row.agent,
+                    row.text,
+                    row.end_reason,
+                    row.duration,
+                    row.delivered_to,
+                    audio,
+                ],
+            )
+            .map_err(self.err())?;
+        let id = self.conn.last_insert_rowid();
+        let trimmed = self.trim(SystemTime::now());
+        self.count();
+        trimmed.map(|()| id)
     }
 
-    /// The audio as a 16 kHz WAV file; its name, or `None` if it could
-    /// not be written (logged).
-    fn write_audio(
-        &self,
-        dir: &Path,
-        listen: u64,
-        at: SystemTime,
-        samples: &[f32],
-    ) -> Option<String> {
-        let name = format!("{}-{listen}.wav", ms(at));
-        let write = || -> Result<(), Box<dyn std::error::Error>> {
-            std::fs::create_dir_all(dir)?;
-            let spec = hound::WavSpec {
-                channels: 1,
-                sample_rate: 16_000,
-                bits_per_sample: 16,
-                sample_format: hound::SampleFormat::Int,
-            };
-            let mut wav = hound::WavWriter::create(dir.join(&name), spec)?;
-            for s in samples {
-                wav.write_sample((s.clamp(-1.0, 1.0) * 32767.0) as i16)?;
-            }
-            wav.finalize()?;
-            Ok(())
-        };
-        match write() {
-            Ok(()) => Some(name),
-            Err(e) => {
-                tracing::warn!(error = %e, "history: cannot keep the audio");
-                None
-            }
-        }
-    }
-
-    fn delivered(&self, row: i64, agent: &str) -> Result<(), DbError> {
-        self.conn()
+    fn delivered(&mut self, row: i64, agent: &str) -> Result<(), DbError> {
+        db::on_store_thread();
+        self.conn
             .execute(
                 "UPDATE captures SET delivered_to = ?1 WHERE id = ?2",
                 params![agent, row],
@@ -335,13 +244,14 @@ impl History {
     }
 
     /// Drops rows beyond `max_rows` and older than `keep`, with their audio.
-    fn trim(&self, now: SystemTime) -> Result<(), DbError> {
+    fn trim(&mut self, now: SystemTime) -> Result<(), DbError> {
+        db::on_store_thread();
         let oldest = ms(now
             .checked_sub(self.settings.keep)
             .unwrap_or(SystemTime::UNIX_EPOCH));
         let err = self.err();
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(&err)?;
+        let max_rows = self.settings.max_rows as i64;
+        let tx = self.conn.transaction().map_err(&err)?;
         let files = {
             let mut statement = tx
                 .prepare(
@@ -350,15 +260,12 @@ impl History {
                 )
                 .map_err(&err)?;
             statement
-                .query_map(params![oldest, self.settings.max_rows as i64], |r| {
-                    r.get::<_, Option<String>>(0)
-                })
+                .query_map(params![oldest, max_rows], |r| r.get::<_, Option<String>>(0))
                 .map_err(&err)?
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(&err)?
         };
         tx.commit().map_err(&err)?;
-        drop(conn);
         if let Some(dir) = &self.audio_dir {
             for file in files.into_iter().flatten() {
                 let _ = std::fs::remove_file(dir.join(file));
@@ -367,10 +274,10 @@ impl History {
         Ok(())
     }
 
-    /// The rows `query` asks for, newest first (blocking).
-    pub fn list(&self, query: &Query) -> Result<(Vec<Capture>, bool), DbError> {
-        let conn = self.conn();
-        let mut statement = conn
+    fn list(&mut self, query: &Query) -> Result<(Vec<Capture>, bool), DbError> {
+        db::on_store_thread();
+        let mut statement = self
+            .conn
             .prepare(
                 "SELECT id, at_ms, kind, agent, text, end_reason, duration, delivered_to, audio \
                  FROM captures WHERE (?1 IS NULL OR id < ?1) AND (?2 IS NULL OR agent = ?2) \
@@ -411,8 +318,147 @@ impl History {
     }
 }
 
+/// The audio as a 16 kHz WAV file; its name, or `None` if it could not be
+/// written (logged).
+fn write_audio(dir: &Path, listen: u64, at: SystemTime, samples: &[f32]) -> Option<String> {
+    let name = format!("{}-{listen}.wav", ms(at));
+    let write = || -> Result<(), Box<dyn std::error::Error>> {
+        std::fs::create_dir_all(dir)?;
+        let spec = hound::WavSpec {
+            channels: 1,
+            sample_rate: 16_000,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let mut wav = hound::WavWriter::create(dir.join(&name), spec)?;
+        for s in samples {
+            wav.write_sample((s.clamp(-1.0, 1.0) * 32767.0) as i16)?;
+        }
+        wav.finalize()?;
+        Ok(())
+    };
+    match write() {
+        Ok(()) => Some(name),
+        Err(e) => {
+            tracing::warn!(error = %e, "history: cannot keep the audio");
+            None
+        }
+    }
+}
+
+pub struct History {
+    worker: Worker<Db>,
+    settings: Settings,
+    /// Where it is kept, or why only in memory.
+    kept: String,
+    rows: Arc<AtomicI64>,
+    /// Writes that failed, and the last failure.
+    failures: AtomicU64,
+    last_failure: Mutex<Option<String>>,
+    /// Recordings' audio waiting for their row (`keep_audio`), newest last.
+    stash: Mutex<VecDeque<(u64, Vec<f32>)>>,
+}
+
+impl History {
+    /// Opens (or creates) the history in `dir` on a thread of its own
+    /// (blocking until it is open: call it off the async runtime); a
+    /// directory that cannot be used leaves it in memory, logged and
+    /// reported.
+    pub fn open(dir: &Path, settings: Settings) -> Result<History, DbError> {
+        let rows = Arc::new(AtomicI64::new(0));
+        let (dir, db_settings, db_rows) = (dir.to_path_buf(), settings.clone(), Arc::clone(&rows));
+        let worker = Worker::open("hark-history", move || Db::open(&dir, db_settings, db_rows))?;
+        let (kept, trimmed) = worker.call_blocking(|db| {
+            let trimmed = db.trim(SystemTime::now());
+            db.count();
+            (db.kept.clone(), trimmed)
+        })?;
+        let history = History {
+            worker,
+            settings,
+            kept,
+            rows,
+            failures: AtomicU64::new(0),
+            last_failure: Mutex::new(None),
+            stash: Mutex::new(VecDeque::new()),
+        };
+        if let Err(e) = trimmed {
+            history.failed(&e);
+        }
+        Ok(history)
+    }
+
+    fn failed(&self, e: &DbError) {
+        let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
+        // Once, then quietly: a full disk would otherwise log every row.
+        if n == 1 || n.is_power_of_two() {
+            tracing::error!(error = %e, failures = n, "history: cannot write");
+        }
+        *self
+            .last_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(e.to_string());
+    }
+
+    /// One line for `get_status` (from memory: it never waits for the
+    /// database).
+    pub fn status(&self) -> String {
+        let rows = self.rows.load(Ordering::Relaxed);
+        let failures = self.failures.load(Ordering::Relaxed);
+        let failing = match failures {
+            0 => String::new(),
+            n => format!(
+                "; {n} write(s) failed, last: {}",
+                self.last_failure
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .as_deref()
+                    .unwrap_or("?")
+            ),
+        };
+        format!("{rows} rows; {}{failing}", self.kept)
+    }
+
+    /// Keeps a recording's audio for its row (`history.keep_audio`).
+    pub fn stash_audio(&self, listen: u64, samples: &[f32]) {
+        if !self.settings.keep_audio {
+            return;
+        }
+        let mut stash = self.stash.lock().unwrap_or_else(PoisonError::into_inner);
+        if stash.len() >= STASH {
+            stash.pop_front();
+        }
+        stash.push_back((listen, samples.to_vec()));
+    }
+
+    fn take_audio(&self, listen: u64) -> Option<Vec<f32>> {
+        let mut stash = self.stash.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = stash.iter().position(|(id, _)| *id == listen)?;
+        stash.remove(at).map(|(_, samples)| samples)
+    }
+
+    /// Adds a row (what the event stream's consumer does for each
+    /// utterance and speech); returns its id.
+    pub async fn add(&self, row: New) -> Result<i64, DbError> {
+        let samples = row.listen.and_then(|listen| self.take_audio(listen));
+        self.worker.call(move |db| db.add(row, samples)).await?
+    }
+
+    async fn delivered(&self, row: i64, agent: String) -> Result<(), DbError> {
+        self.worker
+            .call(move |db| db.delivered(row, &agent))
+            .await?
+    }
+
+    /// The rows `query` asks for, newest first, and whether older ones
+    /// match too.
+    pub async fn list(&self, query: Query) -> Result<(Vec<Capture>, bool), DbError> {
+        self.worker.call(move |db| db.list(&query)).await?
+    }
+}
+
 /// Writes the history from the event stream until `token` is cancelled.
-/// Each write runs on a blocking thread; a slow disk only delays this
+/// The writes run on the history's thread; a slow disk only delays this
 /// consumer (which then skips, counted, what it fell behind by).
 pub async fn record(history: Arc<History>, bus: Bus, token: CancellationToken) {
     let mut events = bus.subscribe();
@@ -476,15 +522,10 @@ pub async fn record(history: Arc<History>, bus: Bus, token: CancellationToken) {
                 None
             }
             Event::InboxTaken { id, agent, .. } => {
-                if let Some(row) = by_message.remove(id) {
-                    let (history, agent) = (Arc::clone(&history), agent.clone());
-                    let done = tokio::task::spawn_blocking(move || {
-                        (history.delivered(row, &agent), history)
-                    })
-                    .await;
-                    if let Ok((Err(e), history)) = done {
-                        history.failed(&e);
-                    }
+                if let Some(row) = by_message.remove(id)
+                    && let Err(e) = history.delivered(row, agent.clone()).await
+                {
+                    history.failed(&e);
                 }
                 None
             }
@@ -493,15 +534,13 @@ pub async fn record(history: Arc<History>, bus: Bus, token: CancellationToken) {
         let Some(row) = row else { continue };
         let person = row.kind == Kind::Message;
         let listen = row.listen;
-        let writer = Arc::clone(&history);
-        match tokio::task::spawn_blocking(move || writer.add(row)).await {
-            Ok(Ok(id)) => {
+        match history.add(row).await {
+            Ok(id) => {
                 if let (true, Some(listen)) = (person, listen) {
                     by_listen.insert(listen, id);
                 }
             }
-            Ok(Err(e)) => history.failed(&e),
-            Err(e) => tracing::error!(error = %e, "history: the writer failed"),
+            Err(e) => history.failed(&e),
         }
         // Links to messages no agent will take stay bounded.
         if by_message.len() > 1000 {
@@ -538,8 +577,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn rows_are_listed_newest_first_filtered_and_paged() {
+    #[tokio::test]
+    async fn rows_are_listed_newest_first_filtered_and_paged() {
         let dir = tempfile::tempdir().unwrap();
         let history = History::open(dir.path(), settings(100)).unwrap();
         for i in 0..5 {
@@ -550,16 +589,19 @@ mod tests {
                     &format!("heard {i}"),
                     None,
                 ))
+                .await
                 .unwrap();
         }
         history
             .add(row(Kind::Spoken, Some("cursor"), "spoken", None))
+            .await
             .unwrap();
-        let all = |q: Query| history.list(&q).unwrap();
+        let all = async |q: Query| history.list(q).await.unwrap();
         let (page, more) = all(Query {
             limit: 2,
             ..Query::default()
-        });
+        })
+        .await;
         assert_eq!(
             page.iter().map(|c| c.text.as_str()).collect::<Vec<_>>(),
             ["spoken", "heard 4"]
@@ -569,25 +611,28 @@ mod tests {
             limit: 10,
             before: Some(page[1].id),
             ..Query::default()
-        });
+        })
+        .await;
         assert_eq!(page.len(), 4);
         assert!(!more);
         let (cursor, _) = all(Query {
             limit: 10,
             agent: Some("cursor".into()),
             ..Query::default()
-        });
+        })
+        .await;
         assert_eq!(cursor.len(), 1);
         let (spoken, _) = all(Query {
             limit: 10,
             kind: Some(Kind::Spoken),
             ..Query::default()
-        });
+        })
+        .await;
         assert_eq!(spoken[0].kind, Kind::Spoken);
     }
 
-    #[test]
-    fn retention_drops_the_oldest_rows_with_their_audio() {
+    #[tokio::test]
+    async fn retention_drops_the_oldest_rows_with_their_audio() {
         let dir = tempfile::tempdir().unwrap();
         let history = History::open(dir.path(), settings(3)).unwrap();
         for listen in 0..5u64 {
@@ -599,13 +644,15 @@ mod tests {
                     &format!("m{listen}"),
                     Some(listen),
                 ))
+                .await
                 .unwrap();
         }
         let (rows, _) = history
-            .list(&Query {
+            .list(Query {
                 limit: 10,
                 ..Query::default()
             })
+            .await
             .unwrap();
         assert_eq!(
             rows.iter().map(|c| c.text.as_str()).collect::<Vec<_>>(),
@@ -621,18 +668,19 @@ mod tests {
             at: SystemTime::now() - Duration::from_secs(7200),
             ..row(Kind::Heard, Some("a"), "old", None)
         };
-        history.add(old).unwrap();
+        history.add(old).await.unwrap();
         let (rows, _) = history
-            .list(&Query {
+            .list(Query {
                 limit: 10,
                 ..Query::default()
             })
+            .await
             .unwrap();
         assert!(rows.iter().all(|c| c.text != "old"), "older than keep_days");
     }
 
-    #[test]
-    fn a_state_directory_that_cannot_be_made_leaves_the_history_in_memory() {
+    #[tokio::test]
+    async fn a_state_directory_that_cannot_be_made_leaves_the_history_in_memory() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("a-file");
         std::fs::write(&file, b"x").unwrap();
@@ -644,24 +692,27 @@ mod tests {
         );
         history
             .add(row(Kind::Heard, Some("a"), "still kept", None))
+            .await
             .unwrap();
         let (rows, _) = history
-            .list(&Query {
+            .list(Query {
                 limit: 5,
                 ..Query::default()
             })
+            .await
             .unwrap();
         assert_eq!(rows[0].text, "still kept");
         assert_eq!(rows[0].audio, None, "no directory for audio");
     }
 
-    #[test]
-    fn rows_survive_reopening_and_a_corrupt_file_is_moved_aside() {
+    #[tokio::test]
+    async fn rows_survive_reopening_and_a_corrupt_file_is_moved_aside() {
         let dir = tempfile::tempdir().unwrap();
         {
             let history = History::open(dir.path(), settings(10)).unwrap();
             history
                 .add(row(Kind::Heard, Some("a"), "kept", None))
+                .await
                 .unwrap();
         }
         let history = History::open(dir.path(), settings(10)).unwrap();

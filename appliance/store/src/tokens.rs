@@ -1,28 +1,29 @@
 //! The paired agents' tokens, in `tokens.sqlite3` in the state directory (see
-//! [`crate::db`] for how it lasts). Only a token's SHA-256 is kept: a copy
+//! [`crate::db`] for how it lasts), written on the store's own thread. Only a token's SHA-256 is kept: a copy
 //! of the database (a backup, a lost SD card) lets no one in. A revoked
 //! token's row stays, marked, so its holder is told it was revoked rather
 //! than that it was never valid; the oldest revoked rows go past
 //! [`KEEP_REVOKED`].
 //!
-//! Every check reads an in-memory copy; only creating, revoking and (at
-//! most once a minute per token) recording use touch the file.
+//! Every check reads an in-memory copy under a lock never held across a
+//! write; only creating, revoking and (at most once a minute per token)
+//! recording use touch the file, one at a time on the store's thread.
 
 use std::{
     collections::HashMap,
     io::Read,
     path::{Path, PathBuf},
-    sync::{Mutex, PoisonError},
+    sync::{Arc, Mutex, PoisonError},
     time::{Duration, SystemTime},
 };
 
 use base64::Engine;
+use hark_core::scopes::Scopes;
 use rusqlite::{Connection, params};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::scopes::Scopes;
-use crate::db::DbError;
+use crate::{db::DbError, worker::Worker};
 
 pub const FILE: &str = "tokens.sqlite3";
 
@@ -59,6 +60,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS tokens_live_name
 pub enum TokenError {
     #[error(transparent)]
     Db(#[from] DbError),
+    #[error(transparent)]
+    Stopped(#[from] crate::worker::Stopped),
     #[error(
         "a token called `{0}` exists; revoke it first (hark token revoke) or replace it (--replace)"
     )]
@@ -134,14 +137,23 @@ pub struct Accepted {
     pub scopes: Scopes,
 }
 
-struct Inner {
+/// The tokens by hash: what every check reads.
+type Entries = Arc<Mutex<HashMap<String, Entry>>>;
+
+fn lock(entries: &Entries) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+    entries.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The database, on the store's thread.
+struct Db {
     conn: Connection,
-    /// By hash.
-    entries: HashMap<String, Entry>,
+    path: Option<PathBuf>,
+    entries: Entries,
 }
 
 pub struct TokenStore {
-    inner: Mutex<Inner>,
+    entries: Entries,
+    worker: Worker<Db>,
     path: Option<PathBuf>,
 }
 
@@ -212,84 +224,43 @@ pub fn check_name(name: &str) -> Result<String, TokenError> {
     }
 }
 
-impl TokenStore {
-    /// Opens (or creates) the store in `dir`. Returns a warning when an
-    /// unreadable database had to be moved aside (its agents pair again).
-    pub fn open(dir: &Path) -> Result<(Self, Option<String>), TokenError> {
-        let (conn, path, warning) =
-            crate::db::open(dir, FILE, SCHEMA, "SELECT count(*) FROM tokens")?;
-        Ok((Self::load(conn, Some(path))?, warning))
-    }
-
-    /// A store that lasts as long as the process (tests).
-    pub fn in_memory() -> Result<Self, TokenError> {
-        Self::load(crate::db::in_memory(SCHEMA)?, None)
-    }
-
-    fn load(conn: Connection, path: Option<PathBuf>) -> Result<Self, TokenError> {
-        let err = crate::db::errors(&path);
-        let mut entries = HashMap::new();
-        {
-            let mut statement = conn
-                .prepare(
-                    "SELECT id, name, hash, scopes, created_ms, last_used_ms, last_address, revoked_ms FROM tokens",
-                )
-                .map_err(&err)?;
-            let rows = statement
-                .query_map([], |r| {
-                    let scopes: String = r.get(3)?;
-                    let last_used = r.get::<_, Option<i64>>(5)?.map(from_ms);
-                    Ok((
-                        r.get::<_, String>(2)?,
-                        Entry {
-                            id: r.get(0)?,
-                            name: r.get(1)?,
-                            scopes: Scopes::from_names(scopes.split(',')),
-                            created: from_ms(r.get(4)?),
-                            last_used,
-                            last_address: r.get(6)?,
-                            written: last_used,
-                            revoked: r.get::<_, Option<i64>>(7)?.map(from_ms),
-                        },
-                    ))
-                })
-                .map_err(&err)?;
-            for row in rows {
-                let (hash, entry) = row.map_err(&err)?;
-                entries.insert(hash, entry);
+impl Db {
+    fn open(dir: Option<&Path>) -> Result<(Db, Option<String>), TokenError> {
+        let (conn, path, warning) = match dir {
+            Some(dir) => {
+                let (conn, path, warning) =
+                    crate::db::open(dir, FILE, SCHEMA, "SELECT count(*) FROM tokens")?;
+                (conn, Some(path), warning)
             }
-        }
-        Ok(Self {
-            inner: Mutex::new(Inner { conn, entries }),
-            path,
-        })
+            None => (crate::db::in_memory(SCHEMA)?, None, None),
+        };
+        let entries = load(&conn, &path)?;
+        Ok((
+            Db {
+                conn,
+                path,
+                entries: Arc::new(Mutex::new(entries)),
+            },
+            warning,
+        ))
     }
 
-    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    fn err(&self) -> impl Fn(rusqlite::Error) -> DbError + use<> {
+        crate::db::errors(&self.path)
     }
 
-    pub fn path(&self) -> Option<&Path> {
-        self.path.as_deref()
-    }
-
-    /// Makes a token for `name`; returns it (the only time it exists in
-    /// full) with its record. With `replace`, a live token of that name is
-    /// revoked in the same transaction.
-    pub fn create(
-        &self,
-        name: &str,
+    fn create(
+        &mut self,
+        name: String,
         scopes: Scopes,
         replace: bool,
     ) -> Result<(String, TokenInfo), TokenError> {
-        let name = check_name(name)?;
+        crate::db::on_store_thread();
         let token = generate()?;
         let token_hash = hash(&token);
         let now = SystemTime::now();
-        let err = crate::db::errors(&self.path);
-        let mut inner = self.inner();
-        let existing: Vec<String> = inner
-            .entries
+        let err = self.err();
+        let existing: Vec<String> = lock(&self.entries)
             .iter()
             .filter(|(_, e)| e.revoked.is_none() && e.name.eq_ignore_ascii_case(&name))
             .map(|(h, _)| h.clone())
@@ -297,7 +268,7 @@ impl TokenStore {
         if !existing.is_empty() && !replace {
             return Err(TokenError::Exists(name));
         }
-        let tx = inner.conn.transaction().map_err(&err)?;
+        let tx = self.conn.transaction().map_err(&err)?;
         tx.execute(
             "UPDATE tokens SET revoked_ms = ?1 WHERE revoked_ms IS NULL AND name = ?2 COLLATE NOCASE",
             params![to_ms(now), name],
@@ -313,11 +284,6 @@ impl TokenStore {
             )
             .map_err(&err)?;
         tx.commit().map_err(&err)?;
-        for old in existing {
-            if let Some(entry) = inner.entries.get_mut(&old) {
-                entry.revoked = Some(now);
-            }
-        }
         let entry = Entry {
             id,
             name,
@@ -329,168 +295,269 @@ impl TokenStore {
             revoked: None,
         };
         let info = entry.info();
-        inner.entries.insert(token_hash, entry);
-        prune(&mut inner, &err)?;
+        {
+            let mut entries = lock(&self.entries);
+            for old in existing {
+                if let Some(entry) = entries.get_mut(&old) {
+                    entry.revoked = Some(now);
+                }
+            }
+            entries.insert(token_hash, entry);
+        }
+        self.prune()?;
         Ok((token, info))
+    }
+
+    fn revoke(&mut self, name: String) -> Result<TokenInfo, TokenError> {
+        crate::db::on_store_thread();
+        let now = SystemTime::now();
+        let found = lock(&self.entries)
+            .iter()
+            .find(|(_, e)| e.revoked.is_none() && e.name.eq_ignore_ascii_case(&name))
+            .map(|(h, e)| (h.clone(), e.id));
+        let Some((hash, id)) = found else {
+            return Err(TokenError::NoSuchToken(name));
+        };
+        let changed = self
+            .conn
+            .execute(
+                "UPDATE tokens SET revoked_ms = ?1 WHERE id = ?2",
+                params![to_ms(now), id],
+            )
+            .map_err(self.err())?;
+        if changed != 1 {
+            return Err(TokenError::NoSuchToken(name));
+        }
+        let info = {
+            let mut entries = lock(&self.entries);
+            let entry = entries
+                .get_mut(&hash)
+                .ok_or_else(|| TokenError::NoSuchToken(name.clone()))?;
+            entry.revoked = Some(now);
+            entry.info()
+        };
+        self.prune()?;
+        Ok(info)
+    }
+
+    /// Writes `name`'s last use, as the checks left it in memory.
+    fn write_last_used(&mut self, name: &str) -> Result<(), TokenError> {
+        crate::db::on_store_thread();
+        let found = lock(&self.entries)
+            .values()
+            .find(|e| e.revoked.is_none() && e.name == name)
+            .map(|e| (e.id, e.last_used, e.last_address.clone()));
+        let Some((id, last_used, last_address)) = found else {
+            return Ok(());
+        };
+        self.conn
+            .execute(
+                "UPDATE tokens SET last_used_ms = ?1, last_address = ?2 WHERE id = ?3",
+                params![last_used.map(to_ms), last_address, id],
+            )
+            .map_err(self.err())?;
+        Ok(())
+    }
+
+    /// Drops the oldest revoked rows past [`KEEP_REVOKED`].
+    fn prune(&mut self) -> Result<(), TokenError> {
+        let mut revoked: Vec<(SystemTime, i64, String)> = lock(&self.entries)
+            .iter()
+            .filter_map(|(h, e)| e.revoked.map(|r| (r, e.id, h.clone())))
+            .collect();
+        if revoked.len() <= KEEP_REVOKED {
+            return Ok(());
+        }
+        revoked.sort();
+        let drop = revoked.len() - KEEP_REVOKED;
+        for (_, id, hash) in revoked.into_iter().take(drop) {
+            self.conn
+                .execute("DELETE FROM tokens WHERE id = ?1", params![id])
+                .map_err(self.err())?;
+            lock(&self.entries).remove(&hash);
+        }
+        Ok(())
+    }
+}
+
+fn load(conn: &Connection, path: &Option<PathBuf>) -> Result<HashMap<String, Entry>, TokenError> {
+    crate::db::on_store_thread();
+    let err = crate::db::errors(path);
+    let mut entries = HashMap::new();
+    let mut statement = conn
+        .prepare(
+            "SELECT id, name, hash, scopes, created_ms, last_used_ms, last_address, revoked_ms FROM tokens",
+        )
+        .map_err(&err)?;
+    let rows = statement
+        .query_map([], |r| {
+            let scopes: String = r.get(3)?;
+            let last_used = r.get::<_, Option<i64>>(5)?.map(from_ms);
+            Ok((
+                r.get::<_, String>(2)?,
+                Entry {
+                    id: r.get(0)?,
+                    name: r.get(1)?,
+                    scopes: Scopes::from_names(scopes.split(',')),
+                    created: from_ms(r.get(4)?),
+                    last_used,
+                    last_address: r.get(6)?,
+                    written: last_used,
+                    revoked: r.get::<_, Option<i64>>(7)?.map(from_ms),
+                },
+            ))
+        })
+        .map_err(&err)?;
+    for row in rows {
+        let (hash, entry) = row.map_err(&err)?;
+        entries.insert(hash, entry);
+    }
+    Ok(entries)
+}
+
+impl TokenStore {
+    /// Opens (or creates) the store in `dir` on a thread of its own
+    /// (blocking until it is open). Returns a warning when an unreadable
+    /// database had to be moved aside (its agents pair again).
+    pub fn open(dir: &Path) -> Result<(Self, Option<String>), TokenError> {
+        Self::start(Some(dir.to_path_buf()))
+    }
+
+    /// A store that lasts as long as the process (tests).
+    pub fn in_memory() -> Result<Self, TokenError> {
+        Self::start(None).map(|(store, _)| store)
+    }
+
+    fn start(dir: Option<PathBuf>) -> Result<(Self, Option<String>), TokenError> {
+        let (made, opened) = std::sync::mpsc::sync_channel(1);
+        let worker = Worker::open("hark-tokens", move || {
+            let (db, warning) = Db::open(dir.as_deref())?;
+            let _ = made.send((Arc::clone(&db.entries), db.path.clone(), warning));
+            Ok::<_, TokenError>(db)
+        })
+        .map_err(|e| match e {
+            crate::worker::StartError::Thread(e) => TokenError::Db(DbError::Thread(e)),
+            crate::worker::StartError::Open(e) => e,
+        })?;
+        let (entries, path, warning) = opened
+            .recv()
+            .map_err(|_| TokenError::Stopped(crate::worker::Stopped))?;
+        Ok((
+            Self {
+                entries,
+                worker,
+                path,
+            },
+            warning,
+        ))
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Makes a token for `name`; returns it (the only time it exists in
+    /// full) with its record. With `replace`, a live token of that name is
+    /// revoked in the same transaction.
+    pub async fn create(
+        &self,
+        name: &str,
+        scopes: Scopes,
+        replace: bool,
+    ) -> Result<(String, TokenInfo), TokenError> {
+        let name = check_name(name)?;
+        self.worker
+            .call(move |db| db.create(name, scopes, replace))
+            .await?
     }
 
     /// The live tokens, oldest first.
     pub fn list(&self) -> Vec<TokenInfo> {
-        let inner = self.inner();
-        let mut live: Vec<&Entry> = inner
-            .entries
-            .values()
-            .filter(|e| e.revoked.is_none())
-            .collect();
+        let entries = lock(&self.entries);
+        let mut live: Vec<&Entry> = entries.values().filter(|e| e.revoked.is_none()).collect();
         live.sort_by_key(|e| e.id);
         live.into_iter().map(Entry::info).collect()
     }
 
     pub fn live_count(&self) -> usize {
-        self.inner()
-            .entries
+        lock(&self.entries)
             .values()
             .filter(|e| e.revoked.is_none())
             .count()
     }
 
     /// Revokes the live token called `name` (any case).
-    pub fn revoke(&self, name: &str) -> Result<TokenInfo, TokenError> {
-        let err = crate::db::errors(&self.path);
-        let now = SystemTime::now();
-        let mut inner = self.inner();
-        let Some((hash, id)) = inner
-            .entries
-            .iter()
-            .find(|(_, e)| e.revoked.is_none() && e.name.eq_ignore_ascii_case(name.trim()))
-            .map(|(h, e)| (h.clone(), e.id))
-        else {
-            return Err(TokenError::NoSuchToken(name.trim().to_owned()));
-        };
-        let changed = inner
-            .conn
-            .execute(
-                "UPDATE tokens SET revoked_ms = ?1 WHERE id = ?2",
-                params![to_ms(now), id],
-            )
-            .map_err(&err)?;
-        if changed != 1 {
-            return Err(TokenError::NoSuchToken(name.trim().to_owned()));
-        }
-        let entry = inner
-            .entries
-            .get_mut(&hash)
-            .ok_or_else(|| TokenError::NoSuchToken(name.trim().to_owned()))?;
-        entry.revoked = Some(now);
-        let info = entry.info();
-        prune(&mut inner, &err)?;
-        Ok(info)
+    pub async fn revoke(&self, name: &str) -> Result<TokenInfo, TokenError> {
+        let name = name.trim().to_owned();
+        self.worker.call(move |db| db.revoke(name)).await?
     }
 
-    /// Checks a presented token. On success notes its use (in memory; see
-    /// [`Self::due_for_write`]).
+    /// Checks a presented token. On success notes its use, in memory, and
+    /// (at most once a minute per token) on the store's thread.
     pub fn check(&self, token: &str, address: Option<&str>) -> Result<Accepted, Rejected> {
         well_formed(token)?;
-        let mut inner = self.inner();
-        let entry = inner
-            .entries
-            .get_mut(&hash(token))
-            .ok_or(Rejected::Unknown)?;
-        if let Some(when) = entry.revoked {
-            return Err(Rejected::Revoked {
-                name: entry.name.clone(),
-                when: rfc3339(when),
+        let now = SystemTime::now();
+        let (accepted, due) = {
+            let mut entries = lock(&self.entries);
+            let entry = entries.get_mut(&hash(token)).ok_or(Rejected::Unknown)?;
+            if let Some(when) = entry.revoked {
+                return Err(Rejected::Revoked {
+                    name: entry.name.clone(),
+                    when: rfc3339(when),
+                });
+            }
+            entry.last_used = Some(now);
+            if let Some(address) = address {
+                entry.last_address = Some(address.to_owned());
+            }
+            let due = entry
+                .written
+                .is_none_or(|w| now.duration_since(w).unwrap_or_default() >= TOUCH_EVERY);
+            if due {
+                entry.written = Some(now);
+            }
+            (
+                Accepted {
+                    name: entry.name.clone(),
+                    scopes: entry.scopes,
+                },
+                due,
+            )
+        };
+        if due {
+            let name = accepted.name.clone();
+            self.worker.send(move |db| {
+                if let Err(e) = db.write_last_used(&name) {
+                    tracing::warn!(error = %e, "cannot record a token's last use");
+                }
             });
         }
-        entry.last_used = Some(SystemTime::now());
-        if let Some(address) = address {
-            entry.last_address = Some(address.to_owned());
-        }
-        Ok(Accepted {
-            name: entry.name.clone(),
-            scopes: entry.scopes,
-        })
+        Ok(accepted)
     }
 
-    /// Whether `name`'s last use should be written down now (at most once
-    /// a minute), marking it written.
-    pub fn due_for_write(&self, name: &str) -> bool {
-        let mut inner = self.inner();
-        let now = SystemTime::now();
-        let Some(entry) = inner
-            .entries
-            .values_mut()
-            .find(|e| e.revoked.is_none() && e.name == name)
-        else {
-            return false;
-        };
-        let due = entry
-            .written
-            .is_none_or(|w| now.duration_since(w).unwrap_or_default() >= TOUCH_EVERY);
-        if due {
-            entry.written = Some(now);
-        }
-        due
+    /// Waits until what was asked of the store so far is written.
+    pub async fn flush(&self) -> Result<(), TokenError> {
+        Ok(self.worker.call(|_| ()).await?)
     }
-
-    /// Writes `name`'s last use to the file (blocking: call off the
-    /// runtime's threads).
-    pub fn write_last_used(&self, name: &str) -> Result<(), TokenError> {
-        let err = crate::db::errors(&self.path);
-        let inner = self.inner();
-        let Some(entry) = inner
-            .entries
-            .values()
-            .find(|e| e.revoked.is_none() && e.name == name)
-        else {
-            return Ok(());
-        };
-        inner
-            .conn
-            .execute(
-                "UPDATE tokens SET last_used_ms = ?1, last_address = ?2 WHERE id = ?3",
-                params![entry.last_used.map(to_ms), entry.last_address, entry.id],
-            )
-            .map_err(&err)?;
-        Ok(())
-    }
-}
-
-/// Drops the oldest revoked rows past [`KEEP_REVOKED`].
-fn prune(inner: &mut Inner, err: &impl Fn(rusqlite::Error) -> DbError) -> Result<(), TokenError> {
-    let mut revoked: Vec<(SystemTime, i64, String)> = inner
-        .entries
-        .iter()
-        .filter_map(|(h, e)| e.revoked.map(|r| (r, e.id, h.clone())))
-        .collect();
-    if revoked.len() <= KEEP_REVOKED {
-        return Ok(());
-    }
-    revoked.sort();
-    let drop = revoked.len() - KEEP_REVOKED;
-    for (_, id, hash) in revoked.into_iter().take(drop) {
-        inner
-            .conn
-            .execute("DELETE FROM tokens WHERE id = ?1", params![id])
-            .map_err(err)?;
-        inner.entries.remove(&hash);
-    }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn tokens_are_random_well_formed_and_kept_only_as_hashes() {
+    #[tokio::test]
+    async fn tokens_are_random_well_formed_and_kept_only_as_hashes() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (store, warning) = TokenStore::open(dir.path()).expect("opens");
         assert!(warning.is_none());
         let (a, info) = store
             .create("claude", Scopes::DEFAULT, false)
+            .await
             .expect("made");
-        let (b, _) = store.create("cursor", Scopes::ALL, false).expect("made");
+        let (b, _) = store
+            .create("cursor", Scopes::ALL, false)
+            .await
+            .expect("made");
         assert_ne!(a, b);
         assert_eq!(well_formed(&a), Ok(()));
         assert_eq!(a.len(), PREFIX.len() + TOKEN_CHARS);
@@ -511,11 +578,12 @@ mod tests {
         assert_eq!(store.check(&b, None).map(|a| a.scopes), Ok(Scopes::ALL));
     }
 
-    #[test]
-    fn bad_tokens_are_told_apart() {
+    #[tokio::test]
+    async fn bad_tokens_are_told_apart() {
         let store = TokenStore::in_memory().expect("store");
         let (token, _) = store
             .create("claude", Scopes::DEFAULT, false)
+            .await
             .expect("made");
         assert_eq!(store.check("", None), Err(Rejected::Malformed(0)));
         assert_eq!(store.check("Bearer x", None), Err(Rejected::Malformed(8)));
@@ -530,29 +598,33 @@ mod tests {
             store.check(&bad_char, None),
             Err(Rejected::Malformed(_))
         ));
-        store.revoke("CLAUDE").expect("revoked");
+        store.revoke("CLAUDE").await.expect("revoked");
         assert!(matches!(
             store.check(&token, None),
             Err(Rejected::Revoked { name, .. }) if name == "claude"
         ));
         assert!(matches!(
-            store.revoke("claude"),
+            store.revoke("claude").await,
             Err(TokenError::NoSuchToken(_))
         ));
     }
 
-    #[test]
-    fn names_are_unique_until_replaced() {
+    #[tokio::test]
+    async fn names_are_unique_until_replaced() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (store, _) = TokenStore::open(dir.path()).expect("opens");
         let (first, _) = store
             .create("Claude", Scopes::DEFAULT, false)
+            .await
             .expect("made");
         assert!(matches!(
-            store.create("claude", Scopes::DEFAULT, false),
+            store.create("claude", Scopes::DEFAULT, false).await,
             Err(TokenError::Exists(_))
         ));
-        let (second, _) = store.create("claude", Scopes::ALL, true).expect("replaced");
+        let (second, _) = store
+            .create("claude", Scopes::ALL, true)
+            .await
+            .expect("replaced");
         assert!(matches!(
             store.check(&first, None),
             Err(Rejected::Revoked { .. })
@@ -576,7 +648,7 @@ mod tests {
         for bad in ["", " ", "-lead", "a/b", &"x".repeat(65), "new\nline"] {
             assert!(
                 matches!(
-                    store.create(bad, Scopes::DEFAULT, false),
+                    store.create(bad, Scopes::DEFAULT, false).await,
                     Err(TokenError::BadName(_))
                 ),
                 "{bad:?}"
@@ -584,18 +656,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn last_use_is_written_at_most_once_a_minute() {
+    #[tokio::test]
+    async fn last_use_is_written_at_most_once_a_minute() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (store, _) = TokenStore::open(dir.path()).expect("opens");
         let (token, _) = store
             .create("claude", Scopes::DEFAULT, false)
+            .await
             .expect("made");
         assert_eq!(store.list()[0].last_used, None);
         store.check(&token, Some("10.0.0.2")).expect("valid");
-        assert!(store.due_for_write("claude"));
-        assert!(!store.due_for_write("claude"), "not again within a minute");
-        store.write_last_used("claude").expect("written");
+        store.flush().await.expect("written");
+        // Used again from elsewhere within the minute: not written again.
+        store.check(&token, Some("10.0.0.3")).expect("valid");
+        store.flush().await.expect("written");
         drop(store);
         let (store, _) = TokenStore::open(dir.path()).expect("reopens");
         let listed = &store.list()[0];
@@ -603,19 +677,23 @@ mod tests {
         assert_eq!(listed.last_address.as_deref(), Some("10.0.0.2"));
     }
 
-    #[test]
-    fn revoked_rows_are_pruned_oldest_first() {
+    #[tokio::test]
+    async fn revoked_rows_are_pruned_oldest_first() {
         let store = TokenStore::in_memory().expect("store");
-        let (first, _) = store.create("a0", Scopes::DEFAULT, false).expect("made");
-        store.revoke("a0").expect("revoked");
+        let (first, _) = store
+            .create("a0", Scopes::DEFAULT, false)
+            .await
+            .expect("made");
+        store.revoke("a0").await.expect("revoked");
         for i in 1..=KEEP_REVOKED {
             store
                 .create(&format!("a{i}"), Scopes::DEFAULT, false)
+                .await
                 .expect("made");
-            store.revoke(&format!("a{i}")).expect("revoked");
+            store.revoke(&format!("a{i}")).await.expect("revoked");
         }
         // The first revoked row went: its token is now simply unknown.
         assert_eq!(store.check(&first, None), Err(Rejected::Unknown));
-        assert_eq!(store.inner().entries.len(), KEEP_REVOKED);
+        assert_eq!(lock(&store.entries).len(), KEEP_REVOKED);
     }
 }

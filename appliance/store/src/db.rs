@@ -6,6 +6,9 @@
 //! readable database is moved aside (`NAME.corrupt-<unix time>`, its
 //! journal with it) with a line in the log, and a new one started: a
 //! broken file never stops the appliance.
+//!
+//! A connection lives on its store's thread ([`crate::worker`]) and is used
+//! nowhere else.
 
 use std::{
     path::{Path, PathBuf},
@@ -34,6 +37,30 @@ pub enum DbError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Stopped(#[from] crate::worker::Stopped),
+    #[error("cannot start the database's thread: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
+impl From<crate::worker::StartError<DbError>> for DbError {
+    fn from(e: crate::worker::StartError<DbError>) -> Self {
+        match e {
+            crate::worker::StartError::Thread(e) => DbError::Thread(e),
+            crate::worker::StartError::Open(e) => e,
+        }
+    }
+}
+
+/// Says, in debug builds, that a statement is about to run off a store's
+/// own thread ([`crate::worker`]): SQLite blocks, and the async runtime's
+/// threads must never wait for it.
+pub(crate) fn on_store_thread() {
+    debug_assert!(
+        crate::worker::on_store_thread(),
+        "a SQLite statement outside a store's thread ({:?})",
+        std::thread::current().name()
+    );
 }
 
 /// Turns SQLite's errors into ones that name the database.
@@ -97,6 +124,7 @@ pub fn open(
 }
 
 fn open_file(path: &Path, schema: &str, check: &str) -> Result<Connection, DbError> {
+    on_store_thread();
     let err = errors(&Some(path.to_path_buf()));
     let conn = Connection::open(path).map_err(&err)?;
     // A wait for a lock, not a failure, if another handle writes.
@@ -114,6 +142,7 @@ fn open_file(path: &Path, schema: &str, check: &str) -> Result<Connection, DbErr
 /// A database that lasts as long as the process (when the state directory
 /// cannot be used).
 pub fn in_memory(schema: &str) -> Result<Connection, DbError> {
+    on_store_thread();
     Connection::open_in_memory()
         .and_then(|conn| conn.execute_batch(schema).map(|()| conn))
         .map_err(errors(&None))
