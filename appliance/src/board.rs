@@ -16,13 +16,11 @@
 use std::{
     path::Path,
     sync::{Arc, Mutex, PoisonError, atomic::Ordering},
-    time::Duration,
 };
 
 use hark_board::{
     Board, BoardError, BoardEvent,
     board::{self, Resolved},
-    button::ButtonEvent,
     detect::Machine,
     profile::Profile,
     status::Status,
@@ -55,7 +53,10 @@ impl BoardService {
         resolved: Resolved,
         state: &Arc<ApplianceState>,
         token: &CancellationToken,
-    ) -> Option<BoardService> {
+    ) -> Option<(
+        BoardService,
+        Option<tokio::sync::mpsc::Receiver<BoardEvent>>,
+    )> {
         let mut board = match Board::start(&config.board.board(), resolved) {
             Ok(board) => board,
             Err(e) => {
@@ -64,8 +65,8 @@ impl BoardService {
             }
         };
         tracing::info!(board = %board.describe(), "board ready");
+        // The button and the switch are the conductor's.
         let events = board.take_events();
-        state.has_button.store(events.is_some(), Ordering::Release);
         let board = Arc::new(board);
         let shown = Arc::new(Mutex::new(Status::Idle));
         {
@@ -100,13 +101,12 @@ impl BoardService {
         state.selftest.attach(Arc::downgrade(&board), cycles);
         let task = tokio::spawn(serve(
             Arc::clone(&board),
-            events,
             cycle_requests,
             Arc::clone(state),
             shown,
             token.clone(),
         ));
-        Some(BoardService { board, task })
+        Some((BoardService { board, task }, events))
     }
 
     /// The simulated board's controls, when that is the board.
@@ -200,7 +200,6 @@ pub fn apply_profile(
 
 async fn serve(
     board: Arc<Board>,
-    events: Option<tokio::sync::mpsc::Receiver<BoardEvent>>,
     cycle_requests: tokio::sync::mpsc::Receiver<LightsRequest>,
     state: Arc<ApplianceState>,
     shown: Arc<Mutex<Status>>,
@@ -211,7 +210,6 @@ async fn serve(
     // statuses instead, on its own clock, until the mute or an open
     // microphone takes the lights back (`selftest::lights`).
     let mut now = state.bus.watch();
-    let mut events = events;
     let mut cycle_requests = Some(cycle_requests);
     let mut cycle: Option<Cycle> = None;
     let mut last = None;
@@ -236,14 +234,6 @@ async fn serve(
         let next_look = cycle.as_ref().map(Cycle::next_sample);
         tokio::select! {
             () = token.cancelled() => break,
-            event = next_from(&mut events) => match event {
-                Some(event) => handle(event, &state),
-                // The board's contacts are gone; the lights still follow.
-                None => {
-                    events = None;
-                    state.has_button.store(false, Ordering::Release);
-                }
-            },
             changed = now.changed() => if changed.is_err() { break },
             request = next_from(&mut cycle_requests) => match request {
                 Some(request) if cycle.is_some() => request.refuse(LightsError::Busy),
@@ -308,108 +298,43 @@ pub fn lights_name(now: &crate::events::Snapshot) -> &'static str {
     Status::of(lights(now)).as_str()
 }
 
-/// The board's button event on the event stream.
-pub fn button_action(event: ButtonEvent) -> Button {
-    match event {
-        ButtonEvent::Press => Button::Press,
-        ButtonEvent::Release => Button::Release,
-        ButtonEvent::LongPress => Button::LongPress,
-        ButtonEvent::DoublePress => Button::DoublePress,
+/// The conductor acts on the appliance: its speech, floor, pairings,
+/// self-test, the person's recording, the mute and the event stream.
+impl crate::conductor::Stage for Arc<ApplianceState> {
+    fn speech_pending(&self) -> usize {
+        self.tts.get().map_or(0, |tts| tts.pending())
     }
-}
 
-/// A press shorter than this is a tap: it starts (or keeps) listening
-/// until the person stops speaking. A longer one is push-to-talk: the
-/// recording ends when the button comes up.
-pub const TAP: Duration = Duration::from_millis(400);
+    fn speaker_playing(&self) -> bool {
+        self.speaking.load(Ordering::Acquire)
+    }
 
-fn handle(event: BoardEvent, state: &Arc<ApplianceState>) {
-    tracing::debug!(?event, "board event");
-    match event {
-        BoardEvent::Mute(on) => {
-            state.muted.store(on, Ordering::Release);
-            state.bus.publish(Event::Mute { on });
-            tracing::info!(muted = on, "mute switch");
-        }
-        BoardEvent::Button(button) => {
-            state.bus.publish(Event::Button {
-                action: button_action(button),
-            });
-            // A self-test step waits for this press: it is the test's, not
-            // a message for the agents, the stop key or an answer.
-            if state.selftest.has_button() {
-                if button == ButtonEvent::Press {
-                    tracing::info!("button pressed: the self-test takes it");
-                }
-                return;
-            }
-            match button {
-                ButtonEvent::Press => pressed(state),
-                ButtonEvent::Release => released(state),
-                // Long and double presses are for the calls that wait for
-                // them (`confirm`: a long press is "no"), on the stream.
-                ButtonEvent::LongPress | ButtonEvent::DoublePress => {}
-            }
-        }
+    fn stop_speech(&self) -> usize {
+        self.tts.get().map_or(0, |tts| tts.stop())
     }
-}
 
-fn pressed(state: &Arc<ApplianceState>) {
-    state.button_held.store(true, Ordering::Release);
-    state.button_moved(true);
-    // The stop key: a press while Hark speaks silences it (a `converse`
-    // then listens at once; `confirm` takes the press as its answer).
-    // Speech, not a chime: a press just after a chime still starts the
-    // person's recording.
-    let speech = state.tts.get().is_some_and(|tts| tts.pending() > 0);
-    if let Some(tts) = state.tts.get()
-        && (speech || state.speaking.load(Ordering::Acquire))
-    {
-        let dropped = tts.stop();
-        if speech {
-            tracing::info!(requests = dropped, "button pressed: speech stopped");
-        }
+    fn floor_held_by_agent(&self) -> bool {
+        self.floor().held_by_agent()
     }
-    // Push-to-talk: a waiting recording records from now until the button
-    // comes up.
-    let recorders = state.recorders();
-    for recorder in &recorders {
-        recorder.hold();
-    }
-    if !recorders.is_empty() {
-        tracing::info!(recordings = recorders.len(), "push-to-talk: recording held");
-    } else if !state.bus.snapshot().pairing.is_empty() {
-        // The press answers the pairing that waits for it.
-        tracing::info!("button pressed: it answers the pairing");
-    } else if !state.floor().held_by_agent() && !speech {
-        // Nobody is listening: the person starts a conversation.
-        crate::person::pressed(state);
-    }
-}
 
-fn released(state: &Arc<ApplianceState>) {
-    state.button_held.store(false, Ordering::Release);
-    let tap = state.button_moved(false).is_some_and(|held| held < TAP);
-    let (mut ended, mut tapped) = (0, 0);
-    for recorder in state.recorders() {
-        if recorder.held() {
-            if tap {
-                recorder.tap();
-                tapped += 1;
-            } else {
-                recorder.release();
-                ended += 1;
-            }
-        }
+    fn pairing_waiting(&self) -> bool {
+        !self.bus.snapshot().pairing.is_empty()
     }
-    if ended > 0 {
-        tracing::info!(recordings = ended, "push-to-talk released: utterance ended");
+
+    fn selftest_waits(&self) -> bool {
+        self.selftest.has_button()
     }
-    if tapped > 0 {
-        tracing::info!(
-            recordings = tapped,
-            "button tapped: listening until the person stops"
-        );
+
+    fn start_person(&self) {
+        crate::person::pressed(self);
+    }
+
+    fn set_muted(&self, on: bool) {
+        self.muted.store(on, Ordering::Release);
+    }
+
+    fn publish(&self, event: Event) {
+        self.bus.publish(event);
     }
 }
 

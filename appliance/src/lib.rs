@@ -30,6 +30,7 @@ pub mod auth;
 pub mod board;
 pub mod cli;
 pub mod client;
+pub mod conductor;
 pub mod config;
 pub mod discovery;
 pub mod floor;

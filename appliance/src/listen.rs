@@ -484,7 +484,7 @@ pub async fn listen(
     if request.push_to_talk {
         // The board's button holds this recording open while it is down and
         // ends it when it comes up.
-        state.add_recorder(&control);
+        state.conductor.recording(&control);
     }
     let mut options = Options::new(request.timeout, mic.preroll, mic.vad.clone());
     let live = stt.live().is_some_and(|live| Arc::ptr_eq(live, &engine));

@@ -238,8 +238,21 @@ pub async fn run(
         token.clone(),
     ));
     // The lights show from here on (listening, muted …), before READY.
-    let board = board
-        .and_then(|resolved| crate::board::BoardService::start(&config, resolved, &state, &token));
+    let (board, contacts) = match board
+        .and_then(|resolved| crate::board::BoardService::start(&config, resolved, &state, &token))
+    {
+        Some((board, contacts)) => (Some(board), contacts),
+        None => (None, None),
+    };
+    // What the button and the mute switch mean, from here on.
+    let conductor = state
+        .conductor_task
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    if let Some(conductor) = conductor {
+        tokio::spawn(conductor.run(Arc::clone(&state), contacts, token.clone()));
+    }
     if let Some(control) = board.as_ref().and_then(|b| b.simulated()) {
         let _ = state.simulated_board.set(control);
     }

@@ -241,8 +241,6 @@ pub struct ApplianceState {
     /// while an agent has it, a press of the button belongs to its call,
     /// not to the voice inbox.
     pub floor: OnceLock<Arc<crate::floor::Floor>>,
-    /// When the button last went down, to tell a tap from a hold.
-    pressed_at: Mutex<Option<Instant>>,
     /// Names of the agents that have connected since the start, for
     /// addressing messages ("Claude, …").
     agents_seen: Mutex<std::collections::BTreeSet<String>>,
@@ -280,13 +278,11 @@ pub struct ApplianceState {
     /// The simulated board's button and mute switch, when that is the
     /// board (`hark button`, `hark mute`).
     pub simulated_board: OnceLock<hark_board::sim::SimControl>,
-    /// The recordings `transcribe_voice` runs, for push-to-talk.
-    recorders: Mutex<Vec<Weak<hark_audio::utterance::Control>>>,
-    /// The push-to-talk button is down (as the board last said).
-    pub button_held: AtomicBool,
-    /// The board has a button (contacts) that works: pairings can be
-    /// approved.
-    pub has_button: AtomicBool,
+    /// What a press, a hold and the mute switch mean (`crate::conductor`):
+    /// recordings register here for push-to-talk.
+    pub conductor: crate::conductor::Conductor,
+    /// The conductor's task, until the daemon starts it.
+    pub conductor_task: Mutex<Option<crate::conductor::ConductorTask>>,
     /// HTTPS's certificate authority, when `[mcp.https]` serves.
     pub tls: OnceLock<crate::tls::Tls>,
     /// The end-of-turn model, when `audio.vad.end_of_turn = "smart-turn"`
@@ -336,6 +332,7 @@ impl Drop for RecordingGuard {
 
 impl Default for ApplianceState {
     fn default() -> Self {
+        let (conductor, conductor_task) = crate::conductor::Conductor::new();
         Self {
             started: Instant::now(),
             next_client: AtomicU64::new(1),
@@ -344,7 +341,6 @@ impl Default for ApplianceState {
             listeners: Mutex::new(Vec::new()),
             bus: crate::events::Bus::default(),
             floor: OnceLock::new(),
-            pressed_at: Mutex::new(None),
             agents_seen: Mutex::new(Default::default()),
             auth: OnceLock::new(),
             inbox: OnceLock::new(),
@@ -361,9 +357,8 @@ impl Default for ApplianceState {
             stt: OnceLock::new(),
             tts: OnceLock::new(),
             simulated_board: OnceLock::new(),
-            recorders: Mutex::new(Vec::new()),
-            button_held: AtomicBool::new(false),
-            has_button: AtomicBool::new(false),
+            conductor,
+            conductor_task: Mutex::new(Some(conductor_task)),
             tls: OnceLock::new(),
             turn: OnceLock::new(),
             selftest: Default::default(),
@@ -404,21 +399,6 @@ impl ApplianceState {
         }))
     }
 
-    /// The button went down now (`Some`) or came up (`None`); returns how
-    /// long it was down when it comes up.
-    pub fn button_moved(&self, down: bool) -> Option<std::time::Duration> {
-        let mut pressed = self
-            .pressed_at
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if down {
-            *pressed = Some(Instant::now());
-            None
-        } else {
-            pressed.take().map(|at| at.elapsed())
-        }
-    }
-
     /// The configured agents (none before the daemon set them up).
     pub fn agents(&self) -> crate::agents::Agents {
         self.agents.get().cloned().unwrap_or_default()
@@ -447,32 +427,6 @@ impl ApplianceState {
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
             .cloned()
-            .collect()
-    }
-
-    /// Lets push-to-talk reach a recording for as long as it runs. A
-    /// recording that starts while the button is already down is held at
-    /// once.
-    pub fn add_recorder(&self, control: &Arc<hark_audio::utterance::Control>) {
-        let mut recorders = self
-            .recorders
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        recorders.retain(|r| r.strong_count() > 0);
-        recorders.push(Arc::downgrade(control));
-        drop(recorders);
-        if self.button_held.load(Ordering::Acquire) {
-            control.hold();
-        }
-    }
-
-    /// The recordings running now.
-    pub fn recorders(&self) -> Vec<Arc<hark_audio::utterance::Control>> {
-        self.recorders
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .filter_map(Weak::upgrade)
             .collect()
     }
 

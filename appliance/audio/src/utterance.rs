@@ -96,6 +96,12 @@ impl Control {
     pub fn speech_started(&self) -> bool {
         self.1.load(Ordering::Acquire)
     }
+
+    /// Whether the recording was asked to end, keeping what it heard (a
+    /// stop, or push-to-talk released).
+    pub fn stopped(&self) -> bool {
+        self.state() == Self::STOP
+    }
 }
 
 /// Asks how likely it is that the person has finished their turn, given

@@ -320,7 +320,7 @@ impl Pairings {
             .get()
             .ok_or_else(|| TokenError::Unavailable("the appliance is starting".into()))?;
         let store = Arc::clone(auth.store()?);
-        if !state.has_button.load(std::sync::atomic::Ordering::Acquire) {
+        if !state.conductor.has_button() {
             let why = state
                 .subsystems
                 .get(hark_core::status::Subsystem::Board)

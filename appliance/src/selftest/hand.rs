@@ -366,13 +366,16 @@ mod tests {
     async fn the_simulated_hand_moves_the_board_and_the_classified_events_come_back() {
         let state = Arc::new(ApplianceState::default());
         let token = tokio_util::sync::CancellationToken::new();
-        let board = crate::board::BoardService::start(
+        let (board, contacts) = crate::board::BoardService::start(
             &crate::config::Config::default(),
             hark_board::board::Resolved::Simulated("a test".into()),
             &state,
             &token,
         )
         .expect("the simulated board starts");
+        // The conductor publishes what the contacts do.
+        let conductor = state.conductor_task.lock().unwrap().take().unwrap();
+        tokio::spawn(conductor.run(Arc::clone(&state), contacts, token.clone()));
         let names = |moved: &Moved| -> Vec<String> {
             moved.events.iter().map(|e| e.event.clone()).collect()
         };
