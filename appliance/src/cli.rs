@@ -110,7 +110,7 @@ pub enum Command {
     Button {
         /// `press` (a tap), `hold` (down until `release`) or `release`.
         #[arg(value_enum)]
-        action: crate::board::ButtonAction,
+        action: ButtonArg,
     },
     /// Turn the simulated board's mute switch on or off in the running
     /// daemon (machines without GPIO; over its Unix socket).
@@ -342,4 +342,25 @@ pub enum ConfigCommand {
 pub enum OnOff {
     On,
     Off,
+}
+
+/// `hark button`'s action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ButtonArg {
+    /// A tap: down, 120 ms, up.
+    Press,
+    /// Down, and kept down.
+    Hold,
+    /// Up.
+    Release,
+}
+
+impl From<ButtonArg> for hark_core::room::ButtonAction {
+    fn from(arg: ButtonArg) -> Self {
+        match arg {
+            ButtonArg::Press => Self::Press,
+            ButtonArg::Hold => Self::Hold,
+            ButtonArg::Release => Self::Release,
+        }
+    }
 }

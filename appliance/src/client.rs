@@ -694,7 +694,7 @@ async fn write_error<W: AsyncWrite + Unpin>(
 /// daemon's Unix socket and returns its result.
 pub async fn board(
     socket: &std::path::Path,
-    control: &crate::board::BoardControl,
+    control: &hark_core::room::BoardControl,
 ) -> Result<Value, ClientError> {
     let params = serde_json::to_value(control).map_err(|e| ClientError::Mcp {
         target: socket.display().to_string(),

@@ -22,8 +22,6 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use schemars::JsonSchema;
-use serde::Serialize;
 use tokio::sync::{oneshot, watch};
 
 use crate::events::{Bus, Event};
@@ -85,25 +83,7 @@ fn waiting_text(waiting: usize) -> String {
     }
 }
 
-/// One turn holding the floor or waiting for it, as `get_status` shows it.
-#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
-pub struct Place {
-    /// The agent's name, `person` for the person's own recording, or
-    /// `hark` for a pairing waiting for the button.
-    pub who: String,
-    /// The tool (or `button`).
-    pub tool: String,
-    /// Since when (RFC 3339, UTC).
-    pub since: String,
-}
-
-/// Who holds the floor and who waits.
-#[derive(Debug, Clone, Default, Serialize, JsonSchema, PartialEq)]
-pub struct FloorStatus {
-    pub holder: Option<Place>,
-    /// In the order they will get it.
-    pub queue: Vec<Place>,
-}
+pub use hark_core::room::{FloorStatus, Place};
 
 struct Entry {
     id: u64,

@@ -35,11 +35,11 @@ pub mod config;
 pub mod discovery;
 pub mod floor;
 pub mod listen;
-pub mod logging;
 pub mod mcp;
 pub mod memory;
 pub mod models;
 pub mod person;
+pub mod room;
 pub mod saved;
 pub mod selftest;
 pub mod service;
@@ -50,6 +50,6 @@ pub mod tts;
 pub mod voices;
 
 // The core's parts, under the names the daemon's modules use.
-pub use hark_core::{agents, events, words};
+pub use hark_core::{agents, events, logging, words};
 // The stores, likewise.
 pub use hark_store::{history, inbox};

@@ -15,7 +15,6 @@
 //! text.
 
 use std::{
-    future::Future,
     sync::{
         Arc, PoisonError,
         atomic::{AtomicBool, Ordering},
@@ -27,14 +26,12 @@ use hark_audio::{
     earcon::Earcon,
     utterance::{self, Control, EndReason, Options},
 };
+use hark_core::room::{EndReason as Ended, Progress, Report};
 use hark_stt::engine::{Request, SttError};
-use schemars::JsonSchema;
-use serde::Serialize;
 
 use crate::{events::Event, state::ApplianceState};
 
-/// seed 000's answer when nothing was said.
-pub const NO_SPEECH: &str = "(no speech detected)";
+pub use hark_core::room::{Heard, NO_SPEECH};
 /// Audio kept before the detected start of speech: the detector decides a
 /// little after the first sound.
 const LEAD: Duration = Duration::from_millis(250);
@@ -144,68 +141,6 @@ pub enum Chime {
     Alongside,
     /// No chime: the person interrupted Hark and is already speaking.
     None,
-}
-
-/// What a listen heard: `transcribe_voice`'s structured result.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct Heard {
-    /// What was said, or `(no speech detected)`.
-    pub text: String,
-    /// Whether speech was heard and transcribed.
-    pub speech: bool,
-    /// Why listening ended: `end_of_speech`, `timeout`, `max_length`,
-    /// `stopped`.
-    pub end_reason: String,
-    /// Seconds of audio recorded, pre-roll included.
-    pub duration: f64,
-    /// Language of the text (ISO 639-1).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub language: Option<String>,
-    /// When speech began and ended, seconds from the start of the recording.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub speech_start: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub speech_end: Option<f64>,
-    /// Segments with `start`, `end` (seconds from the start of the
-    /// recording), `text` and `confidence`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub segments: Vec<serde_json::Value>,
-    /// Mean token probability, 0–1.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub confidence: Option<f32>,
-    /// The model that transcribed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    /// Transcription time, milliseconds.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub transcribe_ms: Option<u64>,
-    /// The transcription began at the first pause, before the turn had
-    /// ended (`stt.speculative`), and was kept since the turn ended there.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub speculative: bool,
-    /// The recording's number on the event stream (not part of results).
-    #[serde(skip)]
-    #[schemars(skip)]
-    pub listen: u64,
-}
-
-/// Where a listen reports its steps (`listening`, `speech detected`,
-/// `transcribing`): a tool turns them into progress notifications.
-pub trait Progress: Send {
-    fn report(&mut self, step: &'static str) -> impl Future<Output = ()> + Send;
-
-    /// What the person has said so far, while they speak.
-    fn partial(&mut self, text: &str) -> impl Future<Output = ()> + Send {
-        let _ = text;
-        async {}
-    }
-}
-
-/// Reports nothing.
-pub struct Quiet;
-
-impl Progress for Quiet {
-    async fn report(&mut self, _step: &'static str) {}
 }
 
 /// Cancels the recording when the listen is dropped before it ends.
@@ -348,7 +283,7 @@ async fn so_far_heard(
     agent: &Option<String>,
     listen: u64,
     text: &str,
-    progress: &mut impl Progress,
+    progress: &mut dyn Report,
 ) {
     if text.is_empty() {
         return;
@@ -358,7 +293,7 @@ async fn so_far_heard(
         agent: agent.clone(),
         text: text.to_owned(),
     });
-    progress.partial(text).await;
+    progress.report(Progress::Partial(text.to_owned())).await;
 }
 
 /// The watcher that copies what the recorder shows into `glimpses`
@@ -444,7 +379,7 @@ fn seconds(d: Duration) -> f64 {
 pub async fn listen(
     state: &Arc<ApplianceState>,
     request: Listen,
-    progress: &mut impl Progress,
+    progress: &mut dyn Report,
 ) -> Result<Heard, ListenError> {
     let stt = state
         .stt
@@ -478,7 +413,7 @@ pub async fn listen(
     if request.chime == Chime::Alongside {
         play(state, chime);
     }
-    progress.report("listening").await;
+    progress.report(Progress::Listening).await;
     let control = Arc::new(Control::default());
     let _cancel = CancelOnDrop(Arc::clone(&control));
     if request.push_to_talk {
@@ -656,7 +591,7 @@ pub async fn listen(
             } => {
                 control.cancel();
                 let _ = recorder.await;
-                recording.ended("held_too_long");
+                recording.ended(Ended::HeldTooLong);
                 tracing::warn!(max_hold, "listening cut off: the floor was held too long");
                 return Err(ListenError::HeldTooLong(max_hold));
             }
@@ -667,7 +602,7 @@ pub async fn listen(
                     // came before is dropped with the recording).
                     control.cancel();
                     let _ = recorder.await;
-                    recording.ended("muted");
+                    recording.ended(Ended::Muted);
                     tracing::info!("listening ended: the microphone was muted");
                     return Err(ListenError::Muted);
                 }
@@ -676,7 +611,7 @@ pub async fn listen(
                 if control.speech_started() {
                     announced = true;
                     recording.speech_detected();
-                    progress.report("speech detected").await;
+                    progress.report(Progress::SpeechDetected).await;
                 }
             }
             done = finished(&mut partial) => {
@@ -726,13 +661,13 @@ pub async fn listen(
     };
     drop(partial);
     let reason = match utterance.reason {
-        EndReason::EndOfSpeech => "end_of_speech",
-        EndReason::EndOfTurn => "end_of_turn",
-        EndReason::NoSpeech => "timeout",
-        EndReason::MaxLength => "max_length",
-        EndReason::Stopped => "stopped",
-        EndReason::Cancelled => "cancelled",
-        EndReason::CaptureStalled => "stalled",
+        EndReason::EndOfSpeech => Ended::EndOfSpeech,
+        EndReason::EndOfTurn => Ended::EndOfTurn,
+        EndReason::NoSpeech => Ended::Timeout,
+        EndReason::MaxLength => Ended::MaxLength,
+        EndReason::Stopped => Ended::Stopped,
+        EndReason::Cancelled => Ended::Cancelled,
+        EndReason::CaptureStalled => Ended::Stalled,
     };
     recording.ended(reason);
     let listen_id = recording.id;
@@ -740,7 +675,7 @@ pub async fn listen(
     // The next caller may listen while this one transcribes.
     drop(turn);
     play(state, Earcon::ListenStop);
-    tracing::info!(reason, speech = ?utterance.speech,
+    tracing::info!(%reason, speech = ?utterance.speech,
         seconds = seconds_of(utterance.samples.len()), "utterance recorded");
     if utterance.reason == EndReason::CaptureStalled {
         return Err(ListenError::Stalled);
@@ -752,7 +687,7 @@ pub async fn listen(
         return Ok(Heard {
             text: NO_SPEECH.into(),
             speech: false,
-            end_reason: reason.into(),
+            end_reason: reason,
             duration: recorded,
             language: None,
             speech_start: None,
@@ -766,7 +701,7 @@ pub async fn listen(
         });
     };
 
-    progress.report("transcribing").await;
+    progress.report(Progress::Transcribing).await;
     // The pass begun at the pause is the turn's if the turn ended there.
     let early = speculative.filter(|early| {
         let kept = early.speech == (start, end);
@@ -869,7 +804,7 @@ pub async fn listen(
     let heard = Heard {
         text,
         speech: !transcript.text.is_empty(),
-        end_reason: reason.into(),
+        end_reason: reason,
         duration: recorded,
         language: Some(transcript.language.clone()),
         speech_start: Some(seconds(start)),
@@ -888,7 +823,7 @@ pub async fn listen(
             text: heard.text.clone(),
             confidence: heard.confidence,
             duration: seconds(end.saturating_sub(start)),
-            end_reason: reason.to_owned(),
+            end_reason: reason,
         });
     }
     Ok(heard)

@@ -4,12 +4,12 @@ use anyhow::Context;
 use clap::Parser;
 use hark::{
     audio,
-    board::BoardControl,
     cli::{Cli, Command, ConfigCommand, OnOff, TokenCommand},
     client,
     config::Config,
     logging, service,
 };
+use hark_core::room::BoardControl;
 
 fn main() -> ExitCode {
     hark::memory::tune_allocator();
@@ -185,7 +185,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             logging::init("warn")?;
             let (config, _) = Config::load(cli.config.as_deref())?;
             let control = BoardControl {
-                button: Some(action),
+                button: Some(action.into()),
                 mute: None,
             };
             runtime.block_on(client::board(&config.mcp.unix.path, &control))?;

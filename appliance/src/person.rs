@@ -85,7 +85,7 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>) {
         push_to_talk: true,
         turn: Some(turn),
     };
-    let heard = match listen::listen(&state, request, &mut listen::Quiet).await {
+    let heard = match listen::listen(&state, request, &mut hark_core::room::Quiet).await {
         Ok(heard) => heard,
         Err(ListenError::Muted) => {
             tracing::info!("the person's message was cut off by the mute switch; nothing kept");

@@ -127,7 +127,7 @@ pub fn store_ca(target: &str, pem: &str) -> Result<PathBuf, SavedError> {
         source,
     };
     std::fs::create_dir_all(&dir).map_err(err)?;
-    hark_models::manifest::write_atomic(&dir, &file, pem.as_bytes()).map_err(err)?;
+    hark_core::files::write_atomic(&dir, &file, pem.as_bytes()).map_err(err)?;
     Ok(file)
 }
 
@@ -153,7 +153,7 @@ pub fn store_in(path: &Path, target: &str, saved: Saved) -> Result<(), SavedErro
     let mut bytes = bytes;
     bytes.push(b'\n');
     // Made unreadable to others before the token is in it.
-    hark_models::manifest::write_atomic_mode(dir, path, &bytes, 0o600).map_err(write_err)
+    hark_core::files::write_atomic_mode(dir, path, &bytes, 0o600).map_err(write_err)
 }
 
 #[cfg(test)]

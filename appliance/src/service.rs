@@ -271,7 +271,8 @@ pub async fn run(
     };
     let auth = Arc::new(auth);
     let _ = state.auth.set(Arc::clone(&auth));
-    let shared = Arc::new(Shared::new(config, state, auth, token.clone()));
+    let room = hark_core::room::Capabilities::of(crate::room::Room::new(Arc::clone(&state)));
+    let shared = Arc::new(Shared::new(config, state, room, auth, token.clone()));
     let mut loops = Vec::new();
     for (transport, handle) in listeners.serve(&shared) {
         let alive = Arc::new(AtomicBool::new(true));

@@ -299,7 +299,7 @@ pub struct RecordingGuard {
     state: Arc<ApplianceState>,
     pub id: u64,
     speech: bool,
-    reason: &'static str,
+    reason: hark_core::room::EndReason,
 }
 
 impl RecordingGuard {
@@ -314,7 +314,7 @@ impl RecordingGuard {
 
     /// Why the recording ended, reported when the guard drops (default
     /// `cancelled`).
-    pub fn ended(&mut self, reason: &'static str) {
+    pub fn ended(&mut self, reason: hark_core::room::EndReason) {
         self.reason = reason;
     }
 }
@@ -325,7 +325,7 @@ impl Drop for RecordingGuard {
             .bus
             .publish(crate::events::Event::ListeningEnded {
                 listen: self.id,
-                reason: self.reason.to_owned(),
+                reason: self.reason,
             });
     }
 }
@@ -382,7 +382,7 @@ impl ApplianceState {
             state: Arc::clone(self),
             id,
             speech: false,
-            reason: "cancelled",
+            reason: hark_core::room::EndReason::Cancelled,
         }
     }
 

@@ -111,7 +111,7 @@ fn read(path: &Path) -> Result<Option<String>, TlsError> {
 /// old file or the new, never half of one.
 fn write(path: &Path, text: &str, mode: u32) -> Result<(), TlsError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    hark_models::manifest::write_atomic_mode(dir, path, text.as_bytes(), mode).map_err(|source| {
+    hark_core::files::write_atomic_mode(dir, path, text.as_bytes(), mode).map_err(|source| {
         TlsError::Io {
             action: "write",
             path: path.to_owned(),

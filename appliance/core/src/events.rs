@@ -64,7 +64,10 @@ pub enum Event {
     /// The voice detector heard speech begin (or push-to-talk went down).
     SpeechDetected { listen: u64 },
     /// The microphone closed: `reason` is the recording's end reason.
-    ListeningEnded { listen: u64, reason: String },
+    ListeningEnded {
+        listen: u64,
+        reason: crate::room::EndReason,
+    },
     /// Speech to text started working on a request.
     TranscriptionStarted,
     /// Speech to text finished a request.
@@ -86,7 +89,7 @@ pub enum Event {
         /// Seconds of speech.
         duration: f64,
         /// Why the recording ended (`end_of_speech`, `stopped`, …).
-        end_reason: String,
+        end_reason: crate::room::EndReason,
     },
     /// An agent's speech started playing.
     SpeakingStarted {
@@ -394,13 +397,13 @@ mod tests {
         assert_eq!(now.person_listening.len(), 1);
         bus.publish(Event::ListeningEnded {
             listen: 1,
-            reason: "end_of_speech".into(),
+            reason: crate::room::EndReason::EndOfSpeech,
         });
         assert!(bus.snapshot().recording(), "recording 2 is still open");
         assert!(bus.snapshot().person_listening.is_empty());
         bus.publish(Event::ListeningEnded {
             listen: 2,
-            reason: "timeout".into(),
+            reason: crate::room::EndReason::Timeout,
         });
         assert!(!bus.snapshot().recording());
         let seqs: Vec<u64> = std::iter::from_fn(|| events.try_recv().ok())

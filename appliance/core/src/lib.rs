@@ -5,10 +5,18 @@
 //! - [`words`] and [`agents`]: the words of the room (yes and no, options,
 //!   whom the person addresses) and the agents it knows by name;
 //! - [`status`]: typed subsystem statuses;
-//! - [`scopes`]: what a paired agent may do.
+//! - [`files`]: atomic writes;
+//! - [`logging`]: the daemon's log lines, and the last ones kept for the
+//!   status page;
+//! - [`scopes`]: what a paired agent may do;
+//! - [`room`]: the room's capabilities, the narrow traits the MCP side
+//!   calls (listen, speak, ask, files, volume, observe, hands, pair).
 
 pub mod agents;
 pub mod events;
+pub mod files;
+pub mod logging;
+pub mod room;
 pub mod scopes;
 pub mod status;
 pub mod words;

@@ -140,10 +140,10 @@ pub enum Denied {
 
 impl Denied {
     /// The tool error type.
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> hark_core::room::Kind {
         match self {
-            Denied::NotPaired { .. } => "NotPairedError",
-            Denied::Scope { .. } => "PermissionDeniedError",
+            Denied::NotPaired { .. } => hark_core::room::Kind::NotPaired,
+            Denied::Scope { .. } => hark_core::room::Kind::PermissionDenied,
         }
     }
 }
@@ -486,7 +486,7 @@ mod tests {
         let denied = grant
             .allows(Scope::Admin, "set_volume")
             .expect_err("no admin");
-        assert_eq!(denied.kind(), "PermissionDeniedError");
+        assert_eq!(denied.kind().name(), "PermissionDeniedError");
         let text = denied.to_string();
         assert!(
             text.contains("may listen and speak, not set_volume"),
@@ -496,7 +496,7 @@ mod tests {
         let denied = Grant::unpaired()
             .allows(Scope::Listen, "transcribe_voice")
             .expect_err("unpaired");
-        assert_eq!(denied.kind(), "NotPairedError");
+        assert_eq!(denied.kind().name(), "NotPairedError");
         assert!(denied.to_string().contains("Authorization: Bearer"));
 
         for _ in 0..3 {

@@ -18,12 +18,13 @@ use std::{
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use hark_core::room::{Pair, PairAsk, PairRefusal};
+
 use super::{
     Scope, Scopes,
     limit::Failures,
-    tokens::{self, TokenError},
+    tokens::{self, TokenError, TokenStore},
 };
-use crate::{board::ButtonAnswer, events::Event, floor::Who, state::ApplianceState, words::Answer};
 
 /// The window `auth.max_pair_requests` counts in.
 pub const REQUEST_WINDOW: Duration = Duration::from_secs(600);
@@ -150,36 +151,6 @@ impl Drop for Slot<'_> {
     }
 }
 
-/// Tells the event stream the pairing ended (the light stops), however the
-/// call ends.
-struct Requested<'a> {
-    state: &'a ApplianceState,
-    id: u64,
-    agent: String,
-    outcome: &'static str,
-}
-
-impl Drop for Requested<'_> {
-    fn drop(&mut self) {
-        self.state.bus.publish(Event::PairingEnded {
-            pairing: self.id,
-            agent: std::mem::take(&mut self.agent),
-            outcome: self.outcome,
-        });
-    }
-}
-
-/// Stops Hark's own speech request when dropped.
-struct StopSpeech(Option<Arc<std::sync::atomic::AtomicBool>>);
-
-impl Drop for StopSpeech {
-    fn drop(&mut self) {
-        if let Some(cancel) = &self.0 {
-            cancel.store(true, std::sync::atomic::Ordering::Release);
-        }
-    }
-}
-
 /// A pairing name: a token name that is plainly a name, since Hark says it
 /// aloud (no sentences: no full stops), at most [`MAX_PAIR_NAME`].
 pub fn check_pair_name(name: &str) -> Result<String, PairError> {
@@ -301,11 +272,13 @@ impl Pairings {
         Some(w.agent.clone())
     }
 
-    /// The whole pairing: asks the person and waits for the button. `gone`
+    /// The whole pairing: asks the person (the room: aloud, with the
+    /// pairing light, answered by the button) and makes the token. `gone`
     /// is cancelled when the asking agent leaves.
     pub async fn pair(
         &self,
-        state: &Arc<ApplianceState>,
+        room: &dyn Pair,
+        store: Result<&Arc<TokenStore>, TokenError>,
         request: PairRequest,
         address: Option<IpAddr>,
         gone: CancellationToken,
@@ -315,115 +288,51 @@ impl Pairings {
             None => Scopes::DEFAULT,
             Some(text) => Scopes::parse(text).map_err(|e| PairError::Invalid(e.to_string()))?,
         };
-        let auth = state
-            .auth
-            .get()
-            .ok_or_else(|| TokenError::Unavailable("the appliance is starting".into()))?;
-        let store = Arc::clone(auth.store()?);
-        if !state.conductor.has_button() {
-            let why = state
-                .subsystems
-                .get(hark_core::status::Subsystem::Board)
-                .to_string();
-            return Err(PairError::NoButton { why });
-        }
+        let store = Arc::clone(store?);
         let _slot = self.admit(&name, address)?;
         let seconds = self.timeout.as_secs();
         tracing::info!(agent = %name, address = ?address, scopes = %scopes, "pairing requested");
-        // Hark asks the person itself: the floor keeps agents' questions
-        // (and their button answers) and speech out of the way meanwhile.
-        let floor = state.floor();
-        let turn = tokio::select! {
-            () = gone.cancelled() => return Err(PairError::Cancelled),
-            turn = floor.take(Who::Hark, "pair", true, self.timeout) => {
-                turn.map_err(|_| PairError::Busy { seconds })?
-            }
-        };
         let replaced = store
             .list()
             .iter()
             .any(|t| t.name.eq_ignore_ascii_case(&name));
-        // Subscribed before the light shows: a press from then on counts.
-        let mut events = state.bus.subscribe();
-        let id = state.bus.next_id();
-        state.bus.publish(Event::PairingRequested {
-            pairing: id,
-            agent: name.clone(),
-            address: address.map_or_else(|| "local".to_owned(), |a| a.to_canonical().to_string()),
-            scopes: scopes.names(),
-        });
-        let mut requested = Requested {
-            state,
-            id,
-            agent: name.clone(),
-            outcome: "cancelled",
-        };
-        // The prompt; the time to answer runs from its end. It stops when
-        // the pairing ends first (the agent left, or a long press).
-        let (progress, mut spoken) = tokio::sync::mpsc::unbounded_channel();
-        let words = if request.browser {
-            browser_prompt(address)
-        } else {
-            prompt(&name, address, scopes, replaced)
-        };
-        let _prompt = StopSpeech(crate::person::say_tracked(state, words, Some(progress)).await);
         let (decide, decided) = tokio::sync::oneshot::channel();
         if let Some(w) = self.waiting().as_mut() {
             w.decide = Some(decide);
         }
-        let decided = async move {
-            match decided.await {
-                Ok(true) => Answer::Yes,
-                Ok(false) => Answer::No,
-                Err(_) => std::future::pending().await,
-            }
-        };
-        let mut button = ButtonAnswer::default();
-        let answered = async {
-            tokio::select! {
-                answer = button.next(&mut events) => answer,
-                answer = decided => answer,
-            }
-        };
-        let timeout = self.timeout;
-        let no_answer = async move {
-            while let Some(event) = spoken.recv().await {
-                if matches!(event, crate::tts::SpeechEvent::Finished(_)) {
-                    break;
-                }
-            }
-            tokio::time::sleep(timeout).await;
+        let ask = PairAsk {
+            prompt: if request.browser {
+                browser_prompt(address)
+            } else {
+                prompt(&name, address, scopes, replaced)
+            },
+            agent: name.clone(),
+            address: address.map_or_else(|| "local".to_owned(), |a| a.to_canonical().to_string()),
+            scopes: scopes.names(),
+            timeout: self.timeout,
+            decided: Some(decided),
         };
         let answer = tokio::select! {
             () = gone.cancelled() => return Err(PairError::Cancelled),
-            answer = answered => Ok(answer),
-            () = no_answer => Err(()),
+            answer = room.ask(ask) => answer,
         };
         match answer {
-            Ok(Answer::Yes) => {}
-            Ok(_) => {
-                requested.outcome = "refused";
+            Ok(()) => {}
+            Err(PairRefusal::NoButton(why)) => return Err(PairError::NoButton { why }),
+            Err(PairRefusal::Busy) => return Err(PairError::Busy { seconds }),
+            Err(PairRefusal::Refused) => {
                 tracing::info!(agent = %name, "pairing refused");
-                drop(requested);
-                drop(turn);
-                crate::person::say(state, "Refused.".to_owned()).await;
                 return Err(PairError::Refused);
             }
-            Err(()) => {
-                requested.outcome = "timed_out";
+            Err(PairRefusal::TimedOut) => {
                 tracing::info!(agent = %name, seconds, "pairing refused: the button was not pressed");
                 return Err(PairError::TimedOut { seconds });
             }
+            Err(PairRefusal::Cancelled) => return Err(PairError::Cancelled),
         }
         let (token, info) = store.create(&name, scopes, true).await?;
-        requested.outcome = "approved";
-        drop(requested);
-        drop(turn);
         tracing::info!(agent = %info.name, scopes = %scopes, replaced, "paired by the button");
-        tokio::spawn({
-            let (state, words) = (Arc::clone(state), format!("{} is paired.", info.name));
-            async move { crate::person::say(&state, words).await }
-        });
+        room.say(format!("{} is paired.", info.name));
         Ok(Paired {
             token,
             name: info.name,

@@ -17,6 +17,8 @@ use rmcp::{
 };
 use tracing::Instrument;
 
+use hark_core::room::Refusal;
+
 use super::resources;
 use crate::state::{ApplianceState, ClientIdentity};
 
@@ -57,6 +59,8 @@ pub const SELFTEST_METHOD: &str = "hark/selftest";
 #[derive(Clone)]
 pub struct HarkServer {
     pub(crate) state: Arc<ApplianceState>,
+    /// What the tools may ask of the room.
+    pub(crate) room: hark_core::room::Capabilities,
     /// Set for stream transports (TCP, Unix, WebSocket), where one handler
     /// serves one connection. Streamable HTTP sessions span connections, so
     /// their identity travels with each request instead (see [`identity`]).
@@ -87,14 +91,46 @@ impl HarkServer {
 
     pub fn new(
         state: Arc<ApplianceState>,
+        room: hark_core::room::Capabilities,
         tools: Arc<ToolRouter<HarkServer>>,
         identity: Option<Arc<ClientIdentity>>,
     ) -> Self {
         Self {
             state,
+            room,
             identity,
             tools,
         }
+    }
+
+    /// What the calling agent puts to the person (`converse`, `confirm`,
+    /// `choose`): its text and voice, the answer's timeout, whether to wait
+    /// for the microphone (default yes).
+    pub(crate) fn question(
+        &self,
+        context: &RequestContext<RoleServer>,
+        text: String,
+        voice: Option<String>,
+        timeout: Option<f64>,
+        queue: Option<bool>,
+    ) -> hark_core::room::Question {
+        hark_core::room::Question {
+            agent: self.agent_name(context),
+            text,
+            voice,
+            timeout,
+            queue: queue.unwrap_or(true),
+        }
+    }
+
+    /// Shows the calling client doing `what` in `get_status` until the
+    /// guard drops.
+    pub(crate) fn doing(
+        &self,
+        context: &RequestContext<RoleServer>,
+        what: &'static str,
+    ) -> Option<crate::state::DoingGuard> {
+        self.identity(context).map(|identity| identity.doing(what))
     }
 
     /// The identity of the client making this request.
@@ -181,6 +217,24 @@ impl HarkServer {
     }
 }
 
+/// The JSON-RPC error code of a self-test step that failed; the message
+/// says why.
+pub const STEP_FAILED: i32 = -32010;
+
+/// What the hands refused, as the JSON-RPC error it is.
+fn refused(refusal: Refusal) -> ErrorData {
+    match refusal {
+        Refusal::Invalid(message) => ErrorData::invalid_params(message, None),
+        Refusal::Unavailable(message) => ErrorData::new(ErrorCode::INVALID_REQUEST, message, None),
+        Refusal::Failed { message, step } => ErrorData::new(
+            ErrorCode(STEP_FAILED),
+            message,
+            Some(serde_json::json!({ "step": step })),
+        ),
+        Refusal::Broken(message) => ErrorData::internal_error(message, None),
+    }
+}
+
 /// The JSON-RPC error code of a request refused for want of a token (or a
 /// scope), and of a token refused.
 pub const AUTH_ERROR: i32 = -32001;
@@ -255,7 +309,13 @@ impl HarkServer {
         }
         match auth
             .pairings
-            .pair(&self.state, request, address, gone)
+            .pair(
+                self.room.pair.as_ref(),
+                auth.store(),
+                request,
+                address,
+                gone,
+            )
             .await
         {
             Ok(paired) => {
@@ -522,22 +582,43 @@ impl ServerHandler for HarkServer {
             .identity(&context)
             .is_some_and(|i| i.transport == crate::state::TransportKind::Unix);
         if request.method == BOARD_METHOD && local {
-            return crate::board::control(&self.state, request.params)
+            let control: hark_core::room::BoardControl =
+                serde_json::from_value(request.params.unwrap_or_default()).map_err(|e| {
+                    ErrorData::invalid_params(
+                        format!("hark/board takes {{\"button\": \"press|hold|release\"}} or {{\"mute\": true|false}}: {e}"),
+                        None,
+                    )
+                })?;
+            return self
+                .room
+                .hands
+                .control(control)
                 .await
-                .map(CustomResult);
+                .map(CustomResult)
+                .map_err(refused);
         }
         // `hark selftest`: it records the room and takes the button, so it
         // is for the appliance's own administrators, like `hark/board`.
         if request.method == SELFTEST_METHOD && local {
+            let params = request.params.unwrap_or_default();
+            let step = params
+                .get("step")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("?")
+                .to_owned();
             let gone = self.identity(&context).map(|i| i.gone.clone());
-            return crate::selftest::serve::serve(
-                &self.state,
-                request.params,
-                context.ct.clone(),
-                gone,
-            )
-            .await
-            .map(CustomResult);
+            let gone = async {
+                match gone {
+                    Some(gone) => gone.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let done = tokio::select! {
+                done = self.room.hands.selftest(params) => done,
+                () = context.ct.cancelled() => Err(Refusal::Failed { message: "the step was cancelled".into(), step }),
+                () = gone => Err(Refusal::Failed { message: "the step was cancelled".into(), step }),
+            };
+            return done.map(CustomResult).map_err(refused);
         }
         // Tokens: the appliance's own administrators, or an agent given
         // the admin scope.
@@ -582,7 +663,7 @@ impl ServerHandler for HarkServer {
                 .allows(scope, &format!("`{}`", request.name))
         {
             let _span = self.tool_span(&request.name, &context).entered();
-            tracing::info!(kind = denied.kind(), "tool call refused");
+            tracing::info!(kind = denied.kind().name(), "tool call refused");
             return Ok(
                 super::tools::ToolError::new(denied.kind(), denied.to_string())
                     .with_context(serde_json::json!({
@@ -610,7 +691,7 @@ impl ServerHandler for HarkServer {
                 && matches!(&result, Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true))
             {
                 result = Ok(super::tools::ToolError::new(
-                    "NotPairedError",
+                    hark_core::room::Kind::NotPaired,
                     format!(
                         "the token `{name}` was revoked during this call, which ended; {}",
                         crate::auth::HOW_TO_PAIR

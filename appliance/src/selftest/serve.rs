@@ -3,7 +3,7 @@
 //! uses what the appliance already has — the player, Hark's own speech,
 //! the capture ring, the board's lights task, the event stream — and
 //! answers with what it measured, or fails with a JSON-RPC error
-//! ([`STEP_FAILED`]) whose message says what is wrong.
+//! (`crate::mcp::server::STEP_FAILED`) whose message says what is wrong.
 //!
 //! Steps that use the microphone, the speaker or the button take the floor
 //! as Hark ([`Who::Hark`]) first, so no agent talks over the tone or hears
@@ -28,7 +28,6 @@ use hark_board::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 use super::{
     hand::{Expect, wait_for_hand},
@@ -40,9 +39,6 @@ use crate::{
     state::ApplianceState,
     tts::{Priority, SpeechEvent, SpeechOutcome},
 };
-
-/// The JSON-RPC error code of a step that failed; the message says why.
-pub const STEP_FAILED: i32 = -32010;
 
 /// Longest a step waits for the floor (an agent's call in progress).
 const FLOOR_WAIT: Duration = Duration::from_secs(10);
@@ -308,45 +304,30 @@ pub enum StepError {
     Cancelled,
 }
 
-/// Serves one `hark/selftest` request. `cancel` (the request cancelled)
-/// and `gone` (its connection closed) end it; what it holds is let go.
+/// Serves one `hark/selftest` request (the MCP side races it against the
+/// call ending: dropped, the step stops).
 pub async fn serve(
     state: &Arc<ApplianceState>,
-    params: Option<Value>,
-    cancel: CancellationToken,
-    gone: Option<CancellationToken>,
-) -> Result<Value, rmcp::ErrorData> {
-    let request: Request = serde_json::from_value(params.unwrap_or_default()).map_err(|e| {
-        rmcp::ErrorData::invalid_params(format!("Invalid params for `hark/selftest`: {e}"), None)
-    })?;
+    params: Value,
+) -> Result<Value, hark_core::room::Refusal> {
+    use hark_core::room::Refusal;
+    let request: Request = serde_json::from_value(params)
+        .map_err(|e| Refusal::Invalid(format!("Invalid params for `hark/selftest`: {e}")))?;
     let step = request.name();
-    let gone = async {
-        match gone {
-            Some(gone) => gone.cancelled().await,
-            None => std::future::pending().await,
-        }
-    };
-    let result = tokio::select! {
-        () = cancel.cancelled() => Err(StepError::Cancelled),
-        () = gone => Err(StepError::Cancelled),
-        result = run(state, request) => result,
-    };
-    match result {
+    match run(state, request).await {
         Ok(value) => {
             tracing::info!(step, "self-test step done");
             Ok(value)
         }
-        Err(StepError::Invalid(why)) => Err(rmcp::ErrorData::invalid_params(
-            format!("Invalid params for `hark/selftest`: {why}"),
-            None,
-        )),
+        Err(StepError::Invalid(why)) => Err(Refusal::Invalid(format!(
+            "Invalid params for `hark/selftest`: {why}"
+        ))),
         Err(e) => {
             tracing::info!(step, error = %e, "self-test step failed");
-            Err(rmcp::ErrorData::new(
-                rmcp::model::ErrorCode(STEP_FAILED),
-                e.to_string(),
-                Some(serde_json::json!({ "step": step })),
-            ))
+            Err(Refusal::Failed {
+                message: e.to_string(),
+                step: step.to_owned(),
+            })
         }
     }
 }
@@ -653,7 +634,7 @@ async fn record(state: &Arc<ApplianceState>, ms: u32, chime: bool) -> Result<Rec
     })
     .await
     .map_err(|_| StepError::Cancelled)??;
-    recording.ended("selftest");
+    recording.ended(hark_core::room::EndReason::Selftest);
     drop(recording);
     let levels = signal::measure(&samples);
     let clip = state.selftest.keep(Clip {

@@ -8,32 +8,14 @@
 
 use std::collections::VecDeque;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+pub use hark_core::room::Priority;
 
-/// How soon a request is spoken.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Priority {
-    /// After everything else.
-    Low,
-    /// In order.
-    #[default]
-    Normal,
-    /// Before everything waiting, and after the sentence being spoken (it
-    /// is never cut).
-    Urgent,
-}
-
-impl Priority {
-    fn lane(self) -> usize {
-        match self {
-            Priority::Urgent => 0,
-            Priority::Normal => 1,
-            Priority::Low => 2,
-        }
+/// The lane a priority's requests wait in, first served first.
+fn lane(priority: Priority) -> usize {
+    match priority {
+        Priority::Urgent => 0,
+        Priority::Normal => 1,
+        Priority::Low => 2,
     }
 }
 
@@ -69,14 +51,14 @@ impl<J: Prioritised> Queue<J> {
         if self.len() >= self.capacity {
             return Err(job);
         }
-        self.lanes[job.priority().lane()].push_back(job);
+        self.lanes[lane(job.priority())].push_back(job);
         Ok(())
     }
 
     /// Puts a paused request back at the front of its lane (it was taken
     /// from the queue, so it has its place whatever the bound).
     pub fn resume_later(&mut self, job: J) {
-        self.lanes[job.priority().lane()].push_front(job);
+        self.lanes[lane(job.priority())].push_front(job);
     }
 
     /// Takes the first request `may` allows, highest lane first.
@@ -91,7 +73,7 @@ impl<J: Prioritised> Queue<J> {
 
     /// Whether a request `may` allows waits with a priority above `than`.
     pub fn waiting_above(&self, than: Priority, may: impl Fn(&J) -> bool) -> bool {
-        self.lanes[..than.lane()]
+        self.lanes[..lane(than)]
             .iter()
             .any(|lane| lane.iter().any(&may))
     }

@@ -490,7 +490,7 @@ pub async fn record(history: Arc<History>, bus: Bus, token: CancellationToken) {
                 },
                 agent: agent.clone(),
                 text: text.clone(),
-                end_reason: Some(end_reason.clone()),
+                end_reason: Some(end_reason.to_string()),
                 duration: Some(*duration),
                 delivered_to: agent.clone(),
                 listen: Some(*listen),

@@ -5,24 +5,21 @@
 //! stops the speech and listens at once (no chime; push-to-talk if the
 //! button stays down).
 
+pub use hark_core::room::Conversed;
+use hark_core::room::{ConverseCall, Priority};
 use rmcp::{
     ErrorData, RoleServer, handler::server::wrapper::Parameters, model::CallToolResult,
     service::RequestContext, tool, tool_router,
 };
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::{
     ToolError,
-    speak_text::{Speech, SpeechProgress, Spoken},
+    report::{CallReport, Doing},
     success,
-    transcribe_voice::ListenProgress,
 };
-use crate::{
-    events::{self, Button, Event, Events},
-    listen::{self, Chime, Heard, Listen, ListenError},
-    mcp::HarkServer,
-};
+use crate::mcp::HarkServer;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct Converse {
@@ -41,44 +38,10 @@ pub struct Converse {
     pub listen: Option<bool>,
     /// The speech's place in the queue: `urgent`, `normal` (default) or
     /// `low`.
-    pub priority: Option<crate::tts::Priority>,
+    pub priority: Option<Priority>,
     /// Wait for the microphone when another call holds it (default true),
     /// up to `timeout_seconds`; false: `BusyError` at once.
     pub queue: Option<bool>,
-}
-
-/// `converse`'s structured result: what was spoken, then what was heard
-/// (`transcribe_voice`'s fields; absent with `listen: false`).
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Conversed {
-    /// The text spoken.
-    pub spoken: String,
-    /// `spoken` (played to the end), `interrupted` (the person pressed the
-    /// button: Hark stopped and listened at once) or `stopped` (stopped
-    /// otherwise, e.g. `stop_speaking`).
-    pub speech_status: String,
-    /// The voice that spoke.
-    pub voice: String,
-    /// `piper` or `espeak`.
-    pub engine: String,
-    /// Seconds of speech played.
-    pub speech_seconds: Option<f64>,
-    /// What the person said, or `(no speech detected)`; absent with
-    /// `listen: false`.
-    #[serde(flatten)]
-    pub heard: Option<Heard>,
-}
-
-/// Whether the person pressed the button since `events` subscribed.
-fn pressed(events: &mut Events) -> bool {
-    events::received(events).any(|event| {
-        matches!(
-            event.event,
-            Event::Button {
-                action: Button::Press
-            }
-        )
-    })
 }
 
 #[tool_router(router = converse_router, vis = "pub(crate)")]
@@ -105,7 +68,7 @@ impl HarkServer {
             Ok(conversed) => {
                 let text = match &conversed.heard {
                     Some(heard) => heard.text.clone(),
-                    None => conversed.speech_status.clone(),
+                    None => conversed.speech_status.as_str().to_owned(),
                 };
                 success(text, conversed)
             }
@@ -120,78 +83,24 @@ impl HarkServer {
         args: Converse,
         context: &RequestContext<RoleServer>,
     ) -> Result<Conversed, ToolError> {
-        let listen = args.listen.unwrap_or(true);
-        let timeout = self.listen_timeout(args.timeout_seconds)?;
-        if listen && self.state.muted.load(std::sync::atomic::Ordering::Acquire) {
-            // Nothing could be heard: say so before speaking, not after.
-            return Err(ListenError::Muted.into());
-        }
-        // A press during the speech belongs to this call (barge-in), not to
-        // the voice inbox.
-        // The floor from before speaking: nobody else speaks or listens
-        // between the question and the answer.
-        let turn = match listen {
-            true => Some(
-                self.take_floor(context, "converse", args.queue.unwrap_or(true), timeout)
-                    .await?,
-            ),
-            false => None,
-        };
-        let deadline = turn.as_ref().map(|t| t.deadline);
-        let _doing = self.doing(context, "speaking");
-        let mut events = self.state.bus.subscribe();
-        let mut progress = SpeechProgress::new(context, None);
-        let spoken: Spoken = self
-            .say(
-                Speech {
-                    text: args.text,
-                    voice: args.voice,
-                    rate: args.rate,
-                    priority: args.priority.unwrap_or_default(),
-                    deadline,
-                },
-                true,
+        let call = ConverseCall {
+            question: self.question(
                 context,
-                &mut progress,
-            )
-            .await?;
-        let interrupted = spoken.status == "stopped" && pressed(&mut events);
-        let mut conversed = Conversed {
-            spoken: spoken.text,
-            speech_status: if interrupted {
-                "interrupted".into()
-            } else {
-                spoken.status
-            },
-            voice: spoken.voice,
-            engine: spoken.engine,
-            speech_seconds: spoken.seconds,
-            heard: None,
+                args.text,
+                args.voice,
+                args.timeout_seconds,
+                args.queue,
+            ),
+            rate: args.rate,
+            priority: args.priority.unwrap_or_default(),
+            listen: args.listen.unwrap_or(true),
         };
-        if !listen {
-            return Ok(conversed);
-        }
-        let request = Listen {
-            agent: Some(self.agent_name(context)),
-            timeout,
-            language: None,
-            chime: if interrupted {
-                Chime::None
-            } else {
-                Chime::First
-            },
-            push_to_talk: true,
-            turn,
-        };
-        let _doing = self.doing(context, "listening");
-        let mut progress = ListenProgress::new(context, progress.step(), None);
-        let heard = tokio::select! {
-            heard = listen::listen(&self.state, request, &mut progress) => heard?,
+        let mut report = CallReport::dialogue(self, context, Doing::Speaking);
+        tokio::select! {
+            conversed = self.room.ask.converse(call, &mut report) => Ok(conversed?),
             _ = super::call_ended(self, context) => {
-                return Err(ToolError::new("CancelledError", "converse was cancelled while listening"));
+                Err(ToolError::cancelled("converse was cancelled"))
             }
-        };
-        conversed.heard = Some(heard);
-        Ok(conversed)
+        }
     }
 }

@@ -5,7 +5,10 @@
 //! comes from the event stream's snapshot ([`crate::events`]), the same
 //! one the lights show.
 
-use hark_core::status::Subsystem;
+use hark_core::{
+    room::{CaptureCounters, Observe},
+    status::Subsystem,
+};
 use rmcp::{Json, RoleServer, service::RequestContext, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -37,7 +40,7 @@ pub struct Status {
     /// and what it is doing.
     pub clients: Vec<ClientStatus>,
     /// Who has the turn with the person (the microphone) and who waits.
-    pub floor: crate::floor::FloorStatus,
+    pub floor: hark_core::room::FloorStatus,
     /// The event stream's `GET /events` clients.
     pub events: crate::mcp::transport::scripts::EventClients,
     /// The capture thread's counters (null without audio): `periods` read
@@ -58,12 +61,6 @@ pub struct TransportStatus {
     pub address: String,
     /// Clients connected right now.
     pub clients: usize,
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct CaptureCounters {
-    pub periods: u64,
-    pub overruns: u64,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -96,8 +93,12 @@ pub struct Subsystems {
 impl Status {
     /// The status as a client with `grant` sees it: with how it is let in
     /// (`auth`), and the HTTPS fingerprint to compare.
-    pub fn for_grant(state: &ApplianceState, grant: &crate::auth::Grant) -> Self {
-        let mut status = Self::of(state);
+    pub fn for_grant(
+        state: &ApplianceState,
+        room: &dyn Observe,
+        grant: &crate::auth::Grant,
+    ) -> Self {
+        let mut status = Self::of(state, room);
         status.auth = state.auth.get().map(|auth| {
             let mut auth = auth.status(grant);
             auth.https_ca_sha256 = state.tls.get().map(|tls| tls.fingerprint.clone());
@@ -106,7 +107,7 @@ impl Status {
         status
     }
 
-    pub fn of(state: &ApplianceState) -> Self {
+    pub fn of(state: &ApplianceState, room: &dyn Observe) -> Self {
         let mut transports = Vec::new();
         for listener in state.listeners() {
             transports.push(TransportStatus {
@@ -146,32 +147,36 @@ impl Status {
             })
             .collect();
         let now = state.bus.snapshot();
+        let room = room.status();
+        let subsystem = |which: Subsystem| {
+            room.subsystems
+                .iter()
+                .find(|(s, _)| *s == which)
+                .map_or_else(
+                    || "not configured".to_owned(),
+                    |(_, state)| state.to_string(),
+                )
+        };
         Status {
             recording: now.recording(),
             speaking: now.speaker,
             muted: now.muted,
             messages_waiting: now.inbox_waiting,
-            volume: state.player().map(|p| p.volume()),
+            volume: room.volume,
             version: env!("CARGO_PKG_VERSION").to_owned(),
             uptime_seconds: (state.uptime_seconds() * 1000.0).round() / 1000.0,
             transports,
             clients,
-            floor: state.floor().status(),
+            floor: room.floor,
             events: state.sse.view(),
-            capture: state.microphone.get().map(|mic| CaptureCounters {
-                periods: mic.stats.periods.load(std::sync::atomic::Ordering::Relaxed),
-                overruns: mic
-                    .stats
-                    .overruns
-                    .load(std::sync::atomic::Ordering::Relaxed),
-            }),
+            capture: room.capture,
             subsystems: Subsystems {
-                audio: state.subsystems.get(Subsystem::Audio).to_string(),
-                stt: state.subsystems.get(Subsystem::Stt).to_string(),
-                tts: state.subsystems.get(Subsystem::Tts).to_string(),
-                board: state.subsystems.get(Subsystem::Board).to_string(),
-                inbox: state.subsystems.get(Subsystem::Inbox).to_string(),
-                history: state.subsystems.get(Subsystem::History).to_string(),
+                audio: subsystem(Subsystem::Audio),
+                stt: subsystem(Subsystem::Stt),
+                tts: subsystem(Subsystem::Tts),
+                board: subsystem(Subsystem::Board),
+                inbox: subsystem(Subsystem::Inbox),
+                history: subsystem(Subsystem::History),
             },
             auth: None,
         }
@@ -191,7 +196,11 @@ impl HarkServer {
         )
     )]
     pub async fn get_status(&self, context: RequestContext<RoleServer>) -> Json<Status> {
-        Json(Status::for_grant(&self.state, &self.grant(&context)))
+        Json(Status::for_grant(
+            &self.state,
+            self.room.observe.as_ref(),
+            &self.grant(&context),
+        ))
     }
 }
 
@@ -210,7 +219,8 @@ mod tests {
         let _w = state.connect(TransportKind::Websocket, "peer".into());
         let _recording = state.start_recording(Some("test".into()));
 
-        let status = serde_json::to_value(Status::of(&state)).expect("serialises");
+        let room = crate::room::Room::new(Arc::clone(&state));
+        let status = serde_json::to_value(Status::of(&state, room.as_ref())).expect("serialises");
         assert_eq!(status["recording"], true);
         assert_eq!(status["speaking"], false);
         assert_eq!(status["version"], env!("CARGO_PKG_VERSION"));

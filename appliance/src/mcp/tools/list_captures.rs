@@ -172,7 +172,7 @@ impl HarkServer {
         }
         let history = self.state.history.get().ok_or_else(|| {
             ToolError::new(
-                "HistoryError",
+                hark_core::room::Kind::History,
                 "the history is off on this appliance (history.enabled = false) or could not start (see get_status)",
             )
         })?;
@@ -185,7 +185,7 @@ impl HarkServer {
         let (captures, more) = history
             .list(query)
             .await
-            .map_err(|e| ToolError::new("HistoryError", e.to_string()))?;
+            .map_err(|e| ToolError::new(hark_core::room::Kind::History, e.to_string()))?;
         Ok(Captures {
             captures: captures.into_iter().map(Capture::from).collect(),
             more,

@@ -1,6 +1,7 @@
-//! The tools Hark serves, one file each. A tool is registered only once the
-//! engine behind it exists: `transcribe_voice` arrives with speech-to-text,
-//! `speak_text` with text-to-speech.
+//! The tools Hark serves, one file each: a tool parses its arguments, makes
+//! one call through the room capability it needs
+//! ([`hark_core::room::Capabilities`]) and formats the result; what a call
+//! is doing reaches the client as progress ([`report`]).
 //!
 //! Tool failures an agent can act on are tool results with `isError` set
 //! ([`ToolError`]): the text says what went wrong and what to do, and the
@@ -22,8 +23,9 @@ pub mod transcribe_voice;
 pub mod voices;
 pub mod wait_for_person;
 
-use hark_audio::{decode::DecodeError, files::PathError};
-use hark_stt::engine::SttError;
+pub mod report;
+
+use hark_core::room::{Failure, Kind};
 use rmcp::{
     RoleServer,
     model::{CallToolResult, ContentBlock as Content},
@@ -34,19 +36,16 @@ use serde_json::{Value, json};
 /// A failed tool call, as the agent sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolError {
-    /// The error type: `AudioFormatError`, `ModelNotLoadedError`,
-    /// `FileNotFoundError`, `FileTooLargeError`, `PathNotAllowedError`,
-    /// `InvalidArgumentError`, `LanguageError`, `MicrophoneError`,
-    /// `BusyError`, `CancelledError`, `TranscriptionError`, `SpeechError`,
-    /// `VoiceNotFoundError`, `VoiceError`, `MicrophoneMutedError`,
-    /// `InboxError`.
-    pub kind: &'static str,
+    /// What kind of failure: its name is the structured content's `type`
+    /// (`AudioFormatError`, `BusyError`, … seed 004's error types and the
+    /// appliance's own).
+    pub kind: Kind,
     pub message: String,
     pub context: Value,
 }
 
 impl ToolError {
-    pub fn new(kind: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(kind: Kind, message: impl Into<String>) -> Self {
         Self {
             kind,
             message: message.into(),
@@ -55,7 +54,11 @@ impl ToolError {
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {
-        Self::new("InvalidArgumentError", message)
+        Self::new(Kind::InvalidArgument, message)
+    }
+
+    pub fn cancelled(message: impl Into<String>) -> Self {
+        Self::new(Kind::Cancelled, message)
     }
 
     pub fn with_context(mut self, context: Value) -> Self {
@@ -65,7 +68,7 @@ impl ToolError {
 
     pub fn to_json(&self) -> Value {
         json!({
-            "type": self.kind,
+            "type": self.kind.name(),
             "message": self.message,
             "context": self.context,
         })
@@ -78,43 +81,13 @@ impl ToolError {
     }
 }
 
-impl From<SttError> for ToolError {
-    fn from(e: SttError) -> Self {
-        let kind = match &e {
-            SttError::ModelMissing { .. } | SttError::ModelLoad { .. } | SttError::Stopped => {
-                "ModelNotLoadedError"
-            }
-            SttError::Busy { .. } => "BusyError",
-            SttError::Cancelled => "CancelledError",
-            SttError::EnglishOnly { .. } | SttError::UnknownLanguage(_) => "LanguageError",
-            SttError::Whisper(_) | SttError::Live(_) | SttError::Unsupported(_) => {
-                "TranscriptionError"
-            }
-        };
-        ToolError::new(kind, e.to_string())
-    }
-}
-
-impl From<DecodeError> for ToolError {
-    fn from(e: DecodeError) -> Self {
-        let kind = match &e {
-            DecodeError::TooLarge { .. } | DecodeError::TooLong { .. } => "FileTooLargeError",
-            DecodeError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-                "FileNotFoundError"
-            }
-            _ => "AudioFormatError",
-        };
-        ToolError::new(kind, e.to_string())
-    }
-}
-
-impl From<PathError> for ToolError {
-    fn from(e: PathError) -> Self {
-        let kind = match &e {
-            PathError::NotFound { .. } => "FileNotFoundError",
-            _ => "PathNotAllowedError",
-        };
-        ToolError::new(kind, e.to_string())
+impl From<Failure> for ToolError {
+    fn from(f: Failure) -> Self {
+        Self {
+            kind: f.kind,
+            message: f.message,
+            context: f.context,
+        }
     }
 }
 

@@ -3,21 +3,16 @@
 //! `transcribe_audio`'s), or returned inline as base64. And
 //! `segment_sentences` (seed 003): the sentences Hark would speak a text in.
 
-use std::{io::Cursor, sync::Arc};
-
-use base64::Engine as _;
+use hark_core::room::SynthesizeCall;
+pub use hark_core::room::Synthesized;
 use rmcp::{
     ErrorData, handler::server::wrapper::Parameters, model::CallToolResult, tool, tool_router,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{
-    ToolError,
-    speak_text::{check_rate, check_text, tts_of},
-    success,
-};
-use crate::{mcp::HarkServer, tts::Rendered};
+use super::{ToolError, success};
+use crate::mcp::HarkServer;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SynthesizeSpeech {
@@ -31,26 +26,6 @@ pub struct SynthesizeSpeech {
     /// Where to write the WAV file, inside one of `tts.output_dirs`. Without
     /// it the audio comes back inline (base64).
     pub output_path: Option<String>,
-}
-
-/// `synthesize_speech`'s structured result.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Synthesized {
-    /// The file written (canonical path), when `output_path` was given.
-    pub output_path: Option<String>,
-    /// The WAV file in base64, when no `output_path` was given.
-    pub audio_base64: Option<String>,
-    /// `audio/wav`: 16-bit PCM, mono.
-    pub mime_type: String,
-    pub duration_seconds: f64,
-    pub sample_rate: u32,
-    /// Size of the WAV file in bytes.
-    pub bytes: usize,
-    pub voice: String,
-    /// `piper` or `espeak`.
-    pub engine: String,
-    /// Why espeak-ng spoke instead of piper, when it did.
-    pub fallback_reason: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -109,136 +84,32 @@ impl HarkServer {
 
 impl HarkServer {
     async fn synthesize(&self, args: SynthesizeSpeech) -> Result<CallToolResult, ToolError> {
-        let tts = tts_of(self)?;
-        let speakable = check_text(&args.text, tts.max_chars)?;
-        let rate = check_rate(args.rate)?.unwrap_or(1.0);
-        // Checked before the work, so a bad path costs nothing.
-        let target = match &args.output_path {
-            Some(path) => Some(tts.outputs.resolve_write(std::path::Path::new(path))?),
-            None => None,
+        let call = SynthesizeCall {
+            text: args.text,
+            voice: args.voice,
+            rate: args.rate,
+            output_path: args.output_path,
         };
-        let rendered = {
-            let tts = Arc::clone(&tts);
-            let voice = args.voice.clone();
-            tokio::task::spawn_blocking(move || tts.render(&speakable, voice.as_deref(), rate))
-                .await
-                .map_err(|e| ToolError::new("SpeechError", format!("synthesis failed: {e}")))??
-        };
-        let wav = wav_bytes(&rendered)?;
-        // The voice's working memory and what the synthesis freed go back
-        // now, beside the reply: requests that follow one another closer
-        // than the voices' idle release otherwise kept it and grew it (60
-        // in a row: 460 MiB; docs/benchmarks.md, the turn: memory).
-        {
-            let tts = Arc::clone(&tts);
-            tokio::task::spawn_blocking(move || tts.release_idle());
-        }
-        let duration_seconds =
-            (rendered.samples.len() as f64 / f64::from(rendered.rate.max(1)) * 100.0).round()
-                / 100.0;
-        let mut result = Synthesized {
-            output_path: None,
-            audio_base64: None,
-            mime_type: "audio/wav".into(),
-            duration_seconds,
-            sample_rate: rendered.rate,
-            bytes: wav.len(),
-            voice: rendered.voice.clone(),
-            engine: rendered.engine.to_string(),
-            fallback_reason: rendered.fallback.clone(),
-        };
-        match target {
-            Some(target) => {
-                let written = target.clone();
-                tokio::task::spawn_blocking(move || write_atomically(&written, &wav))
-                    .await
-                    .map_err(|e| ToolError::new("SpeechError", format!("writing failed: {e}")))??;
-                let shown = target.display().to_string();
-                result.output_path = Some(shown.clone());
-                Ok(success(
-                    format!("wrote {duration_seconds} s of speech to {shown}"),
-                    result,
-                ))
-            }
-            None => {
-                let encoded = base64::engine::general_purpose::STANDARD.encode(&wav);
-                result.audio_base64 = Some(encoded.clone());
-                let mut call = success(
-                    format!("{duration_seconds} s of speech, WAV inline"),
-                    result,
-                );
+        let result = self.room.files.synthesize(call).await?;
+        let seconds = result.duration_seconds;
+        Ok(match (&result.output_path, &result.audio_base64) {
+            (Some(path), _) => success(format!("wrote {seconds} s of speech to {path}"), &result),
+            (None, encoded) => {
+                let encoded = encoded.clone().unwrap_or_default();
+                let mut call = success(format!("{seconds} s of speech, WAV inline"), &result);
                 call.content
                     .push(rmcp::model::ContentBlock::audio(encoded, "audio/wav"));
-                Ok(call)
+                call
             }
-        }
+        })
     }
 
     async fn segment(&self, text: String) -> Result<CallToolResult, ToolError> {
-        let tts = tts_of(self)?;
-        if text.chars().count() > tts.max_chars {
-            return Err(ToolError::invalid(format!(
-                "text is longer than {} characters (tts.max_chars)",
-                tts.max_chars
-            )));
-        }
-        let (ranges, text) = {
-            let tts = Arc::clone(&tts);
-            tokio::task::spawn_blocking(move || tts.sentences(&text).map(|r| (r, text)))
-                .await
-                .map_err(|e| ToolError::new("SpeechError", format!("segmenting failed: {e}")))??
-        };
-        let sentences: Vec<String> = ranges
-            .into_iter()
-            .filter_map(|range| text.get(range))
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-            .collect();
+        let sentences = self.room.speak.sentences(text).await?;
         let count = sentences.len();
         Ok(success(
             sentences.join("\n"),
             Sentences { sentences, count },
         ))
     }
-}
-
-/// 16-bit PCM WAV, mono.
-fn wav_bytes(rendered: &Rendered) -> Result<Vec<u8>, ToolError> {
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: rendered.rate,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let fail = |e: hound::Error| ToolError::new("SpeechError", format!("cannot encode WAV: {e}"));
-    let mut out = Cursor::new(Vec::with_capacity(44 + rendered.samples.len() * 2));
-    {
-        let mut writer = hound::WavWriter::new(&mut out, spec).map_err(fail)?;
-        for s in &rendered.samples {
-            let v = (s.clamp(-1.0, 1.0) * 32767.0) as i16;
-            writer.write_sample(v).map_err(fail)?;
-        }
-        writer.finalize().map_err(fail)?;
-    }
-    Ok(out.into_inner())
-}
-
-/// Writes through a temporary file in the same directory, so a reader never
-/// sees half a file and a failure leaves the old one in place.
-fn write_atomically(target: &std::path::Path, bytes: &[u8]) -> Result<(), ToolError> {
-    let fail = |e: std::io::Error| {
-        ToolError::new(
-            "SpeechError",
-            format!("cannot write {}: {e}", target.display()),
-        )
-    };
-    let mut temp = target.as_os_str().to_owned();
-    temp.push(format!(".tmp-{}", std::process::id()));
-    let temp = std::path::PathBuf::from(temp);
-    std::fs::write(&temp, bytes).map_err(fail)?;
-    std::fs::rename(&temp, target).map_err(|e| {
-        let _ = std::fs::remove_file(&temp);
-        fail(e)
-    })
 }

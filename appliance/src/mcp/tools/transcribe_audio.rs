@@ -4,24 +4,17 @@
 //! OGG/Vorbis are decoded and resampled to whisper's 16 kHz; the result is
 //! text, JSON segments, or SRT/WebVTT subtitles.
 
-use std::{path::PathBuf, sync::Arc};
-
-use base64::Engine as _;
-use hark_audio::decode::{self, Decoded};
-use hark_stt::engine::{Engine, Request, Transcript};
+pub use hark_core::room::Transcribed;
+use hark_core::room::{AudioInput, Subtitles, TranscribeCall};
 use rmcp::{
     ErrorData, RoleServer, handler::server::wrapper::Parameters, model::CallToolResult,
     service::RequestContext, tool, tool_router,
 };
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde::Deserialize;
 
 use super::{ToolError, success};
-use crate::{
-    mcp::HarkServer,
-    stt::{SpeechToText, subtitles},
-};
+use crate::mcp::HarkServer;
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -56,13 +49,11 @@ pub struct TranscribeAudio {
     pub word_timestamps: bool,
 }
 
-/// The audio an agent named, decoded: from base64 or from an allowed path.
-/// Blocking (reads and decodes the file): call from a blocking thread.
-pub fn load_audio(
-    stt: &SpeechToText,
-    audio_base64: Option<&str>,
-    audio_path: Option<&str>,
-) -> Result<(Decoded, Value), ToolError> {
+/// The audio an agent named: inline or a path, exactly one of them.
+pub fn audio_input(
+    audio_base64: Option<String>,
+    audio_path: Option<String>,
+) -> Result<AudioInput, ToolError> {
     match (audio_base64, audio_path) {
         (Some(_), Some(_)) => Err(ToolError::invalid(
             "give either audio_base64 or audio_path, not both",
@@ -70,130 +61,8 @@ pub fn load_audio(
         (None, None) => Err(ToolError::invalid(
             "no audio: give audio_base64 (the file's bytes in base64) or audio_path (a file in an allowed directory)",
         )),
-        (Some(b64), None) => {
-            // The encoded size bounds the decoded size; refuse early.
-            let limit = stt.limits.max_bytes;
-            if (b64.len() as u64 / 4) * 3 > limit + 3 {
-                return Err(decode::DecodeError::TooLarge {
-                    size: b64.len() as u64 / 4 * 3,
-                    limit,
-                }
-                .into());
-            }
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(b64.trim())
-                .map_err(|e| {
-                    ToolError::invalid(format!("audio_base64 is not valid base64: {e}"))
-                })?;
-            let size = bytes.len();
-            let decoded = decode::decode(bytes, None, &stt.limits)?;
-            Ok((decoded, json!({ "source": "audio_base64", "bytes": size })))
-        }
-        (None, Some(path)) => {
-            let requested = PathBuf::from(path);
-            let resolved = stt
-                .files
-                .resolve_read(&requested)
-                .map_err(|e| ToolError::from(e).with_context(json!({ "audio_path": path })))?;
-            let decoded = decode::decode_file(&resolved, &stt.limits)
-                .map_err(|e| ToolError::from(e).with_context(json!({ "audio_path": path })))?;
-            Ok((
-                decoded,
-                json!({ "source": "audio_path", "audio_path": path }),
-            ))
-        }
-    }
-}
-
-/// The speech-to-text service and its engine, or the error an agent sees.
-pub fn engine_of(server: &HarkServer) -> Result<(Arc<SpeechToText>, Arc<Engine>), ToolError> {
-    let stt = server
-        .state
-        .stt
-        .get()
-        .cloned()
-        .ok_or_else(|| ToolError::new("ModelNotLoadedError", "speech-to-text is starting"))?;
-    let engine = Arc::clone(
-        stt.engine()
-            .map_err(|why| ToolError::new("ModelNotLoadedError", why))?,
-    );
-    Ok((stt, engine))
-}
-
-/// Transcribes decoded audio on the engine, giving up if the call is
-/// cancelled.
-pub async fn run(
-    server: &HarkServer,
-    engine: &Engine,
-    request: Request,
-    context: &RequestContext<RoleServer>,
-) -> Result<Transcript, ToolError> {
-    let cancel = Arc::clone(&request.cancel);
-    let answer = engine.submit(request)?;
-    tokio::select! {
-        answer = answer => Ok(answer.map_err(|_| ToolError::new("ModelNotLoadedError", "the speech-to-text engine stopped"))??),
-        _ = super::call_ended(server, context) => {
-            cancel.store(true, std::sync::atomic::Ordering::Relaxed);
-            Err(ToolError::new("CancelledError", "transcription was cancelled"))
-        }
-    }
-}
-
-/// `transcribe_audio`'s structured result (and each of
-/// `transcribe_batch`'s).
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Transcribed {
-    /// The text; empty when nothing was said.
-    pub text: String,
-    /// Language of the text (ISO 639-1).
-    pub language: String,
-    /// Probability of `language` when it was detected, else null.
-    pub language_confidence: Option<f32>,
-    /// Seconds of audio.
-    pub duration: f64,
-    /// The file's format: wav, flac, mp3 or ogg.
-    pub format: String,
-    /// The file's sample rate (Hz) and channel count.
-    pub source_rate: u32,
-    pub source_channels: u16,
-    /// Segments: `start`, `end` (seconds), `text`, `confidence`,
-    /// `no_speech_probability`, and `words` (`word`, `start`, `end`,
-    /// `probability`) with `word_timestamps`.
-    pub segments: Vec<Value>,
-    /// Mean token probability, 0–1.
-    pub confidence: f32,
-    /// The model that transcribed.
-    pub model: String,
-    /// Transcription time, milliseconds.
-    pub transcribe_ms: u64,
-    /// Where the audio came from (`source`: audio_base64 or audio_path).
-    pub input: Value,
-}
-
-/// The structured form of a transcript.
-pub fn transcript_json(
-    t: &Transcript,
-    decoded: &Decoded,
-    source: Value,
-    model: &str,
-) -> Transcribed {
-    Transcribed {
-        text: t.text.clone(),
-        language: t.language.clone(),
-        language_confidence: t.language_probability,
-        duration: decoded.duration_secs,
-        format: decoded.format.to_owned(),
-        source_rate: decoded.source_rate,
-        source_channels: decoded.source_channels,
-        segments: t
-            .segments
-            .iter()
-            .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
-            .collect(),
-        confidence: t.confidence,
-        model: model.to_owned(),
-        transcribe_ms: t.elapsed_ms,
-        input: source,
+        (Some(b64), None) => Ok(AudioInput::Base64(b64)),
+        (None, Some(path)) => Ok(AudioInput::Path(path)),
     }
 }
 
@@ -229,30 +98,25 @@ impl HarkServer {
         args: TranscribeAudio,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ToolError> {
-        let (stt, engine) = engine_of(self)?;
-        let TranscribeAudio {
-            audio_base64,
-            audio_path,
-            language,
-            output_format,
-            word_timestamps,
-        } = args;
-        let (mut decoded, source) = tokio::task::spawn_blocking(move || {
-            load_audio(&stt, audio_base64.as_deref(), audio_path.as_deref())
-        })
-        .await
-        .map_err(|e| ToolError::new("AudioFormatError", format!("decoding failed: {e}")))??;
-        // The samples go to the engine; the rest describes the file.
-        let mut request = Request::new(std::mem::take(&mut decoded.samples));
-        request.language = language;
-        request.word_timestamps = word_timestamps;
-        let transcript = run(self, &engine, request, context).await?;
-        let structured = transcript_json(&transcript, &decoded, source, &engine.info().name);
-        let text = match output_format {
-            OutputFormat::Text | OutputFormat::Json => transcript.text.clone(),
-            OutputFormat::Srt => subtitles(&transcript, false),
-            OutputFormat::Vtt => subtitles(&transcript, true),
+        let call = TranscribeCall {
+            audio: audio_input(args.audio_base64, args.audio_path)?,
+            language: args.language,
+            word_timestamps: args.word_timestamps,
+            subtitles: match args.output_format {
+                OutputFormat::Text | OutputFormat::Json => None,
+                OutputFormat::Srt => Some(Subtitles::Srt),
+                OutputFormat::Vtt => Some(Subtitles::Vtt),
+            },
         };
-        Ok(success(text, structured))
+        let transcription = tokio::select! {
+            done = self.room.files.transcribe(call) => done?,
+            _ = super::call_ended(self, context) => {
+                return Err(ToolError::cancelled("transcription was cancelled"));
+            }
+        };
+        let text = transcription
+            .subtitles
+            .unwrap_or_else(|| transcription.result.text.clone());
+        Ok(success(text, transcription.result))
     }
 }

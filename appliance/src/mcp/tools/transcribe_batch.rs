@@ -10,10 +10,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{
-    ToolError, success,
-    transcribe_audio::{engine_of, load_audio, run, transcript_json},
-};
+use hark_core::room::{AudioInput, Kind, TranscribeCall};
+
+use super::{ToolError, success};
 use crate::mcp::HarkServer;
 
 /// Most files one call may name.
@@ -76,43 +75,31 @@ impl HarkServer {
                 args.audio_paths.len()
             )));
         }
-        let (stt, engine) = engine_of(self)?;
         let mut results = Vec::new();
         let (mut processed, mut failed) = (0, 0);
         let mut text = String::new();
         for path in args.audio_paths {
-            let stt2 = std::sync::Arc::clone(&stt);
-            let p = path.clone();
-            let loaded = tokio::task::spawn_blocking(move || load_audio(&stt2, None, Some(&p)))
-                .await
-                .map_err(|e| ToolError::new("AudioFormatError", format!("decoding failed: {e}")))
-                .and_then(|r| r);
-            let outcome = match loaded {
-                Ok((mut decoded, source)) => {
-                    let mut request =
-                        hark_stt::engine::Request::new(std::mem::take(&mut decoded.samples));
-                    request.language = args.language.clone();
-                    run(self, &engine, request, context).await.map(|t| {
-                        let value = serde_json::to_value(transcript_json(
-                            &t,
-                            &decoded,
-                            source,
-                            &engine.info().name,
-                        ))
-                        .unwrap_or_default();
-                        (value, t.text)
-                    })
+            let call = TranscribeCall {
+                audio: AudioInput::Path(path.clone()),
+                language: args.language.clone(),
+                word_timestamps: false,
+                subtitles: None,
+            };
+            let outcome = tokio::select! {
+                done = self.room.files.transcribe(call) => done.map_err(ToolError::from),
+                _ = super::call_ended(self, context) => {
+                    return Err(ToolError::cancelled("transcription was cancelled"));
                 }
-                Err(e) => Err(e),
             };
             match outcome {
-                Ok((mut value, transcript)) => {
+                Ok(done) => {
                     processed += 1;
-                    text.push_str(&format!("{path}: {transcript}\n"));
+                    text.push_str(&format!("{path}: {}\n", done.result.text));
+                    let mut value = serde_json::to_value(done.result).unwrap_or_default();
                     value["audio_path"] = json!(path);
                     results.push(value);
                 }
-                Err(e) if e.kind == "CancelledError" => return Err(e),
+                Err(e) if e.kind == Kind::Cancelled => return Err(e),
                 Err(e) => {
                     failed += 1;
                     text.push_str(&format!("{path}: error: {}\n", e.message));

@@ -17,7 +17,7 @@ use rmcp::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ToolError, success, transcribe_voice::check_timeout};
+use super::{ToolError, success};
 use crate::{
     inbox::{Inbox, Message, Wait, rfc3339},
     mcp::HarkServer,
@@ -92,7 +92,7 @@ pub struct PersonSaid {
 pub fn inbox_of(server: &HarkServer) -> Result<Arc<Inbox>, ToolError> {
     server.state.inbox.get().cloned().ok_or_else(|| {
         ToolError::new(
-            "InboxError",
+            hark_core::room::Kind::Inbox,
             "the voice inbox is off on this appliance (inbox.enabled = false): the person cannot leave messages",
         )
     })
@@ -131,19 +131,20 @@ impl HarkServer {
         args: WaitForPerson,
         context: &RequestContext<RoleServer>,
     ) -> Result<PersonSaid, ToolError> {
-        let timeout = check_timeout(args.timeout_seconds, DEFAULT_WAIT, WAIT_RANGE)?;
+        let timeout =
+            hark_core::room::check_timeout(args.timeout_seconds, DEFAULT_WAIT, WAIT_RANGE)?;
         let inbox = inbox_of(self)?;
         let agent = self.agent_name(context);
         let found = inbox
             .wait(&agent)
             .await
-            .map_err(|e| ToolError::new("InboxError", e.to_string()))?;
+            .map_err(|e| ToolError::new(hark_core::room::Kind::Inbox, e.to_string()))?;
         let message = match found {
             Wait::Taken(message) => Some(message),
             Wait::Ticket(_) if timeout.is_zero() => None,
-            Wait::Ticket(_) if self.state.muted.load(std::sync::atomic::Ordering::Acquire) => {
+            Wait::Ticket(_) if self.state.bus.snapshot().muted => {
                 return Err(ToolError::new(
-                    "MicrophoneMutedError",
+                    hark_core::room::Kind::MicrophoneMuted,
                     "the microphone is muted: the person cannot speak to you until they turn the \
                      mute switch off (get_status shows it); no message is waiting",
                 ));
@@ -155,7 +156,7 @@ impl HarkServer {
                     message = ticket.message() => message,
                     () = tokio::time::sleep(timeout) => None,
                     _ = super::call_ended(self, context) => {
-                        return Err(ToolError::new("CancelledError", "waiting for the person was cancelled"));
+                        return Err(ToolError::new(hark_core::room::Kind::Cancelled, "waiting for the person was cancelled"));
                     }
                 }
             }

@@ -464,6 +464,7 @@ pub async fn serve<S>(
             .authenticate(Arc::clone(&shared.auth), Arc::clone(&identity));
         let handler = HarkServer::new(
             Arc::clone(&shared.state),
+            shared.room.clone(),
             Arc::clone(&shared.tools),
             Some(Arc::clone(&identity)),
         );

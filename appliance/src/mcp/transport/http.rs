@@ -69,11 +69,13 @@ fn mcp_service(shared: &Arc<Shared>) -> McpService {
         .with_max_request_body_bytes(shared.config.mcp.max_message_bytes)
         .with_sse_keep_alive(Some(Duration::from_secs(15)));
     let state = Arc::clone(&shared.state);
+    let room = shared.room.clone();
     let tools = Arc::clone(&shared.tools);
     StreamableHttpService::new(
         move || {
             Ok(HarkServer::new(
                 Arc::clone(&state),
+                room.clone(),
                 Arc::clone(&tools),
                 None,
             ))

@@ -51,6 +51,8 @@ pub enum TransportError {
 pub struct Shared {
     pub config: Config,
     pub state: Arc<ApplianceState>,
+    /// What the tools may ask of the room.
+    pub room: hark_core::room::Capabilities,
     pub tools: Arc<ToolRouter<HarkServer>>,
     pub hosts: guard::HostPolicy,
     /// Tokens and trust.
@@ -66,6 +68,7 @@ impl Shared {
     pub fn new(
         config: Config,
         state: Arc<ApplianceState>,
+        room: hark_core::room::Capabilities,
         auth: Arc<crate::auth::Auth>,
         shutdown: CancellationToken,
     ) -> Self {
@@ -78,6 +81,7 @@ impl Shared {
         Self {
             config,
             state,
+            room,
             tools: HarkServer::router(),
             hosts,
             auth,

@@ -234,7 +234,7 @@ struct Decision {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Press {
-    action: crate::board::ButtonAction,
+    action: hark_core::room::ButtonAction,
 }
 
 /// Serves the page's paths.
@@ -315,7 +315,11 @@ pub async fn handle(
         _ => {}
     }
     if let Err(denied) = grant.allows(Scope::Admin, "the status page") {
-        return error(StatusCode::UNAUTHORIZED, denied.kind(), denied.to_string());
+        return error(
+            StatusCode::UNAUTHORIZED,
+            denied.kind().name(),
+            denied.to_string(),
+        );
     }
     match (path.as_str(), &method) {
         ("/api/state", &http::Method::GET) => {
@@ -342,9 +346,9 @@ pub async fn handle(
                 Ok(v) => v,
                 Err(r) => return *r,
             };
-            match crate::mcp::tools::set_volume::set(&shared.state, volume.volume).await {
+            match shared.room.volume.set_volume(volume.volume).await {
                 Ok(set) => json_response(StatusCode::OK, &json!(set)),
-                Err(e) => error(StatusCode::BAD_REQUEST, "InvalidArgumentError", e),
+                Err(e) => error(StatusCode::BAD_REQUEST, e.kind.name(), e.message),
             }
         }
         ("/api/pairing", &http::Method::POST) => {
@@ -369,10 +373,13 @@ pub async fn handle(
                 Ok(p) => p,
                 Err(r) => return *r,
             };
-            let params = json!({ "button": press.action });
-            match crate::board::control(&shared.state, Some(params)).await {
+            let control = hark_core::room::BoardControl {
+                button: Some(press.action),
+                mute: None,
+            };
+            match shared.room.hands.control(control).await {
                 Ok(result) => json_response(StatusCode::OK, &result),
-                Err(e) => error(StatusCode::CONFLICT, "BoardError", e.message.to_string()),
+                Err(e) => error(StatusCode::CONFLICT, "BoardError", e.to_string()),
             }
         }
         _ => error(
@@ -415,7 +422,13 @@ async fn pair(
     match shared
         .auth
         .pairings
-        .pair(&shared.state, pair, identity.address, gone)
+        .pair(
+            shared.room.pair.as_ref(),
+            shared.auth.store(),
+            pair,
+            identity.address,
+            gone,
+        )
         .await
     {
         Ok(paired) => {
@@ -437,7 +450,12 @@ async fn pair(
 /// What the page shows.
 async fn page_state(shared: &Arc<Shared>, grant: &Grant) -> Value {
     let state = &shared.state;
-    let status = crate::mcp::tools::get_status::Status::for_grant(state, grant);
+    let room = shared.room.observe.status();
+    let status = crate::mcp::tools::get_status::Status::for_grant(
+        state,
+        shared.room.observe.as_ref(),
+        grant,
+    );
     let tokens = shared
         .auth
         .store()
@@ -458,11 +476,11 @@ async fn page_state(shared: &Arc<Shared>, grant: &Grant) -> Value {
     };
     json!({
         "status": status,
-        "lights": crate::board::lights_name(&state.bus.snapshot()),
+        "lights": room.lights,
         "tokens": tokens,
         "pairing": shared.auth.pairings.pending(),
         "history": history,
         "log": crate::logging::recent(40),
-        "simulated_board": state.simulated_board.get().is_some(),
+        "simulated_board": room.simulated_board,
     })
 }

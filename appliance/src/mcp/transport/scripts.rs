@@ -29,16 +29,11 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use super::{Shared, http::Body};
+use hark_core::room::{Kind, Priority, Quiet, SpeakCall};
+
 use crate::{
     events,
-    mcp::{
-        server::CLIENT_HEADER,
-        tools::{
-            ToolError,
-            speak_text::{Speech, queue_speech, tts_of_state},
-        },
-    },
-    tts::Priority,
+    mcp::{server::CLIENT_HEADER, tools::ToolError},
 };
 
 /// Events a slow SSE client may have waiting before it is dropped.
@@ -223,19 +218,16 @@ pub async fn speak(
             return refused(StatusCode::BAD_REQUEST, ToolError::invalid(message));
         }
     };
-    let tts = match tts_of_state(&shared.state) {
-        Ok(tts) => tts,
-        Err(e) => return refused(StatusCode::SERVICE_UNAVAILABLE, e),
-    };
-    let speech = Speech {
+    let call = SpeakCall {
+        agent: Some(agent.clone()),
         text: speak.text,
         voice: speak.voice,
         rate: speak.rate,
         priority: speak.priority.unwrap_or_default(),
-        deadline: None,
+        wait: false,
     };
-    match queue_speech(&tts, speech, Some(agent.clone()), None).await {
-        Ok((spoken, _)) => {
+    match shared.room.speak.speak(call, &mut Quiet).await {
+        Ok(spoken) => {
             tracing::info!(%agent, "POST /speak queued");
             json(
                 StatusCode::ACCEPTED,
@@ -244,10 +236,10 @@ pub async fn speak(
         }
         Err(e) => {
             let status = match e.kind {
-                "InvalidArgumentError" | "VoiceNotFoundError" => StatusCode::BAD_REQUEST,
+                Kind::InvalidArgument | Kind::VoiceNotFound => StatusCode::BAD_REQUEST,
                 _ => StatusCode::SERVICE_UNAVAILABLE,
             };
-            refused(status, e)
+            refused(status, e.into())
         }
     }
 }

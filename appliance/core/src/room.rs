@@ -1,0 +1,1005 @@
+//! What the room offers: the microphone, the speaker and the person's hand,
+//! as narrow capabilities over plain data. The daemon's room implements
+//! them; the MCP side parses a call's arguments, makes one call through the
+//! capability it needs and formats the result, and its tests call a
+//! simulated room instead.
+//!
+//! - [`Listen`]: hear the person (`transcribe_voice`);
+//! - [`Speak`]: speak to them, stop, and the sentences a text is spoken in;
+//! - [`Ask`]: a question and its answer (`converse`, `confirm`, `choose`);
+//! - [`Files`]: speech from and to files (transcribe, detect the language,
+//!   synthesise), and the voices;
+//! - [`Volume`], [`Observe`] (what the room is doing), [`Hands`] (the
+//!   simulated board, the self-test) and [`Pair`] (the person approves an
+//!   agent).
+//!
+//! A call that is dropped is cancelled: its recording stops, its speech
+//! stops, its transcription is abandoned. Results are plain data; with the
+//! `schema` feature they also describe themselves as JSON Schema, for the
+//! MCP side to publish as output schemas (their doc comments are the
+//! fields' descriptions).
+
+use std::{future::Future, pin::Pin, time::Duration};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A capability's future: boxed, so the traits can be used as objects.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Why a request failed: what kind of failure (for the caller to act on)
+/// and what to do, in words.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct Failure {
+    pub kind: Kind,
+    pub message: String,
+    /// Facts about the failure a program can use (the microphone's holder,
+    /// a limit), or `Value::Null`.
+    pub context: Value,
+}
+
+impl Failure {
+    pub fn new(kind: Kind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            context: Value::Null,
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(Kind::InvalidArgument, message)
+    }
+
+    pub fn with_context(mut self, context: Value) -> Self {
+        self.context = context;
+        self
+    }
+}
+
+/// The kinds of failure (seed 004's error types, and the appliance's own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    InvalidArgument,
+    AudioFormat,
+    FileNotFound,
+    FileTooLarge,
+    PathNotAllowed,
+    ModelNotLoaded,
+    Language,
+    Transcription,
+    Microphone,
+    MicrophoneMuted,
+    /// Another call has the microphone (or the speech queue is full).
+    Busy,
+    /// The call held the floor past `floor.max_hold_seconds`.
+    FloorTimeout,
+    Cancelled,
+    Speech,
+    VoiceNotFound,
+    Voice,
+    Board,
+    /// The voice inbox failed.
+    Inbox,
+    /// The history failed (or is off).
+    History,
+    /// The agent has no token.
+    NotPaired,
+    /// The agent's token does not allow it.
+    PermissionDenied,
+}
+
+impl Kind {
+    /// The name agents see (`type` in a tool error).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::InvalidArgument => "InvalidArgumentError",
+            Kind::AudioFormat => "AudioFormatError",
+            Kind::FileNotFound => "FileNotFoundError",
+            Kind::FileTooLarge => "FileTooLargeError",
+            Kind::PathNotAllowed => "PathNotAllowedError",
+            Kind::ModelNotLoaded => "ModelNotLoadedError",
+            Kind::Language => "LanguageError",
+            Kind::Transcription => "TranscriptionError",
+            Kind::Microphone => "MicrophoneError",
+            Kind::MicrophoneMuted => "MicrophoneMutedError",
+            Kind::Busy => "BusyError",
+            Kind::FloorTimeout => "FloorTimeoutError",
+            Kind::Cancelled => "CancelledError",
+            Kind::Speech => "SpeechError",
+            Kind::VoiceNotFound => "VoiceNotFoundError",
+            Kind::Voice => "VoiceError",
+            Kind::Board => "BoardError",
+            Kind::Inbox => "InboxError",
+            Kind::History => "HistoryError",
+            Kind::NotPaired => "NotPairedError",
+            Kind::PermissionDenied => "PermissionDeniedError",
+        }
+    }
+}
+
+/// `timeout_seconds` checked against its range (`lo`–`hi`); `None`: the
+/// default.
+pub fn check_timeout(
+    timeout: Option<f64>,
+    default: Duration,
+    (lo, hi): (f64, f64),
+) -> Result<Duration, Failure> {
+    match timeout {
+        None => Ok(default),
+        Some(t) if t.is_finite() && t >= lo && t <= hi => Ok(Duration::from_secs_f64(t)),
+        Some(t) => Err(Failure::invalid(format!(
+            "timeout_seconds must be {lo}–{hi} seconds, got {t}"
+        ))),
+    }
+}
+
+/// What a call is doing, as it goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    /// Waiting for the microphone (another call has it).
+    WaitingForFloor,
+    /// The turn with the person is the call's.
+    Granted,
+    /// Speaking: the text goes out in `pieces` sentences.
+    Speaking {
+        pieces: usize,
+    },
+    /// Piece `index` (from 0) of `count` has its audio.
+    Synthesized {
+        index: usize,
+        count: usize,
+    },
+    /// Piece `index` of `count` started playing.
+    Playing {
+        index: usize,
+        count: usize,
+    },
+    /// The microphone is open.
+    Listening,
+    SpeechDetected,
+    Transcribing,
+    /// What the person has said so far.
+    Partial(String),
+}
+
+/// Where a call's progress goes (the MCP side: notifications, and what the
+/// client is shown doing in `get_status`).
+pub trait Report: Send {
+    fn report(&mut self, progress: Progress) -> BoxFuture<'_, ()>;
+}
+
+/// A report nobody reads.
+pub struct Quiet;
+
+impl Report for Quiet {
+    fn report(&mut self, _: Progress) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+// ------------------------------------------------------------------ listen
+
+/// Why a recording ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    /// The person stopped speaking.
+    EndOfSpeech,
+    /// The person finished their turn (the end-of-turn model heard it).
+    EndOfTurn,
+    /// Nobody spoke before the timeout.
+    Timeout,
+    /// The recording reached its longest.
+    MaxLength,
+    /// Ended on purpose: push-to-talk released, or stopped.
+    Stopped,
+    /// The call went away first.
+    Cancelled,
+    /// The microphone stopped delivering audio.
+    Stalled,
+    /// The call held the floor past `floor.max_hold_seconds`.
+    HeldTooLong,
+    /// The mute switch went on mid-recording.
+    Muted,
+    /// A self-test's recording, of a length it set.
+    Selftest,
+}
+
+impl EndReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::EndOfSpeech => "end_of_speech",
+            EndReason::EndOfTurn => "end_of_turn",
+            EndReason::Timeout => "timeout",
+            EndReason::MaxLength => "max_length",
+            EndReason::Stopped => "stopped",
+            EndReason::Cancelled => "cancelled",
+            EndReason::Stalled => "stalled",
+            EndReason::HeldTooLong => "held_too_long",
+            EndReason::Muted => "muted",
+            EndReason::Selftest => "selftest",
+        }
+    }
+}
+
+impl std::fmt::Display for EndReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The answer when nothing was said (seed 000's).
+pub const NO_SPEECH: &str = "(no speech detected)";
+
+/// What a listen heard: `transcribe_voice`'s structured result.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Heard {
+    /// What was said, or `(no speech detected)`.
+    pub text: String,
+    /// Whether speech was heard and transcribed.
+    pub speech: bool,
+    /// Why listening ended: `end_of_speech`, `timeout`, `max_length`,
+    /// `stopped`.
+    pub end_reason: EndReason,
+    /// Seconds of audio recorded, pre-roll included.
+    pub duration: f64,
+    /// Language of the text (ISO 639-1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
+    /// When speech began and ended, seconds from the start of the recording.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speech_start: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speech_end: Option<f64>,
+    /// Segments with `start`, `end` (seconds from the start of the
+    /// recording), `text` and `confidence`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub segments: Vec<Value>,
+    /// Mean token probability, 0–1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f32>,
+    /// The model that transcribed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Transcription time, milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcribe_ms: Option<u64>,
+    /// The transcription began at the first pause, before the turn had
+    /// ended (`stt.speculative`), and was kept since the turn ended there.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub speculative: bool,
+    /// The recording's number on the event stream (not part of results).
+    #[serde(skip)]
+    #[cfg_attr(feature = "schema", schemars(skip))]
+    pub listen: u64,
+}
+
+/// An agent's listen (`transcribe_voice`).
+#[derive(Debug, Clone)]
+pub struct ListenCall {
+    /// Who listens.
+    pub agent: String,
+    /// How long to wait for speech to begin, any wait for the microphone
+    /// included; `None`: the appliance's default (`mcp.record_timeout`).
+    pub timeout: Option<f64>,
+    /// Wait for the microphone when another call holds it (else `Busy`).
+    pub queue: bool,
+    /// Language spoken (ISO 639-1 or `auto`); `None`: `stt.language`.
+    pub language: Option<String>,
+}
+
+pub trait Listen: Send + Sync {
+    /// Takes the microphone for the agent, waits for the person to speak,
+    /// records until they stop (or the button comes up, or the timeout),
+    /// and transcribes.
+    fn listen<'a>(
+        &'a self,
+        call: ListenCall,
+        report: &'a mut dyn Report,
+    ) -> BoxFuture<'a, Result<Heard, Failure>>;
+}
+
+// ------------------------------------------------------------------ speak
+
+/// How soon a speech request is spoken.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// After everything else.
+    Low,
+    /// In order.
+    #[default]
+    Normal,
+    /// Before everything waiting, and after the sentence being spoken (it
+    /// is never cut).
+    Urgent,
+}
+
+/// Which engine speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    Piper,
+    Espeak,
+}
+
+/// How a speech request ended (or that it is only queued).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum SpeechStatus {
+    Queued,
+    Spoken,
+    Stopped,
+}
+
+/// `speak_text`'s structured result.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Spoken {
+    /// `queued` (returned at once), `spoken` (played to the end), or
+    /// `stopped` (interrupted before the end).
+    pub status: SpeechStatus,
+    /// The text as given.
+    pub text: String,
+    /// The voice that speaks: a voice id, or `espeak:<name>` for espeak-ng.
+    pub voice: String,
+    /// `piper` or `espeak`.
+    pub engine: Engine,
+    /// Why espeak-ng speaks instead of piper, when it does.
+    pub fallback_reason: Option<String>,
+    /// Sentences (pieces) the text is spoken in.
+    pub sentences: usize,
+    /// The priority it was queued with.
+    pub priority: Priority,
+    /// Seconds of speech played (with `wait: true`).
+    pub seconds: Option<f64>,
+}
+
+/// Something to say.
+#[derive(Debug, Clone)]
+pub struct SpeakCall {
+    /// Whose speech (`None`: a script's, with no agent of its own).
+    pub agent: Option<String>,
+    pub text: String,
+    /// A voice id; `None`: the agent's, else the appliance's.
+    pub voice: Option<String>,
+    /// 0.5–2.0; `None`: the agent's, else 1.
+    pub rate: Option<f64>,
+    pub priority: Priority,
+    /// Return when it has been played (or stopped), not once queued.
+    pub wait: bool,
+}
+
+pub trait Speak: Send + Sync {
+    /// Queues the text for the speaker; with `wait`, plays it through,
+    /// reporting each sentence made and heard. Dropped while it waits, the
+    /// call stops its speech.
+    fn speak<'a>(
+        &'a self,
+        call: SpeakCall,
+        report: &'a mut dyn Report,
+    ) -> BoxFuture<'a, Result<Spoken, Failure>>;
+
+    /// Stops the speaker and drops what waits; how many requests went.
+    fn stop(&self) -> Result<usize, Failure>;
+
+    /// The sentences a text is spoken in.
+    fn sentences<'a>(&'a self, text: String) -> BoxFuture<'a, Result<Vec<String>, Failure>>;
+}
+
+// ------------------------------------------------------------------ ask
+
+/// A question put to the person, and how long to wait for the answer.
+#[derive(Debug, Clone)]
+pub struct Question {
+    pub agent: String,
+    /// What is said first.
+    pub text: String,
+    pub voice: Option<String>,
+    /// Seconds to wait for the answer to begin after it (`None`: the
+    /// appliance's default), any wait for the microphone included.
+    pub timeout: Option<f64>,
+    /// Wait for the microphone when another call holds it (else `Busy`).
+    pub queue: bool,
+}
+
+/// `converse`: speak, then listen for the reply.
+#[derive(Debug, Clone)]
+pub struct ConverseCall {
+    pub question: Question,
+    pub rate: Option<f64>,
+    pub priority: Priority,
+    /// Listen after speaking; `false`: only speak, to the end.
+    pub listen: bool,
+}
+
+/// How `converse`'s speech ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum SpeechEnd {
+    /// Played to the end.
+    Spoken,
+    /// The person pressed the button: Hark stopped and listened at once.
+    Interrupted,
+    /// Stopped otherwise (`stop_speaking`).
+    Stopped,
+}
+
+impl SpeechEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpeechEnd::Spoken => "spoken",
+            SpeechEnd::Interrupted => "interrupted",
+            SpeechEnd::Stopped => "stopped",
+        }
+    }
+}
+
+/// `converse`'s structured result: what was spoken, then what was heard
+/// (`transcribe_voice`'s fields; absent with `listen: false`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Conversed {
+    /// The text spoken.
+    pub spoken: String,
+    /// `spoken` (played to the end), `interrupted` (the person pressed the
+    /// button: Hark stopped and listened at once) or `stopped` (stopped
+    /// otherwise, e.g. `stop_speaking`).
+    pub speech_status: SpeechEnd,
+    /// The voice that spoke.
+    pub voice: String,
+    /// `piper` or `espeak`.
+    pub engine: Engine,
+    /// Seconds of speech played.
+    pub speech_seconds: Option<f64>,
+    /// What the person said, or `(no speech detected)`; absent with
+    /// `listen: false`.
+    #[serde(flatten)]
+    pub heard: Option<Heard>,
+}
+
+/// `confirm`'s answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum YesNo {
+    Yes,
+    No,
+    /// Nothing said or pressed in time.
+    NoAnswer,
+    /// Something else was said.
+    Unclear,
+}
+
+impl YesNo {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            YesNo::Yes => "yes",
+            YesNo::No => "no",
+            YesNo::NoAnswer => "no_answer",
+            YesNo::Unclear => "unclear",
+        }
+    }
+}
+
+/// How the person answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum AnsweredBy {
+    Voice,
+    Button,
+}
+
+/// `confirm`'s structured result.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Confirmed {
+    /// `yes`, `no`, `no_answer` (nothing said or pressed in time) or
+    /// `unclear` (something else was said: see `transcript`).
+    pub answer: YesNo,
+    /// `voice` or `button`; null with `no_answer`.
+    pub by: Option<AnsweredBy>,
+    /// What the person said, when they answered by voice.
+    pub transcript: Option<String>,
+    /// How sure: the transcript's mean token probability (0–1) for a spoken
+    /// answer, 1 for the button.
+    pub confidence: Option<f32>,
+}
+
+/// `choose`'s outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ChoiceOutcome {
+    Chosen,
+    /// The person said none of them.
+    None,
+    /// No option matched, or two equally.
+    Unclear,
+    NoAnswer,
+}
+
+impl ChoiceOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChoiceOutcome::Chosen => "chosen",
+            ChoiceOutcome::None => "none",
+            ChoiceOutcome::Unclear => "unclear",
+            ChoiceOutcome::NoAnswer => "no_answer",
+        }
+    }
+}
+
+/// How an option was recognised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum MatchedBy {
+    /// Its own words.
+    Words,
+    /// Its number ("the second one").
+    Ordinal,
+}
+
+/// `choose`'s structured result.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Chosen {
+    /// The option picked, as given; null when none was.
+    pub choice: Option<String>,
+    /// Its position in `options`, from 0; null when none was picked.
+    pub index: Option<usize>,
+    /// `chosen`, `none` (the person said none of them), `unclear` (no
+    /// option matched, or two equally: see `transcript`) or `no_answer`.
+    pub outcome: ChoiceOutcome,
+    /// `voice`; null with `no_answer`.
+    pub by: Option<AnsweredBy>,
+    /// How the option was recognised: `words` (its own words) or `ordinal`
+    /// ("the second one").
+    pub matched_by: Option<MatchedBy>,
+    /// What the person said.
+    pub transcript: Option<String>,
+}
+
+pub trait Ask: Send + Sync {
+    /// Speaks, then listens for the reply in one turn (a press while it
+    /// speaks stops the speech and listens at once).
+    fn converse<'a>(
+        &'a self,
+        call: ConverseCall,
+        report: &'a mut dyn Report,
+    ) -> BoxFuture<'a, Result<Conversed, Failure>>;
+
+    /// Asks a yes/no question; answered by voice or the button.
+    fn confirm<'a>(
+        &'a self,
+        question: Question,
+        report: &'a mut dyn Report,
+    ) -> BoxFuture<'a, Result<Confirmed, Failure>>;
+
+    /// Asks the person to pick one of `options` (2–8).
+    fn choose<'a>(
+        &'a self,
+        question: Question,
+        options: Vec<String>,
+        report: &'a mut dyn Report,
+    ) -> BoxFuture<'a, Result<Chosen, Failure>>;
+}
+
+// ------------------------------------------------------------------ volume
+
+/// `set_volume`'s structured result.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct VolumeSet {
+    /// The volume now in effect, 0–100.
+    pub volume: u8,
+    /// The card's mixer control that was set, or null when the volume is
+    /// applied in software only.
+    pub hardware_control: Option<String>,
+}
+
+pub trait Volume: Send + Sync {
+    /// The speaker's volume, 0–100; `None` without a speaker.
+    fn volume(&self) -> Option<u8>;
+
+    /// Sets it (0–100).
+    fn set_volume(&self, volume: i64) -> BoxFuture<'_, Result<VolumeSet, Failure>>;
+}
+
+// ------------------------------------------------------------------ observe
+
+/// One turn holding the floor or waiting for it, as `get_status` shows it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Place {
+    /// The agent's name, `person` for the person's own recording, or
+    /// `hark` for a pairing waiting for the button.
+    pub who: String,
+    /// The tool (or `button`).
+    pub tool: String,
+    /// Since when (RFC 3339, UTC).
+    pub since: String,
+}
+
+/// Who holds the floor and who waits.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct FloorStatus {
+    pub holder: Option<Place>,
+    /// In the order they will get it.
+    pub queue: Vec<Place>,
+}
+
+/// The capture thread's counters.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CaptureCounters {
+    /// Periods read since the start (50 a second at 20 ms periods).
+    pub periods: u64,
+    /// Overruns recovered.
+    pub overruns: u64,
+}
+
+/// What the room is doing that the event stream's snapshot does not say.
+#[derive(Debug, Clone)]
+pub struct RoomStatus {
+    pub floor: FloorStatus,
+    pub volume: Option<u8>,
+    pub capture: Option<CaptureCounters>,
+    /// What the lights show (`listening`, `muted`, …).
+    pub lights: &'static str,
+    /// The board is the simulated one (moved with `hark button`).
+    pub simulated_board: bool,
+    /// Each subsystem's state.
+    pub subsystems: Vec<(crate::status::Subsystem, crate::status::SubsystemState)>,
+}
+
+pub trait Observe: Send + Sync {
+    fn status(&self) -> RoomStatus;
+}
+
+// ------------------------------------------------------------------ files
+
+/// Audio an agent supplies: a file's bytes, or a path in the allowed
+/// directories.
+#[derive(Debug, Clone)]
+pub enum AudioInput {
+    /// The file's bytes, base64-encoded (decoded by the room, which bounds
+    /// them first).
+    Base64(String),
+    Path(String),
+}
+
+/// Subtitles to make of a transcription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subtitles {
+    /// SubRip.
+    Srt,
+    /// WebVTT.
+    Vtt,
+}
+
+/// A file to transcribe.
+#[derive(Debug, Clone)]
+pub struct TranscribeCall {
+    pub audio: AudioInput,
+    /// ISO 639-1 or `auto`; `None`: `auto`.
+    pub language: Option<String>,
+    pub word_timestamps: bool,
+    /// Subtitles to make of it, if any.
+    pub subtitles: Option<Subtitles>,
+}
+
+/// `transcribe_audio`'s structured result (and each of
+/// `transcribe_batch`'s).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Transcribed {
+    /// The text; empty when nothing was said.
+    pub text: String,
+    /// Language of the text (ISO 639-1).
+    pub language: String,
+    /// Probability of `language` when it was detected, else null.
+    pub language_confidence: Option<f32>,
+    /// Seconds of audio.
+    pub duration: f64,
+    /// The file's format: wav, flac, mp3 or ogg.
+    pub format: String,
+    /// The file's sample rate (Hz) and channel count.
+    pub source_rate: u32,
+    pub source_channels: u16,
+    /// Segments: `start`, `end` (seconds), `text`, `confidence`,
+    /// `no_speech_probability`, and `words` (`word`, `start`, `end`,
+    /// `probability`) with `word_timestamps`.
+    pub segments: Vec<Value>,
+    /// Mean token probability, 0–1.
+    pub confidence: f32,
+    /// The model that transcribed.
+    pub model: String,
+    /// Transcription time, milliseconds.
+    pub transcribe_ms: u64,
+    /// Where the audio came from (`source`: audio_base64 or audio_path).
+    pub input: Value,
+}
+
+/// A transcription, with the subtitles asked for.
+#[derive(Debug, Clone)]
+pub struct Transcription {
+    pub result: Transcribed,
+    pub subtitles: Option<String>,
+}
+
+/// `detect_language`'s structured result.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Detected {
+    /// The most likely language, ISO 639-1.
+    pub language: String,
+    /// Its English name.
+    pub language_name: String,
+    /// Its probability, 0–1.
+    pub confidence: f32,
+    /// The five most likely languages (`language`, `name`, `probability`).
+    pub candidates: Vec<Value>,
+    /// Seconds of audio.
+    pub duration: f64,
+    /// Where the audio came from.
+    pub input: Value,
+}
+
+/// Speech to make into a WAV file.
+#[derive(Debug, Clone)]
+pub struct SynthesizeCall {
+    pub text: String,
+    pub voice: Option<String>,
+    pub rate: Option<f64>,
+    /// Where to write it, inside `tts.output_dirs`; `None`: hand it back.
+    pub output_path: Option<String>,
+}
+
+/// `synthesize_speech`'s structured result.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Synthesized {
+    /// The file written (canonical path), when `output_path` was given.
+    pub output_path: Option<String>,
+    /// The WAV file in base64, when no `output_path` was given.
+    pub audio_base64: Option<String>,
+    /// `audio/wav`: 16-bit PCM, mono.
+    pub mime_type: String,
+    pub duration_seconds: f64,
+    pub sample_rate: u32,
+    /// Size of the WAV file in bytes.
+    pub bytes: usize,
+    pub voice: String,
+    /// `piper` or `espeak`.
+    pub engine: Engine,
+    /// Why espeak-ng spoke instead of piper, when it did.
+    pub fallback_reason: Option<String>,
+}
+
+/// One voice, installed or in the catalog.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct VoiceInfo {
+    /// The voice id to pass as `voice`.
+    pub id: String,
+    /// Language code, e.g. `en_US`.
+    pub language: Option<String>,
+    /// `x_low`, `low`, `medium` or `high`.
+    pub quality: Option<String>,
+    /// Sample rate in Hz (installed voices).
+    pub sample_rate: Option<u32>,
+    /// Size of the model in bytes.
+    pub size: u64,
+    pub installed: bool,
+    /// The appliance's default voice (`tts.voice`).
+    pub default: bool,
+    /// Loaded in memory now (speaks without a load delay).
+    pub loaded: bool,
+}
+
+/// `list_voices`'s structured result.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Voices {
+    pub voices: Vec<VoiceInfo>,
+    /// Voices matching before `limit` applied.
+    pub total: usize,
+    /// Why espeak-ng speaks instead of piper voices, if it does.
+    pub piper_unavailable: Option<String>,
+}
+
+/// Where a voice to install comes from.
+#[derive(Debug, Clone)]
+pub struct InstallCall {
+    /// An http(s) URL of a piper `.onnx`, or a catalog id.
+    pub url: Option<String>,
+    /// A `.onnx` on the appliance, inside `tts.output_dirs`.
+    pub path: Option<String>,
+    /// The `.onnx`'s SHA-256 to check a download against.
+    pub sha256: Option<String>,
+}
+
+/// `install_voice`'s structured result.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct InstalledVoice {
+    pub id: String,
+    pub language: Option<String>,
+    pub quality: Option<String>,
+    pub sample_rate: u32,
+    pub size: u64,
+    /// SHA-256 of the installed `.onnx`.
+    pub sha256: String,
+    /// Where it came from.
+    pub source: String,
+}
+
+/// `remove_voice`'s structured result.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct RemovedVoice {
+    pub id: String,
+    /// Files deleted.
+    pub deleted: Vec<String>,
+}
+
+pub trait Files: Send + Sync {
+    /// Transcribes an audio file an agent supplies (dropped: abandoned).
+    fn transcribe(&self, call: TranscribeCall) -> BoxFuture<'_, Result<Transcription, Failure>>;
+
+    /// The languages most likely spoken in an audio file.
+    fn detect_language(&self, audio: AudioInput) -> BoxFuture<'_, Result<Detected, Failure>>;
+
+    /// Speech as a WAV file, written or handed back.
+    fn synthesize(&self, call: SynthesizeCall) -> BoxFuture<'_, Result<Synthesized, Failure>>;
+
+    /// The voices installed and in the catalog, of `language` if given.
+    fn voices(
+        &self,
+        language: Option<String>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Voices, Failure>>;
+
+    fn install_voice(&self, call: InstallCall) -> BoxFuture<'_, Result<InstalledVoice, Failure>>;
+
+    fn remove_voice(&self, id: String) -> BoxFuture<'_, Result<RemovedVoice, Failure>>;
+}
+
+// ------------------------------------------------------------------ hands
+
+/// A button action asked of the simulated board (`hark button`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ButtonAction {
+    /// A tap: down, 120 ms, up.
+    Press,
+    /// Down, and kept down.
+    Hold,
+    /// Up.
+    Release,
+}
+
+/// The request `hark button` / `hark mute` send (one of the two fields).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoardControl {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub button: Option<ButtonAction>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mute: Option<bool>,
+}
+
+/// Why the hands did not do what was asked.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Refusal {
+    /// The request itself is wrong.
+    #[error("{0}")]
+    Invalid(String),
+    /// There is nothing here to do it with (no simulated board).
+    #[error("{0}")]
+    Unavailable(String),
+    /// A self-test step ran and failed.
+    #[error("{message}")]
+    Failed { message: String, step: String },
+    /// Something broke while doing it.
+    #[error("{0}")]
+    Broken(String),
+}
+
+pub trait Hands: Send + Sync {
+    /// Moves the simulated board's button or switch; what it did.
+    fn control(&self, control: BoardControl) -> BoxFuture<'_, Result<Value, Refusal>>;
+
+    /// One step of the self-test (its request and answer as JSON: the
+    /// self-test's own wire types).
+    fn selftest(&self, request: Value) -> BoxFuture<'_, Result<Value, Refusal>>;
+}
+
+// ------------------------------------------------------------------ pair
+
+/// An agent asks to pair: what the person is told.
+#[derive(Debug)]
+pub struct PairAsk {
+    /// What Hark says aloud.
+    pub prompt: String,
+    /// The agent's name, its address and scopes (for the event stream).
+    pub agent: String,
+    pub address: String,
+    pub scopes: Vec<&'static str>,
+    /// How long the person has to press, from the end of the prompt.
+    pub timeout: Duration,
+    /// Decides it besides the button (the status page's approve and
+    /// refuse); `true` approves.
+    pub decided: Option<tokio::sync::oneshot::Receiver<bool>>,
+}
+
+/// Why a pairing was not approved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PairRefusal {
+    /// A long press.
+    Refused,
+    /// No press in time.
+    TimedOut,
+    /// No working button on this appliance; the board's state says why.
+    NoButton(String),
+    /// Another pairing waits.
+    Busy,
+    /// The agent went away.
+    Cancelled,
+}
+
+pub trait Pair: Send + Sync {
+    /// Asks the person, aloud and with the pairing light, to approve an
+    /// agent: a short press approves, a long press or none refuses.
+    fn ask(&self, ask: PairAsk) -> BoxFuture<'_, Result<(), PairRefusal>>;
+
+    /// Tells the person, aloud, how it ended.
+    fn say(&self, words: String);
+}
+
+// ------------------------------------------------------------------ all
+
+/// Every capability of one room, each reachable alone: a tool takes the
+/// one it needs.
+#[derive(Clone)]
+pub struct Capabilities {
+    pub listen: std::sync::Arc<dyn Listen>,
+    pub speak: std::sync::Arc<dyn Speak>,
+    pub ask: std::sync::Arc<dyn Ask>,
+    pub files: std::sync::Arc<dyn Files>,
+    pub volume: std::sync::Arc<dyn Volume>,
+    pub observe: std::sync::Arc<dyn Observe>,
+    pub hands: std::sync::Arc<dyn Hands>,
+    pub pair: std::sync::Arc<dyn Pair>,
+}
+
+impl Capabilities {
+    /// A room that has them all.
+    pub fn of<R>(room: std::sync::Arc<R>) -> Self
+    where
+        R: Listen + Speak + Ask + Files + Volume + Observe + Hands + Pair + 'static,
+    {
+        Self {
+            listen: room.clone(),
+            speak: room.clone(),
+            ask: room.clone(),
+            files: room.clone(),
+            volume: room.clone(),
+            observe: room.clone(),
+            hands: room.clone(),
+            pair: room,
+        }
+    }
+}

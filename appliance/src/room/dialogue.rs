@@ -1,0 +1,525 @@
+//! An agent's turn with the person, written once. Every call that talks
+//! with the person goes through the same steps, in this order:
+//!
+//! 1. **the floor**: the microphone (and the speaker) for this agent, at
+//!    once or after those before it, within the call's timeout; a muted
+//!    microphone fails the call first, since nothing could be heard;
+//! 2. **the question** (`confirm`, `choose`): the "asking" light until the
+//!    call ends;
+//! 3. **the speech**, played through, cut at the floor's `max_hold`; the
+//!    event stream is watched from before it, so a press while it plays is
+//!    seen (barge-in for `converse`, an answer for `confirm`);
+//! 4. **the listen**, raced against the button when the button answers.
+//!
+//! `transcribe_voice` is 1 and 4; `converse` 1, 3 and 4; `confirm` and
+//! `choose` all four. Dropping a call at any step cancels it: its place
+//! in the queue, its speech, its recording.
+
+use std::time::Duration;
+
+use hark_core::{
+    events::{Button, Event, Events},
+    room::{
+        AnsweredBy, Ask, BoxFuture, ChoiceOutcome, Chosen, Confirmed, ConverseCall, Conversed,
+        Failure, Heard, Listen, ListenCall, MatchedBy, Progress, Question, Report, SpeakCall,
+        SpeechEnd, SpeechStatus, Spoken, YesNo, check_timeout,
+    },
+    words::{self, Answer, Choice},
+};
+use tokio::time::Instant;
+
+use super::{Room, failure, speech};
+use crate::{
+    board::ButtonAnswer,
+    config::RECORD_TIMEOUT_RANGE,
+    floor::{Turn, Who},
+    listen::{self, Chime, ListenError},
+    state::ApplianceState,
+};
+
+/// Longest question `confirm` and `choose` speak, in characters: a
+/// question is a sentence or two; more belongs in `speak_text` first.
+pub const QUESTION_MAX_CHARS: usize = 1000;
+
+/// The question checked: not empty, not over [`QUESTION_MAX_CHARS`].
+pub fn check_question(question: &str) -> Result<String, Failure> {
+    let trimmed = question.trim();
+    if trimmed.is_empty() {
+        return Err(Failure::invalid(
+            "question is empty; give the question to ask the person",
+        ));
+    }
+    let chars = trimmed.chars().count();
+    if chars > QUESTION_MAX_CHARS {
+        return Err(Failure::invalid(format!(
+            "question is {chars} characters; a question may have at most {QUESTION_MAX_CHARS}: say the details with speak_text first"
+        ))
+        .with_context(serde_json::json!({ "characters": chars, "limit": QUESTION_MAX_CHARS })));
+    }
+    Ok(trimmed.to_owned())
+}
+
+const NUMBERS: [&str; 8] = [
+    "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight",
+];
+
+/// What `choose` reads out: the question, then each option with its
+/// number.
+pub fn prompt(question: &str, options: &[String]) -> String {
+    let mut text = question.trim().to_owned();
+    if !text.ends_with(['?', '.', '!']) {
+        text.push('?');
+    }
+    for (number, option) in NUMBERS.iter().zip(options) {
+        let option = option
+            .trim()
+            .trim_end_matches(['.', '!', '?', ',', ';', ':']);
+        text.push_str(&format!(" {number}: {option}."));
+    }
+    text
+}
+
+/// Marks an agent's question as waiting for the person on the event
+/// stream (the "asking" light) until it drops.
+struct Asking<'a> {
+    state: &'a ApplianceState,
+    id: u64,
+    answer: &'static str,
+}
+
+impl<'a> Asking<'a> {
+    fn new(state: &'a ApplianceState, agent: String) -> Self {
+        let id = state.bus.next_id();
+        state.bus.publish(Event::AnswerAwaited { ask: id, agent });
+        Self {
+            state,
+            id,
+            answer: "cancelled",
+        }
+    }
+
+    fn answered(&mut self, answer: &'static str) {
+        self.answer = answer;
+    }
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        self.state.bus.publish(Event::AnswerEnded {
+            ask: self.id,
+            answer: self.answer.to_owned(),
+        });
+    }
+}
+
+/// What a listen in a dialogue ended with.
+enum Listened {
+    Heard(Heard),
+    /// The button answered first.
+    Button(Answer),
+}
+
+/// One agent's turn with the person.
+struct Dialogue<'a> {
+    state: &'a std::sync::Arc<ApplianceState>,
+    agent: String,
+    /// The answer's wait, from the end of what was said.
+    timeout: Duration,
+    /// How long the call waited for the floor.
+    waited: Duration,
+    turn: Option<Turn>,
+    /// The event stream from before anything was said.
+    events: Events,
+    report: &'a mut dyn Report,
+}
+
+impl<'a> Dialogue<'a> {
+    /// Step 1. With `listens`, the floor is taken (and a muted microphone
+    /// refused); a `converse` that only speaks takes none.
+    async fn open(
+        room: &'a Room,
+        agent: String,
+        tool: &'static str,
+        timeout: Option<f64>,
+        queue: bool,
+        listens: bool,
+        report: &'a mut dyn Report,
+    ) -> Result<Dialogue<'a>, Failure> {
+        let state = &room.state;
+        let default = state
+            .stt
+            .get()
+            .map_or(Duration::from_secs(15), |stt| stt.record_timeout);
+        let timeout = check_timeout(timeout, default, RECORD_TIMEOUT_RANGE)?;
+        if listens && state.muted.load(std::sync::atomic::Ordering::Acquire) {
+            // Nothing could be heard: say so before speaking, not after.
+            return Err(failure::listen(ListenError::Muted));
+        }
+        let asked = Instant::now();
+        let turn = if listens {
+            report.report(Progress::WaitingForFloor).await;
+            let turn = state
+                .floor()
+                .take(Who::Agent(agent.clone()), tool, queue, timeout)
+                .await
+                .map_err(failure::floor)?;
+            Some(turn)
+        } else {
+            None
+        };
+        report.report(Progress::Granted).await;
+        // Subscribed before anything is said: a press while it plays counts.
+        let events = state.bus.subscribe();
+        Ok(Dialogue {
+            state,
+            agent,
+            timeout,
+            waited: asked.elapsed(),
+            turn,
+            events,
+            report,
+        })
+    }
+
+    /// Step 1 for a question put to the person.
+    async fn question(
+        room: &'a Room,
+        question: &Question,
+        tool: &'static str,
+        listens: bool,
+        report: &'a mut dyn Report,
+    ) -> Result<Dialogue<'a>, Failure> {
+        let agent = question.agent.clone();
+        Self::open(
+            room,
+            agent,
+            tool,
+            question.timeout,
+            question.queue,
+            listens,
+            report,
+        )
+        .await
+    }
+
+    /// Step 2: the asking light while the call lasts.
+    fn ask(&self) -> Asking<'a> {
+        Asking::new(self.state.as_ref(), self.agent.clone())
+    }
+
+    /// Step 3: says `call` (in the agent's voice) to the end.
+    async fn say(&mut self, mut call: SpeakCall) -> Result<Spoken, Failure> {
+        call.agent = Some(self.agent.clone());
+        call.wait = true;
+        let deadline = self.turn.as_ref().map(|t| t.deadline);
+        speech::say(self.state, call, deadline, self.report).await
+    }
+
+    /// Whether the person pressed the button since the dialogue opened.
+    fn pressed(&mut self) -> bool {
+        hark_core::events::received(&mut self.events).any(|event| {
+            matches!(
+                event.event,
+                Event::Button {
+                    action: Button::Press
+                }
+            )
+        })
+    }
+
+    /// The request for step 4: the dialogue's floor, its agent.
+    fn request(&mut self, timeout: Duration, chime: Chime, push_to_talk: bool) -> listen::Listen {
+        listen::Listen {
+            agent: Some(self.agent.clone()),
+            timeout,
+            language: None,
+            chime,
+            push_to_talk,
+            turn: self.turn.take(),
+        }
+    }
+
+    /// Step 4: listens (push-to-talk holds the recording).
+    async fn hear(&mut self, request: listen::Listen) -> Result<Heard, Failure> {
+        listen::listen(self.state, request, self.report)
+            .await
+            .map_err(failure::listen)
+    }
+
+    /// Step 4 when the button answers too: a press ends it instead (and
+    /// push-to-talk does not hold the recording).
+    async fn hear_or_press(
+        &mut self,
+        timeout: Duration,
+        chime: Chime,
+        button: &mut ButtonAnswer,
+    ) -> Result<Listened, Failure> {
+        let request = self.request(timeout, chime, false);
+        let heard = listen::listen(self.state, request, self.report);
+        tokio::select! {
+            heard = heard => heard.map(Listened::Heard).map_err(failure::listen),
+            answer = button.next(&mut self.events) => Ok(Listened::Button(answer)),
+        }
+    }
+}
+
+impl Listen for Room {
+    fn listen<'a>(
+        &'a self,
+        call: ListenCall,
+        report: &'a mut dyn Report,
+    ) -> BoxFuture<'a, Result<Heard, Failure>> {
+        Box::pin(async move {
+            let ListenCall {
+                agent,
+                timeout,
+                queue,
+                language,
+            } = call;
+            let mut dialogue = Dialogue::open(
+                self,
+                agent,
+                "transcribe_voice",
+                timeout,
+                queue,
+                true,
+                report,
+            )
+            .await?;
+            // The wait for the microphone counts against the timeout; what
+            // is left is at least long enough to start speaking.
+            let waited = dialogue.waited;
+            let timeout = dialogue
+                .timeout
+                .saturating_sub(waited)
+                .max(Duration::from_millis(500));
+            // Handed the floor by another listen: the microphone opens at
+            // once (the chime plays alongside).
+            let chime = if waited > Duration::from_millis(50) {
+                Chime::Alongside
+            } else {
+                Chime::First
+            };
+            let mut request = dialogue.request(timeout, chime, true);
+            request.language = language;
+            dialogue.hear(request).await
+        })
+    }
+}
+
+fn yes_no(answer: Answer) -> YesNo {
+    match answer {
+        Answer::Yes => YesNo::Yes,
+        Answer::No => YesNo::No,
+        Answer::Unclear => YesNo::Unclear,
+    }
+}
+
+fn by_button(answer: Answer) -> Confirmed {
+    Confirmed {
+        answer: yes_no(answer),
+        by: Some(AnsweredBy::Button),
+        transcript: None,
+        confidence: Some(1.0),
+    }
+}
+
+impl Ask for Room {
+    fn converse<'a>(
+        &'a self,
+        call: ConverseCall,
+        report: &'a mut dyn Report,
+    ) -> BoxFuture<'a, Result<Conversed, Failure>> {
+        Box::pin(async move {
+            let ConverseCall {
+                question,
+                rate,
+                priority,
+                listen,
+            } = call;
+            // The floor from before speaking: nobody else speaks or listens
+            // between the question and the answer.
+            let mut dialogue =
+                Dialogue::question(self, &question, "converse", listen, report).await?;
+            let spoken = dialogue
+                .say(SpeakCall {
+                    agent: None,
+                    text: question.text,
+                    voice: question.voice,
+                    rate,
+                    priority,
+                    wait: true,
+                })
+                .await?;
+            // A press during the speech belongs to this call (barge-in),
+            // not to the voice inbox.
+            let interrupted = spoken.status == SpeechStatus::Stopped && dialogue.pressed();
+            let mut conversed = Conversed {
+                spoken: spoken.text,
+                speech_status: match (interrupted, spoken.status) {
+                    (true, _) => SpeechEnd::Interrupted,
+                    (false, SpeechStatus::Stopped) => SpeechEnd::Stopped,
+                    (false, _) => SpeechEnd::Spoken,
+                },
+                voice: spoken.voice,
+                engine: spoken.engine,
+                speech_seconds: spoken.seconds,
+                heard: None,
+            };
+            if !listen {
+                return Ok(conversed);
+            }
+            let chime = if interrupted {
+                Chime::None
+            } else {
+                Chime::First
+            };
+            let request = dialogue.request(dialogue.timeout, chime, true);
+            conversed.heard = Some(dialogue.hear(request).await?);
+            Ok(conversed)
+        })
+    }
+
+    fn confirm<'a>(
+        &'a self,
+        question: Question,
+        report: &'a mut dyn Report,
+    ) -> BoxFuture<'a, Result<Confirmed, Failure>> {
+        Box::pin(async move {
+            let text = check_question(&question.text)?;
+            let mut dialogue = Dialogue::question(self, &question, "confirm", true, report).await?;
+            let mut asking = dialogue.ask();
+            // From before the question: a press while it is spoken answers
+            // it.
+            let mut button = ButtonAnswer::default();
+            dialogue
+                .say(SpeakCall {
+                    agent: None,
+                    text,
+                    voice: question.voice,
+                    rate: None,
+                    priority: Default::default(),
+                    wait: true,
+                })
+                .await?;
+            if let Some(answer) = button.drain(&mut dialogue.events) {
+                asking.answered(yes_no(answer).as_str());
+                return Ok(by_button(answer));
+            }
+            // The button is down already: the person is answering.
+            let chime = if button.down() {
+                Chime::None
+            } else {
+                Chime::First
+            };
+            let timeout = dialogue.timeout;
+            let heard = match dialogue.hear_or_press(timeout, chime, &mut button).await? {
+                Listened::Button(answer) => {
+                    asking.answered(yes_no(answer).as_str());
+                    return Ok(by_button(answer));
+                }
+                Listened::Heard(heard) => heard,
+            };
+            if !heard.speech {
+                asking.answered(YesNo::NoAnswer.as_str());
+                return Ok(Confirmed {
+                    answer: YesNo::NoAnswer,
+                    by: None,
+                    transcript: None,
+                    confidence: None,
+                });
+            }
+            let answer = yes_no(self.state.yes_no().classify(&heard.text));
+            asking.answered(answer.as_str());
+            Ok(Confirmed {
+                answer,
+                by: Some(AnsweredBy::Voice),
+                transcript: Some(heard.text),
+                confidence: heard.confidence,
+            })
+        })
+    }
+
+    fn choose<'a>(
+        &'a self,
+        question: Question,
+        options: Vec<String>,
+        report: &'a mut dyn Report,
+    ) -> BoxFuture<'a, Result<Chosen, Failure>> {
+        Box::pin(async move {
+            let text = check_question(&question.text)?;
+            words::check_options(&options).map_err(|e| Failure::invalid(e.to_string()))?;
+            let mut dialogue = Dialogue::question(self, &question, "choose", true, report).await?;
+            let mut asking = dialogue.ask();
+            dialogue
+                .say(SpeakCall {
+                    agent: None,
+                    text: prompt(&text, &options),
+                    voice: question.voice,
+                    rate: None,
+                    priority: Default::default(),
+                    wait: true,
+                })
+                .await?;
+            let request = dialogue.request(dialogue.timeout, Chime::First, true);
+            let heard = dialogue.hear(request).await?;
+            if !heard.speech {
+                asking.answered(ChoiceOutcome::NoAnswer.as_str());
+                return Ok(Chosen {
+                    choice: None,
+                    index: None,
+                    outcome: ChoiceOutcome::NoAnswer,
+                    by: None,
+                    matched_by: None,
+                    transcript: None,
+                });
+            }
+            let (index, outcome, matched_by) = match words::choose(&heard.text, &options) {
+                Choice::Named(i) => (Some(i), ChoiceOutcome::Chosen, Some(MatchedBy::Words)),
+                Choice::Ordinal(i) => (Some(i), ChoiceOutcome::Chosen, Some(MatchedBy::Ordinal)),
+                Choice::NoneOfThem => (None, ChoiceOutcome::None, None),
+                Choice::Unclear => (None, ChoiceOutcome::Unclear, None),
+            };
+            asking.answered(outcome.as_str());
+            Ok(Chosen {
+                choice: index.and_then(|i| options.get(i).cloned()),
+                index,
+                outcome,
+                by: Some(AnsweredBy::Voice),
+                matched_by,
+                transcript: Some(heard.text),
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn questions_are_checked() {
+        assert!(check_question("  ").is_err());
+        let long = "why ".repeat(5000);
+        let e = check_question(&long).unwrap_err();
+        assert!(e.message.contains("at most 1000"), "{}", e.message);
+        assert_eq!(check_question(" Delete it? ").unwrap(), "Delete it?");
+    }
+
+    #[test]
+    fn the_options_are_read_out_numbered() {
+        let options = vec![
+            "Pizza.".to_owned(),
+            "  sushi ".to_owned(),
+            "tacos".to_owned(),
+        ];
+        assert_eq!(
+            prompt("What shall we eat", &options),
+            "What shall we eat? One: Pizza. Two: sushi. Three: tacos."
+        );
+        assert_eq!(
+            prompt("Pick one.", &options[..2]),
+            "Pick one. One: Pizza. Two: sushi."
+        );
+    }
+}

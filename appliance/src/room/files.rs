@@ -1,0 +1,453 @@
+//! Speech from and to files: audio an agent supplies (inline, or a path
+//! inside `stt.audio_dirs`, checked on its canonical path) transcribed or
+//! its language detected; text made into a WAV file (written inside
+//! `tts.output_dirs`, or handed back); and the voices installed or in the
+//! catalog.
+
+use std::{
+    io::Cursor,
+    path::{Path, PathBuf},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+};
+
+use base64::Engine as _;
+use hark_audio::decode::{self, Decoded};
+use hark_core::room::{
+    AudioInput, BoxFuture, Detected, Failure, Files, InstallCall, InstalledVoice, Kind,
+    RemovedVoice, Subtitles, SynthesizeCall, Synthesized, TranscribeCall, Transcribed,
+    Transcription, VoiceInfo, Voices,
+};
+use hark_stt::engine::{Engine, Request};
+use hark_tts::voices::{VoiceStore, VoicesError};
+use serde_json::{Value, json};
+
+use super::{Room, failure, speech};
+use crate::{
+    stt::{SpeechToText, subtitles},
+    tts::Rendered,
+};
+
+/// The audio an agent named, decoded (blocking: it reads and decodes the
+/// file).
+fn load_audio(stt: &SpeechToText, audio: AudioInput) -> Result<(Decoded, Value), Failure> {
+    match audio {
+        AudioInput::Base64(b64) => {
+            // The encoded size bounds the decoded size; refuse early.
+            let limit = stt.limits.max_bytes;
+            if (b64.len() as u64 / 4) * 3 > limit + 3 {
+                return Err(failure::decode(decode::DecodeError::TooLarge {
+                    size: b64.len() as u64 / 4 * 3,
+                    limit,
+                }));
+            }
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b64.trim())
+                .map_err(|e| Failure::invalid(format!("audio_base64 is not valid base64: {e}")))?;
+            let size = bytes.len();
+            let decoded = decode::decode(bytes, None, &stt.limits).map_err(failure::decode)?;
+            Ok((decoded, json!({ "source": "audio_base64", "bytes": size })))
+        }
+        AudioInput::Path(path) => {
+            let requested = PathBuf::from(&path);
+            let resolved = stt
+                .files
+                .resolve_read(&requested)
+                .map_err(|e| failure::path(e).with_context(json!({ "audio_path": path })))?;
+            let decoded = decode::decode_file(&resolved, &stt.limits)
+                .map_err(|e| failure::decode(e).with_context(json!({ "audio_path": path })))?;
+            Ok((
+                decoded,
+                json!({ "source": "audio_path", "audio_path": path }),
+            ))
+        }
+    }
+}
+
+/// Speech to text and its file engine, or why they are not there.
+fn engine(room: &Room) -> Result<(Arc<SpeechToText>, Arc<Engine>), Failure> {
+    let stt = room
+        .state
+        .stt
+        .get()
+        .cloned()
+        .ok_or_else(|| Failure::new(Kind::ModelNotLoaded, "speech-to-text is starting"))?;
+    let engine = Arc::clone(
+        stt.engine()
+            .map_err(|why| Failure::new(Kind::ModelNotLoaded, why))?,
+    );
+    Ok((stt, engine))
+}
+
+/// Decodes `audio` off the async runtime.
+async fn decoded(stt: Arc<SpeechToText>, audio: AudioInput) -> Result<(Decoded, Value), Failure> {
+    tokio::task::spawn_blocking(move || load_audio(&stt, audio))
+        .await
+        .map_err(|e| failure::task(Kind::AudioFormat, "decoding", e))?
+}
+
+/// Abandons a request when the call waiting for it goes away.
+struct AbandonOnDrop(Arc<AtomicBool>);
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+fn stopped() -> Failure {
+    Failure::new(Kind::ModelNotLoaded, "the speech-to-text engine stopped")
+}
+
+/// 16-bit PCM WAV, mono.
+fn wav_bytes(rendered: &Rendered) -> Result<Vec<u8>, Failure> {
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: rendered.rate,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let fail = |e: hound::Error| Failure::new(Kind::Speech, format!("cannot encode WAV: {e}"));
+    let mut out = Cursor::new(Vec::with_capacity(44 + rendered.samples.len() * 2));
+    {
+        let mut writer = hound::WavWriter::new(&mut out, spec).map_err(fail)?;
+        for s in &rendered.samples {
+            let v = (s.clamp(-1.0, 1.0) * 32767.0) as i16;
+            writer.write_sample(v).map_err(fail)?;
+        }
+        writer.finalize().map_err(fail)?;
+    }
+    Ok(out.into_inner())
+}
+
+/// Writes through a temporary file in the same directory, so a reader never
+/// sees half a file and a failure leaves the old one in place.
+fn write_atomically(target: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    let fail = |e: std::io::Error| {
+        Failure::new(
+            Kind::Speech,
+            format!("cannot write {}: {e}", target.display()),
+        )
+    };
+    let mut temp = target.as_os_str().to_owned();
+    temp.push(format!(".tmp-{}", std::process::id()));
+    let temp = PathBuf::from(temp);
+    std::fs::write(&temp, bytes).map_err(fail)?;
+    std::fs::rename(&temp, target).map_err(|e| {
+        let _ = std::fs::remove_file(&temp);
+        fail(e)
+    })
+}
+
+/// Language codes compared loosely: `en_US`, `en-us` and `EN_us` are one.
+fn language_matches(code: &str, wanted: &str) -> bool {
+    let norm = |s: &str| s.to_ascii_lowercase().replace('-', "_");
+    let (code, wanted) = (norm(code), norm(wanted));
+    code == wanted || code.split('_').next() == Some(wanted.as_str())
+}
+
+impl Files for Room {
+    fn transcribe(&self, call: TranscribeCall) -> BoxFuture<'_, Result<Transcription, Failure>> {
+        Box::pin(async move {
+            let (stt, engine) = engine(self)?;
+            let (mut decoded, source) = decoded(stt, call.audio).await?;
+            // The samples go to the engine; the rest describes the file.
+            let mut request = Request::new(std::mem::take(&mut decoded.samples));
+            request.language = call.language;
+            request.word_timestamps = call.word_timestamps;
+            let _abandon = AbandonOnDrop(Arc::clone(&request.cancel));
+            let transcript = engine
+                .submit(request)
+                .map_err(failure::stt)?
+                .await
+                .map_err(|_| stopped())?
+                .map_err(failure::stt)?;
+            let result = Transcribed {
+                text: transcript.text.clone(),
+                language: transcript.language.clone(),
+                language_confidence: transcript.language_probability,
+                duration: decoded.duration_secs,
+                format: decoded.format.to_owned(),
+                source_rate: decoded.source_rate,
+                source_channels: decoded.source_channels,
+                segments: transcript
+                    .segments
+                    .iter()
+                    .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
+                    .collect(),
+                confidence: transcript.confidence,
+                model: engine.info().name.clone(),
+                transcribe_ms: transcript.elapsed_ms,
+                input: source,
+            };
+            Ok(Transcription {
+                result,
+                subtitles: call
+                    .subtitles
+                    .map(|format| subtitles(&transcript, format == Subtitles::Vtt)),
+            })
+        })
+    }
+
+    fn detect_language(&self, audio: AudioInput) -> BoxFuture<'_, Result<Detected, Failure>> {
+        Box::pin(async move {
+            let (stt, engine) = engine(self)?;
+            if !engine.info().multilingual {
+                return Err(Failure::new(
+                    Kind::Language,
+                    format!(
+                        "the model {} understands English only and cannot detect languages; set stt.model to a multilingual model (e.g. `hark models fetch base`)",
+                        engine.info().name
+                    ),
+                ));
+            }
+            let (decoded, source) = decoded(stt, audio).await?;
+            let cancel = Arc::new(AtomicBool::new(false));
+            let _abandon = AbandonOnDrop(Arc::clone(&cancel));
+            let guesses = engine
+                .submit_detect(decoded.samples, cancel)
+                .map_err(failure::stt)?
+                .await
+                .map_err(|_| stopped())?
+                .map_err(failure::stt)?;
+            let best = guesses
+                .first()
+                .ok_or_else(|| Failure::new(Kind::Transcription, "no language was detected"))?;
+            Ok(Detected {
+                language: best.language.clone(),
+                language_name: best.name.clone(),
+                confidence: best.probability,
+                candidates: guesses
+                    .iter()
+                    .map(|g| json!({ "language": g.language, "name": g.name, "probability": g.probability }))
+                    .collect(),
+                duration: decoded.duration_secs,
+                input: source,
+            })
+        })
+    }
+
+    fn synthesize(&self, call: SynthesizeCall) -> BoxFuture<'_, Result<Synthesized, Failure>> {
+        Box::pin(async move {
+            let tts = speech::tts(&self.state)?;
+            let speakable = speech::check_text(&call.text, tts.max_chars)?;
+            let rate = speech::check_rate(call.rate)?.unwrap_or(1.0);
+            // Checked before the work, so a bad path costs nothing.
+            let target = match &call.output_path {
+                Some(path) => Some(
+                    tts.outputs
+                        .resolve_write(Path::new(path))
+                        .map_err(failure::path)?,
+                ),
+                None => None,
+            };
+            let rendered = {
+                let (tts, voice) = (Arc::clone(&tts), call.voice.clone());
+                tokio::task::spawn_blocking(move || tts.render(&speakable, voice.as_deref(), rate))
+                    .await
+                    .map_err(|e| failure::task(Kind::Speech, "synthesis", e))?
+                    .map_err(failure::speak)?
+            };
+            let wav = wav_bytes(&rendered)?;
+            // The voice's working memory and what the synthesis freed go
+            // back now, beside the reply: requests that follow one another
+            // closer than the voices' idle release otherwise kept it and
+            // grew it (60 in a row: 460 MiB; docs/benchmarks.md, the turn:
+            // memory).
+            {
+                let tts = Arc::clone(&tts);
+                tokio::task::spawn_blocking(move || tts.release_idle());
+            }
+            let duration_seconds =
+                (rendered.samples.len() as f64 / f64::from(rendered.rate.max(1)) * 100.0).round()
+                    / 100.0;
+            let mut result = Synthesized {
+                output_path: None,
+                audio_base64: None,
+                mime_type: "audio/wav".into(),
+                duration_seconds,
+                sample_rate: rendered.rate,
+                bytes: wav.len(),
+                voice: rendered.voice.clone(),
+                engine: speech::engine(rendered.engine),
+                fallback_reason: rendered.fallback.clone(),
+            };
+            match target {
+                Some(target) => {
+                    let written = target.clone();
+                    tokio::task::spawn_blocking(move || write_atomically(&written, &wav))
+                        .await
+                        .map_err(|e| failure::task(Kind::Speech, "writing", e))??;
+                    result.output_path = Some(target.display().to_string());
+                }
+                None => {
+                    result.audio_base64 =
+                        Some(base64::engine::general_purpose::STANDARD.encode(&wav));
+                }
+            }
+            Ok(result)
+        })
+    }
+
+    fn voices(
+        &self,
+        language: Option<String>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Voices, Failure>> {
+        Box::pin(async move {
+            let tts = speech::tts(&self.state)?;
+            let default = tts.default_voice.clone();
+            // The synthesiser's lock may be held for a whole sentence (or a
+            // voice loading): off the async runtime.
+            let (listing, loaded, problem) = {
+                let tts = Arc::clone(&tts);
+                tokio::task::spawn_blocking(move || {
+                    let listing = VoiceStore::open(&tts.voices_dir)?.list()?;
+                    let synth = tts
+                        .synthesizer()
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let loaded: Vec<String> = synth
+                        .loaded_voices()
+                        .into_iter()
+                        .map(str::to_owned)
+                        .collect();
+                    let problem = synth.runtime_problem().map(str::to_owned);
+                    Ok::<_, VoicesError>((listing, loaded, problem))
+                })
+                .await
+                .map_err(|e| failure::task(Kind::Voice, "listing", e))?
+                .map_err(failure::voices)?
+            };
+            let key = hark_tts::catalog::id_key;
+            let mut voices: Vec<VoiceInfo> = listing
+                .installed
+                .iter()
+                .map(|v| VoiceInfo {
+                    id: v.id.clone(),
+                    language: v.language.clone(),
+                    quality: v.quality.clone(),
+                    sample_rate: Some(v.sample_rate),
+                    size: v.size,
+                    installed: true,
+                    default: key(&v.id) == key(&default),
+                    loaded: loaded.iter().any(|l| key(l) == key(&v.id)),
+                })
+                .chain(listing.available.iter().map(|v| VoiceInfo {
+                    id: v.id.to_owned(),
+                    language: Some(v.language.to_owned()),
+                    quality: Some(v.quality.to_owned()),
+                    sample_rate: None,
+                    size: v.size(),
+                    installed: false,
+                    default: false,
+                    loaded: false,
+                }))
+                .filter(|v| match (&language, &v.language) {
+                    (None, _) => true,
+                    (Some(wanted), Some(code)) => language_matches(code, wanted),
+                    (Some(_), None) => false,
+                })
+                .collect();
+            let total = voices.len();
+            voices.truncate(limit);
+            Ok(Voices {
+                voices,
+                total,
+                piper_unavailable: problem,
+            })
+        })
+    }
+
+    fn install_voice(&self, call: InstallCall) -> BoxFuture<'_, Result<InstalledVoice, Failure>> {
+        Box::pin(async move {
+            let tts = speech::tts(&self.state)?;
+            let dir = tts.voices_dir.clone();
+            let installed = match (call.url, call.path) {
+                (Some(url), None) => {
+                    let sha256 = call.sha256;
+                    tokio::task::spawn_blocking(move || {
+                        let store = VoiceStore::open(dir)?;
+                        let request = match &sha256 {
+                            Some(sha) => hark_tts::voices::VoiceRequest::url(&url, Some(sha))?,
+                            None => hark_tts::voices::VoiceRequest::parse(&url)?,
+                        };
+                        store
+                            .install_request(
+                                &request,
+                                &hark_models::FetchOptions::default(),
+                                hark_models::Progress::Silent,
+                            )
+                            .map(|done| done.voice)
+                    })
+                    .await
+                    .map_err(|e| failure::task(Kind::Voice, "install", e))?
+                    .map_err(failure::voices)?
+                }
+                (None, Some(path)) => {
+                    let onnx = tts
+                        .outputs
+                        .resolve_read(Path::new(&path))
+                        .map_err(failure::path)?;
+                    let json = PathBuf::from(format!("{}.json", onnx.display()));
+                    let json = tts.outputs.resolve_read(&json).map_err(failure::path)?;
+                    tokio::task::spawn_blocking(move || {
+                        VoiceStore::open(dir)?.install_files(&onnx, &json)
+                    })
+                    .await
+                    .map_err(|e| failure::task(Kind::Voice, "install", e))?
+                    .map_err(failure::voices)?
+                }
+                _ => {
+                    return Err(Failure::invalid(
+                        "give exactly one of `url` (a URL or catalog id) and `path`",
+                    ));
+                }
+            };
+            Ok(InstalledVoice {
+                id: installed.id,
+                language: installed.language,
+                quality: installed.quality,
+                sample_rate: installed.sample_rate,
+                size: installed.size,
+                sha256: installed.sha256,
+                source: installed.source,
+            })
+        })
+    }
+
+    fn remove_voice(&self, id: String) -> BoxFuture<'_, Result<RemovedVoice, Failure>> {
+        Box::pin(async move {
+            let tts = speech::tts(&self.state)?;
+            let synth = Arc::clone(tts.synthesizer());
+            let (dir, default) = (tts.voices_dir.clone(), tts.default_voice.clone());
+            let key = hark_tts::catalog::id_key;
+            if key(&id) == key(&default) {
+                return Err(Failure::invalid(format!(
+                    "{id} is the appliance's default voice (tts.voice); set another default first"
+                )));
+            }
+            let removed = tokio::task::spawn_blocking(move || {
+                let removed = VoiceStore::open(dir)?.remove(&id)?;
+                synth
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .unload(&removed.id);
+                Ok::<_, VoicesError>(removed)
+            })
+            .await
+            .map_err(|e| failure::task(Kind::Voice, "remove", e))?
+            .map_err(failure::voices)?;
+            Ok(RemovedVoice {
+                id: removed.id,
+                deleted: removed
+                    .deleted
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect(),
+            })
+        })
+    }
+}

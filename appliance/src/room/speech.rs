@@ -1,0 +1,221 @@
+//! Speaking: a text checked, planned and queued for the speaker in its
+//! agent's voice, and, when the caller waits, played through with each
+//! sentence reported as it is made and heard. What `speak_text`,
+//! `POST /speak` and the dialogue's questions share.
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
+
+use hark_core::room::{
+    BoxFuture, Engine, Failure, Kind, Progress, Report, Speak, SpeakCall, SpeechStatus, Spoken,
+};
+use hark_tts::synth::EngineKind;
+use tokio::time::Instant;
+
+use super::{Room, failure};
+use crate::tts::{Accepted, SpeakError, SpeechEvent, SpeechOutcome, TextToSpeech};
+
+/// The text-to-speech service, or why it is not there.
+pub fn tts(state: &crate::state::ApplianceState) -> Result<Arc<TextToSpeech>, Failure> {
+    let tts = state
+        .tts
+        .get()
+        .cloned()
+        .ok_or_else(|| Failure::new(Kind::Speech, "text to speech is starting"))?;
+    if !tts.enabled {
+        return Err(failure::speak(SpeakError::Disabled));
+    }
+    Ok(tts)
+}
+
+/// The text made speakable, or why it cannot be spoken.
+pub fn check_text(text: &str, max_chars: usize) -> Result<String, Failure> {
+    if text.trim().is_empty() {
+        return Err(Failure::invalid("text is empty; give the words to speak"));
+    }
+    let chars = text.chars().count();
+    if chars > max_chars {
+        return Err(Failure::invalid(format!(
+            "text is {chars} characters; the limit is {max_chars} (tts.max_chars): split it into several calls"
+        ))
+        .with_context(serde_json::json!({ "characters": chars, "limit": max_chars })));
+    }
+    let speakable = hark_tts::text::speakable(text);
+    if !speakable.chars().any(char::is_alphanumeric) {
+        return Err(Failure::invalid(
+            "text has nothing to say: only emoji, markup or punctuation",
+        ));
+    }
+    Ok(speakable)
+}
+
+/// `rate` checked: 0.5–2.0; `None`: the agent's own or 1.
+pub fn check_rate(rate: Option<f64>) -> Result<Option<f32>, Failure> {
+    match rate {
+        None => Ok(None),
+        Some(r) if (0.5..=2.0).contains(&r) => Ok(Some(r as f32)),
+        Some(r) => Err(Failure::invalid(format!(
+            "rate must be between 0.5 and 2.0, got {r}"
+        ))),
+    }
+}
+
+pub fn engine(kind: EngineKind) -> Engine {
+    match kind {
+        EngineKind::Piper => Engine::Piper,
+        EngineKind::Espeak => Engine::Espeak,
+    }
+}
+
+/// Stops a speech request if the call waiting for it goes away first.
+struct StopOnDrop(Option<Arc<AtomicBool>>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(cancel) = &self.0 {
+            cancel.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// Checks `call`, queues it and, if it waits, plays it through. With a
+/// `deadline` (the floor's `max_hold` of a call that holds it while it
+/// speaks), speech still playing then is stopped and the call fails.
+pub async fn say(
+    state: &crate::state::ApplianceState,
+    call: SpeakCall,
+    deadline: Option<Instant>,
+    report: &mut dyn Report,
+) -> Result<Spoken, Failure> {
+    let tts = tts(state)?;
+    let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let wait = call.wait;
+    let (mut spoken, accepted) = queue(&tts, call, wait.then_some(events_tx)).await?;
+    if !wait {
+        return Ok(spoken);
+    }
+    let mut stop = StopOnDrop(Some(Arc::clone(&accepted.cancel)));
+    report
+        .report(Progress::Speaking {
+            pieces: accepted.pieces,
+        })
+        .await;
+    let finished = loop {
+        let event = tokio::select! {
+            event = events.recv() => event,
+            () = async {
+                match deadline {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                let max = state.floor().max_hold.as_secs();
+                return Err(Failure::new(Kind::FloorTimeout, format!(
+                    "this call held the floor longer than floor.max_hold_seconds ({max} s) and was cut off; its speech was stopped"
+                )));
+            }
+        };
+        let progress = match event {
+            Some(SpeechEvent::Synthesized { index, count }) => {
+                Progress::Synthesized { index, count }
+            }
+            Some(SpeechEvent::Playing { index, count }) => Progress::Playing { index, count },
+            Some(SpeechEvent::Finished(finished)) => break finished,
+            None => return Err(failure::speak(SpeakError::Stopped)),
+        };
+        report.report(progress).await;
+    };
+    // Finished: nothing left to stop.
+    stop.0 = None;
+    spoken.engine = engine(finished.engine);
+    if finished.fallback.is_some() {
+        spoken.fallback_reason = finished.fallback;
+    }
+    spoken.seconds = Some((finished.seconds * 100.0).round() / 100.0);
+    match finished.outcome {
+        SpeechOutcome::Spoken => spoken.status = SpeechStatus::Spoken,
+        SpeechOutcome::Stopped => spoken.status = SpeechStatus::Stopped,
+        SpeechOutcome::Failed(reason) => return Err(Failure::new(Kind::Speech, reason)),
+    }
+    Ok(spoken)
+}
+
+/// Checks `call` and queues it; `events` gets the request's progress.
+async fn queue(
+    tts: &Arc<TextToSpeech>,
+    call: SpeakCall,
+    events: Option<tokio::sync::mpsc::UnboundedSender<SpeechEvent>>,
+) -> Result<(Spoken, Accepted), Failure> {
+    let SpeakCall {
+        agent,
+        text,
+        voice,
+        rate,
+        priority,
+        ..
+    } = call;
+    let speakable = check_text(&text, tts.max_chars)?;
+    let rate = check_rate(rate)?;
+    // Planning reads phonemes, and the voice's model if it is not loaded.
+    let accepted = {
+        let tts = Arc::clone(tts);
+        tokio::task::spawn_blocking(move || {
+            tts.speak(&speakable, voice.as_deref(), rate, priority, events, agent)
+        })
+        .await
+        .map_err(|e| failure::task(Kind::Speech, "speech planning", e))?
+        .map_err(failure::speak)?
+    };
+    let spoken = Spoken {
+        status: SpeechStatus::Queued,
+        text,
+        voice: accepted.voice.clone(),
+        engine: engine(accepted.engine),
+        fallback_reason: accepted.fallback.clone(),
+        sentences: accepted.pieces,
+        priority,
+        seconds: None,
+    };
+    Ok((spoken, accepted))
+}
+
+impl Speak for Room {
+    fn speak<'a>(
+        &'a self,
+        call: SpeakCall,
+        report: &'a mut dyn Report,
+    ) -> BoxFuture<'a, Result<Spoken, Failure>> {
+        Box::pin(say(&self.state, call, None, report))
+    }
+
+    fn stop(&self) -> Result<usize, Failure> {
+        Ok(tts(&self.state)?.stop())
+    }
+
+    fn sentences<'a>(&'a self, text: String) -> BoxFuture<'a, Result<Vec<String>, Failure>> {
+        Box::pin(async move {
+            let tts = tts(&self.state)?;
+            if text.chars().count() > tts.max_chars {
+                return Err(Failure::invalid(format!(
+                    "text is longer than {} characters (tts.max_chars)",
+                    tts.max_chars
+                )));
+            }
+            let (ranges, text) = tokio::task::spawn_blocking(move || {
+                tts.sentences(&text).map(|ranges| (ranges, text))
+            })
+            .await
+            .map_err(|e| failure::task(Kind::Speech, "segmenting", e))?
+            .map_err(failure::speak)?;
+            Ok(ranges
+                .into_iter()
+                .filter_map(|range| text.get(range))
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect())
+        })
+    }
+}
