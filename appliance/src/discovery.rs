@@ -132,7 +132,7 @@ impl Advert {
 
 /// A listener's port when it is reachable from the LAN (not bound to
 /// loopback only).
-pub fn lan_port(listener: &crate::state::Listener) -> Option<u16> {
+pub fn lan_port(listener: &crate::mcp::connections::Listener) -> Option<u16> {
     let addr = listener.socket_addr()?;
     (!addr.ip().is_loopback()).then_some(addr.port())
 }
@@ -397,8 +397,8 @@ mod tests {
         assert_eq!(txt["tcp_port"], "7340");
         assert_eq!((records[1].0, records[1].1), (HARK_TYPE, 7340));
         // Loopback-only listeners are not advertised.
-        let listener = |address: &str| crate::state::Listener {
-            transport: crate::state::TransportKind::Tcp,
+        let listener = |address: &str| crate::mcp::connections::Listener {
+            transport: crate::mcp::connections::TransportKind::Tcp,
             address: address.into(),
         };
         assert_eq!(lan_port(&listener("127.0.0.1:7340")), None);

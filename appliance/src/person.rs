@@ -106,7 +106,7 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>) {
     let start = Duration::from_secs_f64(heard.speech_start.unwrap_or(0.0));
     let spoken_at = (opened + start).checked_sub(preroll).unwrap_or(opened);
     let duration = heard.speech_end.unwrap_or(0.0) - heard.speech_start.unwrap_or(0.0);
-    let (addressed_to, addressed_key, by) = inbox.address(&heard.text, &state.agents_seen());
+    let (addressed_to, addressed_key, by) = inbox.address(&heard.text, &state.agents_seen.names());
     let message = NewMessage {
         text: heard.text.clone(),
         spoken_at,

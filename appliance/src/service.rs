@@ -93,6 +93,7 @@ pub async fn run(
     let mut listeners = Listeners::bind(&config).await?;
     // HTTPS: the CA and this start's certificate, made off the runtime. A
     // failure leaves HTTPS off, said in the log; the rest serves.
+    let mut tls = None;
     if config.mcp.https.enabled {
         let (dir, names, addresses) = (
             config.service.state_dir.join("tls"),
@@ -101,9 +102,9 @@ pub async fn run(
         );
         match tokio::task::spawn_blocking(move || crate::tls::open(&dir, &names, &addresses)).await
         {
-            Ok(Ok(tls)) => {
-                tracing::info!(fingerprint = %tls.fingerprint, ca = %tls.ca_path.display(), "HTTPS ready");
-                let _ = state.tls.set(tls);
+            Ok(Ok(made)) => {
+                tracing::info!(fingerprint = %made.fingerprint, ca = %made.ca_path.display(), "HTTPS ready");
+                tls = Some(made);
             }
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "HTTPS is off: its certificate cannot be made");
@@ -233,10 +234,6 @@ pub async fn run(
             .subsystems
             .set(Subsystem::History, fixed(SubsystemState::Disabled));
     }
-    tokio::spawn(crate::mcp::resources::notify_subscribers(
-        Arc::clone(&state),
-        token.clone(),
-    ));
     // The lights show from here on (listening, muted …), before READY.
     let (board, contacts) = match board
         .and_then(|resolved| crate::board::BoardService::start(&config, resolved, &state, &token))
@@ -270,9 +267,23 @@ pub async fn run(
             .map_err(|e| ServiceError::Start(format!("authentication start-up failed: {e}")))?
     };
     let auth = Arc::new(auth);
-    let _ = state.auth.set(Arc::clone(&auth));
     let room = hark_core::room::Capabilities::of(crate::room::Room::new(Arc::clone(&state)));
-    let shared = Arc::new(Shared::new(config, state, room, auth, token.clone()));
+    let served = Arc::new(crate::mcp::ServerState {
+        bus: state.bus.clone(),
+        connections: Default::default(),
+        agents_seen: Arc::clone(&state.agents_seen),
+        inbox: state.inbox.get().cloned(),
+        history: state.history.get().cloned(),
+        auth: Arc::clone(&auth),
+        tls,
+        subscribers: Default::default(),
+        sse: Default::default(),
+    });
+    tokio::spawn(crate::mcp::resources::notify_subscribers(
+        Arc::clone(&served),
+        token.clone(),
+    ));
+    let shared = Arc::new(Shared::new(config, served, room, auth, token.clone()));
     let mut loops = Vec::new();
     for (transport, handle) in listeners.serve(&shared) {
         let alive = Arc::new(AtomicBool::new(true));
@@ -424,8 +435,8 @@ async fn advertise(shared: &Shared) -> Option<crate::discovery::Advertising> {
     for listener in shared.state.listeners() {
         let port = crate::discovery::lan_port(&listener);
         match listener.transport {
-            crate::state::TransportKind::Tcp => advert.tcp_port = port,
-            crate::state::TransportKind::Http => advert.http_port = port,
+            crate::mcp::TransportKind::Tcp => advert.tcp_port = port,
+            crate::mcp::TransportKind::Http => advert.http_port = port,
             _ => {}
         }
     }

@@ -139,6 +139,34 @@ impl Agents {
     }
 }
 
+/// The names of the agents that have connected since the start, for the
+/// person to address messages to ("Claude, …"): the MCP side notes them,
+/// the person's recording reads them.
+#[derive(Debug, Default)]
+pub struct Seen(std::sync::Mutex<std::collections::BTreeSet<String>>);
+
+impl Seen {
+    pub fn note(&self, name: &str) {
+        let mut seen = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !seen.contains(name) {
+            seen.insert(name.to_owned());
+        }
+    }
+
+    /// Every name seen so far.
+    pub fn names(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

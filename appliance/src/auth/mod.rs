@@ -30,7 +30,7 @@ use tokens::{Rejected, TokenError, TokenStore};
 
 use crate::{
     config::{AuthConfig, AuthMode},
-    state::TransportKind,
+    mcp::connections::TransportKind,
 };
 
 /// Who a client is to the appliance.
@@ -263,7 +263,7 @@ impl Auth {
 
     /// Ends what the token `name` was allowed: its calls in flight stop,
     /// and its connections fall back to what they would be without it.
-    fn withdraw(&self, state: &crate::state::ApplianceState, name: &str) {
+    fn withdraw(&self, state: &crate::mcp::ServerState, name: &str) {
         if let Some(signal) = self
             .revocations
             .lock()
@@ -272,7 +272,7 @@ impl Auth {
         {
             signal.cancel();
         }
-        for connection in state.connections() {
+        for connection in state.connections.connections() {
             if connection
                 .grant()
                 .paired_name()
@@ -381,16 +381,13 @@ pub enum TokenCommand {
 
 /// Serves a `hark/tokens` request.
 pub async fn manage(
-    state: &crate::state::ApplianceState,
+    state: &crate::mcp::ServerState,
     params: Option<Value>,
 ) -> Result<Value, ErrorData> {
     let invalid = |message: String| ErrorData::invalid_params(message, None);
     let command: TokenCommand = serde_json::from_value(params.unwrap_or(Value::Null))
         .map_err(|e| invalid(format!("hark/tokens: {e}")))?;
-    let auth = state
-        .auth
-        .get()
-        .ok_or_else(|| ErrorData::internal_error("authentication has not started", None))?;
+    let auth = &state.auth;
     let store = auth.store().map_err(|e| invalid(e.to_string()))?;
     match command {
         TokenCommand::Create {

@@ -28,7 +28,7 @@ use super::tools::wait_for_person::PersonMessage;
 use crate::{
     events::{self, Event},
     inbox::{Inbox, PresenceGuard},
-    state::ApplianceState,
+    mcp::ServerState,
 };
 
 /// The voice inbox's URI.
@@ -109,7 +109,7 @@ pub struct Subscribers {
 
 /// Which connection (or HTTP session) a request came on.
 pub fn connection_of(
-    identity: Option<&crate::state::ClientIdentity>,
+    identity: Option<&crate::mcp::connections::ClientIdentity>,
     context: &RequestContext<RoleServer>,
 ) -> String {
     let session = context
@@ -174,7 +174,7 @@ pub fn changes_inbox(event: &Event) -> bool {
 /// Tells every `resources/subscribe` subscriber when the inbox changes,
 /// until `token` is cancelled. A subscriber that does not read is given a
 /// second, then skipped: it never holds up the others.
-pub async fn notify_subscribers(state: Arc<ApplianceState>, token: CancellationToken) {
+pub async fn notify_subscribers(state: Arc<ServerState>, token: CancellationToken) {
     let mut events = state.bus.subscribe();
     loop {
         let event = tokio::select! {

@@ -20,7 +20,7 @@ use tracing::Instrument;
 use hark_core::room::Refusal;
 
 use super::resources;
-use crate::state::{ApplianceState, ClientIdentity};
+use crate::mcp::{ServerState, connections::ClientIdentity};
 
 /// What agents are told about the appliance in `initialize` / `server/discover`.
 const INSTRUCTIONS: &str = "Hark is a voice appliance in a room: a microphone array, a speaker, \
@@ -58,7 +58,7 @@ pub const SELFTEST_METHOD: &str = "hark/selftest";
 
 #[derive(Clone)]
 pub struct HarkServer {
-    pub(crate) state: Arc<ApplianceState>,
+    pub(crate) state: Arc<ServerState>,
     /// What the tools may ask of the room.
     pub(crate) room: hark_core::room::Capabilities,
     /// Set for stream transports (TCP, Unix, WebSocket), where one handler
@@ -90,7 +90,7 @@ impl HarkServer {
     }
 
     pub fn new(
-        state: Arc<ApplianceState>,
+        state: Arc<ServerState>,
         room: hark_core::room::Capabilities,
         tools: Arc<ToolRouter<HarkServer>>,
         identity: Option<Arc<ClientIdentity>>,
@@ -129,7 +129,7 @@ impl HarkServer {
         &self,
         context: &RequestContext<RoleServer>,
         what: &'static str,
-    ) -> Option<crate::state::DoingGuard> {
+    ) -> Option<crate::mcp::connections::DoingGuard> {
         self.identity(context).map(|identity| identity.doing(what))
     }
 
@@ -285,11 +285,7 @@ impl HarkServer {
         .map_err(|e| {
             ErrorData::invalid_params(format!("Invalid params for `{PAIR_METHOD}`: {e}"), None)
         })?;
-        let auth = self
-            .state
-            .auth
-            .get()
-            .ok_or_else(|| ErrorData::internal_error("the appliance is starting", None))?;
+        let auth = &self.state.auth;
         let identity = self.identity(context);
         let address = identity.as_ref().and_then(|i| i.address);
         // The pairing ends when the request is cancelled or its connection
@@ -325,9 +321,9 @@ impl HarkServer {
                 for listener in self.state.listeners() {
                     let port = listener.socket_addr().map(|a| a.port());
                     let key = match listener.transport {
-                        crate::state::TransportKind::Tcp => "tcp_port",
-                        crate::state::TransportKind::Http => "http_port",
-                        crate::state::TransportKind::Https => "https_port",
+                        crate::mcp::connections::TransportKind::Tcp => "tcp_port",
+                        crate::mcp::connections::TransportKind::Http => "http_port",
+                        crate::mcp::connections::TransportKind::Https => "https_port",
                         _ => continue,
                     };
                     if let Some(port) = port {
@@ -335,7 +331,7 @@ impl HarkServer {
                     }
                 }
                 // HTTPS: the CA to trust, and its fingerprint to compare.
-                if let Some(tls) = self.state.tls.get() {
+                if let Some(tls) = self.state.tls.as_ref() {
                     result["ca_pem"] = tls.ca_pem.clone().into();
                     result["ca_sha256"] = tls.fingerprint.clone().into();
                 }
@@ -452,7 +448,7 @@ impl ServerHandler for HarkServer {
         resources::check(&request.uri)?;
         self.require(&context, crate::auth::Scope::Listen, "the voice inbox")?;
         let agent = self.agent_name(&context);
-        resources::read(self.state.inbox.get(), &agent)
+        resources::read(self.state.inbox.as_ref(), &agent)
             .await
             .map(Into::into)
     }
@@ -474,7 +470,7 @@ impl ServerHandler for HarkServer {
             .as_ref()
             .filter(|i| !i.transport.is_http())
             .map(|i| i.gone.clone());
-        let present = self.state.inbox.get().map(|inbox| {
+        let present = self.state.inbox.as_ref().map(|inbox| {
             let peer = context.peer.clone();
             let gone = gone.clone();
             inbox.present(
@@ -546,7 +542,7 @@ impl ServerHandler for HarkServer {
             .filter(|i| !i.transport.is_http())
             .map(|i| i.gone.clone());
         let mut events = self.state.bus.subscribe();
-        let _present = self.state.inbox.get().map(|inbox| {
+        let _present = self.state.inbox.as_ref().map(|inbox| {
             let ct = context.ct.clone();
             inbox.present(&agent, Box::new(move || !ct.is_cancelled()))
         });
@@ -580,7 +576,7 @@ impl ServerHandler for HarkServer {
         // microphone, so it is no tool and not served on the network.
         let local = self
             .identity(&context)
-            .is_some_and(|i| i.transport == crate::state::TransportKind::Unix);
+            .is_some_and(|i| i.transport == crate::mcp::connections::TransportKind::Unix);
         if request.method == BOARD_METHOD && local {
             let control: hark_core::room::BoardControl =
                 serde_json::from_value(request.params.unwrap_or_default()).map_err(|e| {
@@ -679,8 +675,7 @@ impl ServerHandler for HarkServer {
         let grant = self.grant(&context);
         let revoked = grant
             .paired_name()
-            .zip(self.state.auth.get())
-            .map(|(name, auth)| (name.to_owned(), auth.revoked(name)));
+            .map(|name| (name.to_owned(), self.state.auth.revoked(name)));
         async move {
             let mut result = self
                 .tools

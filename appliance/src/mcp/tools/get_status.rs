@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::{
     mcp::HarkServer,
-    state::{ApplianceState, TransportKind},
+    mcp::{ServerState, connections::TransportKind},
 };
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -93,27 +93,21 @@ pub struct Subsystems {
 impl Status {
     /// The status as a client with `grant` sees it: with how it is let in
     /// (`auth`), and the HTTPS fingerprint to compare.
-    pub fn for_grant(
-        state: &ApplianceState,
-        room: &dyn Observe,
-        grant: &crate::auth::Grant,
-    ) -> Self {
+    pub fn for_grant(state: &ServerState, room: &dyn Observe, grant: &crate::auth::Grant) -> Self {
         let mut status = Self::of(state, room);
-        status.auth = state.auth.get().map(|auth| {
-            let mut auth = auth.status(grant);
-            auth.https_ca_sha256 = state.tls.get().map(|tls| tls.fingerprint.clone());
-            auth
-        });
+        let mut auth = state.auth.status(grant);
+        auth.https_ca_sha256 = state.tls.as_ref().map(|tls| tls.fingerprint.clone());
+        status.auth = Some(auth);
         status
     }
 
-    pub fn of(state: &ApplianceState, room: &dyn Observe) -> Self {
+    pub fn of(state: &ServerState, room: &dyn Observe) -> Self {
         let mut transports = Vec::new();
         for listener in state.listeners() {
             transports.push(TransportStatus {
                 transport: listener.transport,
                 address: listener.address.clone(),
-                clients: state.client_count(listener.transport),
+                clients: state.connections.client_count(listener.transport),
             });
             // WebSocket shares the HTTP listener; report it as its own row so
             // its clients are visible.
@@ -121,11 +115,12 @@ impl Status {
                 transports.push(TransportStatus {
                     transport: TransportKind::Websocket,
                     address: listener.address,
-                    clients: state.client_count(TransportKind::Websocket),
+                    clients: state.connections.client_count(TransportKind::Websocket),
                 });
             }
         }
         let clients = state
+            .connections
             .connections()
             .iter()
             .map(|c| {
@@ -212,15 +207,19 @@ mod tests {
 
     #[test]
     fn status_reflects_state() {
-        let state = Arc::new(ApplianceState::default());
-        state.add_listener(TransportKind::Tcp, "127.0.0.1:7340".into());
-        state.add_listener(TransportKind::Http, "127.0.0.1:7341".into());
-        let _c = state.connect(TransportKind::Tcp, "peer".into());
-        let _w = state.connect(TransportKind::Websocket, "peer".into());
-        let _recording = state.start_recording(Some("test".into()));
+        let room = Arc::new(crate::state::ApplianceState::default());
+        let auth = crate::auth::Auth::with_store(&Default::default(), Err("none".into()));
+        let state = ServerState::new(room.bus.clone(), Arc::new(auth));
+        let connections = &state.connections;
+        connections.add_listener(TransportKind::Tcp, "127.0.0.1:7340".into());
+        connections.add_listener(TransportKind::Http, "127.0.0.1:7341".into());
+        let _c = connections.connect(TransportKind::Tcp, "peer".into());
+        let _w = connections.connect(TransportKind::Websocket, "peer".into());
+        let _recording = room.start_recording(Some("test".into()));
 
-        let room = crate::room::Room::new(Arc::clone(&state));
-        let status = serde_json::to_value(Status::of(&state, room.as_ref())).expect("serialises");
+        let observe = crate::room::Room::new(Arc::clone(&room));
+        let status =
+            serde_json::to_value(Status::of(&state, observe.as_ref())).expect("serialises");
         assert_eq!(status["recording"], true);
         assert_eq!(status["speaking"], false);
         assert_eq!(status["version"], env!("CARGO_PKG_VERSION"));

@@ -170,7 +170,7 @@ impl HarkServer {
                 "limit must be 1–{MAX_LIMIT}, got {limit}"
             )));
         }
-        let history = self.state.history.get().ok_or_else(|| {
+        let history = self.state.history.as_ref().ok_or_else(|| {
             ToolError::new(
                 hark_core::room::Kind::History,
                 "the history is off on this appliance (history.enabled = false) or could not start (see get_status)",

@@ -95,9 +95,9 @@ impl From<Failure> for ToolError {
 /// (`notifications/cancelled`), or the client's connection ended.
 pub async fn call_ended(server: &crate::mcp::HarkServer, context: &RequestContext<RoleServer>) {
     // A call made under a token ends when the token is revoked.
-    let revoked = match (server.grant(context).paired_name(), server.state.auth.get()) {
-        (Some(name), Some(auth)) => auth.revoked(name),
-        _ => tokio_util::sync::CancellationToken::new(),
+    let revoked = match server.grant(context).paired_name() {
+        Some(name) => server.state.auth.revoked(name),
+        None => tokio_util::sync::CancellationToken::new(),
     };
     tokio::select! {
         () = revoked.cancelled() => {}

@@ -90,7 +90,7 @@ pub struct PersonSaid {
 
 /// The inbox, or why there is none.
 pub fn inbox_of(server: &HarkServer) -> Result<Arc<Inbox>, ToolError> {
-    server.state.inbox.get().cloned().ok_or_else(|| {
+    server.state.inbox.as_ref().cloned().ok_or_else(|| {
         ToolError::new(
             hark_core::room::Kind::Inbox,
             "the voice inbox is off on this appliance (inbox.enabled = false): the person cannot leave messages",

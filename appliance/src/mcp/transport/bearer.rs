@@ -12,7 +12,7 @@ use http::{HeaderMap, Response, StatusCode, Uri, header};
 use super::http::{Body, text_response};
 use crate::{
     auth::{Auth, AuthError, Denied, Grant, Scope},
-    state::ClientIdentity,
+    mcp::connections::ClientIdentity,
 };
 
 /// The request's grant, or the response refusing it.

@@ -31,12 +31,12 @@ use tracing::Instrument;
 
 use super::Shared;
 use crate::{
+    mcp::connections::ConnectionGuard,
     mcp::{
         HarkServer,
         framing::{self, Decoded},
         server::AUTH_METHOD,
     },
-    state::ConnectionGuard,
 };
 
 /// One unit read from a client.
@@ -142,7 +142,10 @@ pub struct FramedTransport<S> {
     gone: Option<tokio_util::sync::CancellationToken>,
     /// Checks tokens presented on the connection (`hark/auth`, or
     /// `_meta["hark/token"]` on any request) and keeps the grant.
-    auth: Option<(Arc<crate::auth::Auth>, Arc<crate::state::ClientIdentity>)>,
+    auth: Option<(
+        Arc<crate::auth::Auth>,
+        Arc<crate::mcp::connections::ClientIdentity>,
+    )>,
     closed: bool,
 }
 
@@ -181,7 +184,7 @@ where
     pub fn authenticate(
         mut self,
         auth: Arc<crate::auth::Auth>,
-        identity: Arc<crate::state::ClientIdentity>,
+        identity: Arc<crate::mcp::connections::ClientIdentity>,
     ) -> Self {
         self.auth = Some((auth, identity));
         self

@@ -25,12 +25,12 @@ use tracing::Instrument;
 use super::{Shared, bearer, page, scripts, ws};
 use crate::{
     auth::Scope,
+    mcp::connections::{ClientIdentity, TransportKind, peer_of},
     mcp::{
         HarkServer,
         framing::{self, Decoded},
         server::METHODS,
     },
-    state::{ClientIdentity, TransportKind, peer_of},
 };
 
 pub type Body = BoxBody<Bytes, Infallible>;
@@ -410,7 +410,7 @@ async fn serve(shared: Arc<Shared>, listener: TcpListener, tls: Option<tokio_rus
 /// shuts down, or it must make way.
 async fn serve_connection<I, S>(
     shared: &Shared,
-    guard: crate::state::ConnectionGuard,
+    guard: crate::mcp::connections::ConnectionGuard,
     io: I,
     service: S,
     request_wait: Duration,

@@ -27,7 +27,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use crate::{
     config::Config,
     mcp::HarkServer,
-    state::{ApplianceState, TransportKind},
+    mcp::{ServerState, connections::TransportKind},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -50,7 +50,7 @@ pub enum TransportError {
 /// What every connection handler needs.
 pub struct Shared {
     pub config: Config,
-    pub state: Arc<ApplianceState>,
+    pub state: Arc<ServerState>,
     /// What the tools may ask of the room.
     pub room: hark_core::room::Capabilities,
     pub tools: Arc<ToolRouter<HarkServer>>,
@@ -67,7 +67,7 @@ pub struct Shared {
 impl Shared {
     pub fn new(
         config: Config,
-        state: Arc<ApplianceState>,
+        state: Arc<ServerState>,
         room: hark_core::room::Capabilities,
         auth: Arc<crate::auth::Auth>,
         shutdown: CancellationToken,
@@ -98,8 +98,11 @@ impl Shared {
         transport: TransportKind,
         peer: String,
         admitted: Admitted,
-    ) -> crate::state::ConnectionGuard {
-        let guard = self.state.connect_with(transport, peer, admitted.close);
+    ) -> crate::mcp::connections::ConnectionGuard {
+        let guard = self
+            .state
+            .connections
+            .connect_with(transport, peer, admitted.close);
         let identity = guard.identity();
         identity.slot.set(admitted.slot);
         identity.set_grant(admitted.base);
@@ -253,7 +256,7 @@ impl Listeners {
     /// the accept loops' handles; connection tasks are in `shared.tasks`.
     pub fn serve(self, shared: &Arc<Shared>) -> Vec<(TransportKind, tokio::task::JoinHandle<()>)> {
         for (transport, address) in self.addresses() {
-            shared.state.add_listener(transport, address);
+            shared.state.connections.add_listener(transport, address);
         }
         let mut loops = Vec::new();
         if let Some(listener) = self.tcp {
@@ -271,7 +274,7 @@ impl Listeners {
             ));
         }
         if let Some(listener) = self.https
-            && let Some(tls) = shared.state.tls.get()
+            && let Some(tls) = shared.state.tls.as_ref()
         {
             let (shared, acceptor) = (Arc::clone(shared), tls.acceptor.clone());
             loops.push((

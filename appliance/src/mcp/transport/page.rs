@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use super::{Shared, http::Body, scripts};
 use crate::{
     auth::{Grant, Principal, Scope},
-    state::{ClientIdentity, TransportKind},
+    mcp::connections::{ClientIdentity, TransportKind},
 };
 
 const INDEX: &str = include_str!("page/index.html");
@@ -461,7 +461,7 @@ async fn page_state(shared: &Arc<Shared>, grant: &Grant) -> Value {
         .store()
         .map(|store| store.list())
         .unwrap_or_default();
-    let history = match state.history.get() {
+    let history = match state.history.as_ref() {
         Some(history) => history
             .list(crate::history::Query {
                 limit: 10,

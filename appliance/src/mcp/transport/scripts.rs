@@ -70,7 +70,7 @@ impl SseStats {
     }
 }
 
-struct Counted(Arc<crate::state::ApplianceState>);
+struct Counted(Arc<crate::mcp::ServerState>);
 
 impl Drop for Counted {
     fn drop(&mut self) {

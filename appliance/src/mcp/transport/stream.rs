@@ -17,7 +17,7 @@ use super::{
     Shared, TransportError,
     framed::{self, Frame, OUTBOUND_QUEUE, Outbound},
 };
-use crate::state::{ConnectionGuard, TransportKind, peer_of};
+use crate::mcp::connections::{ConnectionGuard, TransportKind, peer_of};
 
 /// Splits a byte stream into lines of at most `max` bytes. A longer line is
 /// reported once as [`Frame::TooLarge`] and skipped up to its newline, so the

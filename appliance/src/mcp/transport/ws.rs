@@ -28,7 +28,7 @@ use super::{
     framed::{self, Frame, OUTBOUND_QUEUE, Outbound},
     http::{Body, text_response},
 };
-use crate::state::TransportKind;
+use crate::mcp::connections::TransportKind;
 
 /// The subprotocol MCP over WebSocket uses.
 pub const SUBPROTOCOL: &str = "mcp";
@@ -89,7 +89,7 @@ pub fn upgrade(shared: Arc<Shared>, mut request: Request<Incoming>) -> Response<
     }
     let peer = request
         .extensions()
-        .get::<Arc<crate::state::ClientIdentity>>()
+        .get::<Arc<crate::mcp::connections::ClientIdentity>>()
         .map(|i| i.peer.clone())
         .unwrap_or_default();
     // The upgrade request's token (checked by the HTTP handler) holds for
@@ -100,7 +100,7 @@ pub fn upgrade(shared: Arc<Shared>, mut request: Request<Incoming>) -> Response<
         .cloned();
     let address = request
         .extensions()
-        .get::<Arc<crate::state::ClientIdentity>>()
+        .get::<Arc<crate::mcp::connections::ClientIdentity>>()
         .and_then(|i| i.address);
     let paired = grant.as_ref().is_some_and(|g| g.paired_name().is_some());
     let admitted = match shared.admit(TransportKind::Websocket, address, paired) {
@@ -166,7 +166,7 @@ pub fn upgrade(shared: Arc<Shared>, mut request: Request<Incoming>) -> Response<
 
 async fn serve_socket<S>(
     shared: Arc<Shared>,
-    guard: crate::state::ConnectionGuard,
+    guard: crate::mcp::connections::ConnectionGuard,
     socket: WebSocketStream<S>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
