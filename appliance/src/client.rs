@@ -143,7 +143,7 @@ async fn call_one(
     if let Some(token) = token {
         let reply = client
             .send_request(ClientRequest::CustomRequest(CustomRequest::new(
-                crate::mcp::server::AUTH_METHOD,
+                hark_mcp::server::AUTH_METHOD,
                 Some(json!({ "token": token })),
             )))
             .await;
@@ -265,7 +265,7 @@ pub async fn pair(target: &str, name: &str, scopes: Option<&str>) -> Result<Valu
     if let Some(scopes) = scopes {
         params["scopes"] = json!(scopes);
     }
-    custom_request(stream, &target, crate::mcp::server::PAIR_METHOD, params).await
+    custom_request(stream, &target, hark_mcp::server::PAIR_METHOD, params).await
 }
 
 /// What `hark pair` prints once paired: the token, and how to use it in
@@ -585,7 +585,7 @@ async fn open(
     let (read, mut write) = stream.into_split();
     let mut lines = BufReader::new(read).lines();
     if let Some(token) = token {
-        let auth = json!({"jsonrpc": "2.0", "id": AUTH_ID, "method": crate::mcp::server::AUTH_METHOD,
+        let auth = json!({"jsonrpc": "2.0", "id": AUTH_ID, "method": hark_mcp::server::AUTH_METHOD,
             "params": {"token": token}});
         let mut bytes = auth.to_string().into_bytes();
         bytes.push(b'\n');
@@ -700,13 +700,13 @@ pub async fn board(
         target: socket.display().to_string(),
         reason: e.to_string(),
     })?;
-    local_request(socket, crate::mcp::BOARD_METHOD, params).await
+    local_request(socket, hark_mcp::BOARD_METHOD, params).await
 }
 
 /// Sends one `hark/tokens` request (`hark token …`) over the daemon's Unix
 /// socket and returns its result.
 pub async fn tokens(socket: &std::path::Path, params: Value) -> Result<Value, ClientError> {
-    local_request(socket, crate::mcp::server::TOKENS_METHOD, params).await
+    local_request(socket, hark_mcp::server::TOKENS_METHOD, params).await
 }
 
 /// One custom request over the daemon's Unix socket, as an MCP client (the

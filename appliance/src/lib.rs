@@ -3,7 +3,9 @@
 //! The daemon is wired from these parts:
 //! - [`config`]: the TOML configuration, one struct per section.
 //! - [`service`]: lifecycle — listeners, sd-notify, watchdog, shutdown.
-//! - [`mcp`]: the MCP server, its tools and its transports.
+//! - the MCP server, its tools, transports, pairing and discovery are
+//!   crate `hark-mcp`, which reaches the room through the capabilities
+//!   [`room`] implements.
 //! - [`state`]: what the appliance knows about itself; where the audio,
 //!   speech-to-text, text-to-speech and board engines report their state.
 //! - [`client`]: `hark status` and the `hark connect` stdio bridge.
@@ -26,16 +28,13 @@
 //!   and its side in the daemon.
 
 pub mod audio;
-pub mod auth;
 pub mod board;
 pub mod cli;
 pub mod client;
 pub mod conductor;
 pub mod config;
-pub mod discovery;
 pub mod floor;
 pub mod listen;
-pub mod mcp;
 pub mod memory;
 pub mod models;
 pub mod person;
@@ -45,7 +44,6 @@ pub mod selftest;
 pub mod service;
 pub mod state;
 pub mod stt;
-pub mod tls;
 pub mod tts;
 pub mod voices;
 

@@ -115,11 +115,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if !(0.1..=60.0).contains(&timeout) {
                 anyhow::bail!("--timeout must be 0.1–60 seconds, got {timeout}");
             }
-            let found = hark::discovery::discover(Duration::from_secs_f64(timeout), &interfaces)?;
+            let found =
+                hark_mcp::discovery::discover(Duration::from_secs_f64(timeout), &interfaces)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&found)?);
             } else {
-                print!("{}", hark::discovery::format_found(&found));
+                print!("{}", hark_mcp::discovery::format_found(&found));
             }
             Ok(())
         }
@@ -135,7 +136,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 None => discovered_host()?,
             };
             // This machine's short host name, as the appliance finds its own.
-            let name = name.unwrap_or_else(|| hark::mcp::transport::guard::short_hostname(""));
+            let name = name.unwrap_or_else(|| hark_mcp::transport::guard::short_hostname(""));
             eprintln!(
                 "Asking Hark at {host} to pair `{name}`: press its button briefly within a minute to allow it (hold it to refuse)."
             );
@@ -367,7 +368,7 @@ fn token_for(given: Option<&str>, target: &str) -> Option<String> {
 /// The one appliance on the LAN, for `hark pair` without a host.
 fn discovered_host() -> anyhow::Result<String> {
     eprintln!("Looking for Hark on the LAN…");
-    let found = hark::discovery::discover(Duration::from_secs(3), &[])?;
+    let found = hark_mcp::discovery::discover(Duration::from_secs(3), &[])?;
     match found.as_slice() {
         [] => anyhow::bail!(
             "no Hark appliance answered on the LAN; give its address: `hark pair HOST`"

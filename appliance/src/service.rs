@@ -19,11 +19,8 @@ use hark_core::status::{Subsystem, SubsystemState, fixed};
 use sd_notify::NotifyState;
 use tokio_util::sync::CancellationToken;
 
-use crate::{
-    config::Config,
-    mcp::transport::{Listeners, Shared, TransportError},
-    state::ApplianceState,
-};
+use crate::{config::Config, state::ApplianceState};
+use hark_mcp::transport::{Listeners, Shared, TransportError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
@@ -90,17 +87,18 @@ pub async fn run(
     let token = CancellationToken::new();
     let grace = config.shutdown_timeout();
 
-    let mut listeners = Listeners::bind(&config).await?;
+    let mut listeners = Listeners::bind(&config.mcp).await?;
     // HTTPS: the CA and this start's certificate, made off the runtime. A
     // failure leaves HTTPS off, said in the log; the rest serves.
     let mut tls = None;
     if config.mcp.https.enabled {
         let (dir, names, addresses) = (
             config.service.state_dir.join("tls"),
-            crate::mcp::transport::guard::appliance_names(&config.service.hostname),
+            hark_mcp::transport::guard::appliance_names(&config.service.hostname),
             tls_addresses(),
         );
-        match tokio::task::spawn_blocking(move || crate::tls::open(&dir, &names, &addresses)).await
+        match tokio::task::spawn_blocking(move || hark_mcp::tls::open(&dir, &names, &addresses))
+            .await
         {
             Ok(Ok(made)) => {
                 tracing::info!(fingerprint = %made.fingerprint, ca = %made.ca_path.display(), "HTTPS ready");
@@ -262,13 +260,13 @@ pub async fn run(
     // Tokens: opening the store reads a database, off the runtime.
     let auth = {
         let (auth_config, dir) = (config.auth.clone(), config.service.state_dir.clone());
-        tokio::task::spawn_blocking(move || crate::auth::Auth::open(&auth_config, &dir))
+        tokio::task::spawn_blocking(move || hark_mcp::auth::Auth::open(&auth_config, &dir))
             .await
             .map_err(|e| ServiceError::Start(format!("authentication start-up failed: {e}")))?
     };
     let auth = Arc::new(auth);
     let room = hark_core::room::Capabilities::of(crate::room::Room::new(Arc::clone(&state)));
-    let served = Arc::new(crate::mcp::ServerState {
+    let served = Arc::new(hark_mcp::ServerState {
         bus: state.bus.clone(),
         connections: Default::default(),
         agents_seen: Arc::clone(&state.agents_seen),
@@ -279,11 +277,21 @@ pub async fn run(
         subscribers: Default::default(),
         sse: Default::default(),
     });
-    tokio::spawn(crate::mcp::resources::notify_subscribers(
+    tokio::spawn(hark_mcp::resources::notify_subscribers(
         Arc::clone(&served),
         token.clone(),
     ));
-    let shared = Arc::new(Shared::new(config, served, room, auth, token.clone()));
+    let discovery = config.discovery.clone();
+    let hostname = config.service.hostname.clone();
+    let shared = Arc::new(Shared::new(
+        config.mcp.clone(),
+        &hostname,
+        config.shutdown_timeout(),
+        served,
+        room,
+        auth,
+        token.clone(),
+    ));
     let mut loops = Vec::new();
     for (transport, handle) in listeners.serve(&shared) {
         let alive = Arc::new(AtomicBool::new(true));
@@ -302,7 +310,7 @@ pub async fn run(
     }
 
     // On the LAN by name: advertised once the listeners serve.
-    let advertising = advertise(&shared).await;
+    let advertising = advertise(&shared, discovery, &hostname).await;
 
     tracing::info!(version = env!("CARGO_PKG_VERSION"), %serving, "hark is ready");
     let status = format!("serving {serving}");
@@ -405,7 +413,7 @@ pub fn termination() -> std::io::Result<impl Future<Output = ()>> {
 
 /// The addresses the HTTPS certificate is for: this start's.
 fn tls_addresses() -> Vec<std::net::IpAddr> {
-    let mut addresses = crate::mcp::transport::guard::interface_addresses();
+    let mut addresses = hark_mcp::transport::guard::interface_addresses();
     for a in [
         std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
         std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
@@ -419,24 +427,27 @@ fn tls_addresses() -> Vec<std::net::IpAddr> {
 
 /// Advertises the appliance by mDNS (docs/mcp.md, Discovery); a failure is
 /// logged, never fatal: agents can still be given the address.
-async fn advertise(shared: &Shared) -> Option<crate::discovery::Advertising> {
-    let config = shared.config.discovery.clone();
+async fn advertise(
+    shared: &Shared,
+    config: hark_mcp::config::DiscoveryConfig,
+    hostname: &str,
+) -> Option<hark_mcp::discovery::Advertising> {
     if !config.enabled {
         return None;
     }
-    let mut advert = crate::discovery::Advert {
+    let mut advert = hark_mcp::discovery::Advert {
         instance: String::new(),
-        host: crate::mcp::transport::guard::short_hostname(&shared.config.service.hostname),
+        host: hark_mcp::transport::guard::short_hostname(hostname),
         tcp_port: None,
         http_port: None,
         auth: shared.auth.mode.as_str(),
         version: env!("CARGO_PKG_VERSION"),
     };
     for listener in shared.state.listeners() {
-        let port = crate::discovery::lan_port(&listener);
+        let port = hark_mcp::discovery::lan_port(&listener);
         match listener.transport {
-            crate::mcp::TransportKind::Tcp => advert.tcp_port = port,
-            crate::mcp::TransportKind::Http => advert.http_port = port,
+            hark_mcp::TransportKind::Tcp => advert.tcp_port = port,
+            hark_mcp::TransportKind::Http => advert.http_port = port,
             _ => {}
         }
     }
@@ -446,7 +457,7 @@ async fn advertise(shared: &Shared) -> Option<crate::discovery::Advertising> {
         config.name.trim().to_owned()
     };
     let result =
-        tokio::task::spawn_blocking(move || crate::discovery::advertise(&config, &advert)).await;
+        tokio::task::spawn_blocking(move || hark_mcp::discovery::advertise(&config, &advert)).await;
     match result {
         Ok(Ok(Some(advertising))) => {
             tracing::info!(how = %advertising.describe(), "advertised on the LAN");

@@ -9,10 +9,13 @@
 //! - [`logging`]: the daemon's log lines, and the last ones kept for the
 //!   status page;
 //! - [`scopes`]: what a paired agent may do;
+//! - [`config`]: the key-naming error and range check every section of
+//!   the configuration uses;
 //! - [`room`]: the room's capabilities, the narrow traits the MCP side
 //!   calls (listen, speak, ask, files, volume, observe, hands, pair).
 
 pub mod agents;
+pub mod config;
 pub mod events;
 pub mod files;
 pub mod logging;

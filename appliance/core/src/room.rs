@@ -119,6 +119,10 @@ impl Kind {
     }
 }
 
+/// The range of a listen's `timeout_seconds` and of `mcp.record_timeout`,
+/// in seconds.
+pub const RECORD_TIMEOUT_RANGE: (f64, f64) = (0.5, 300.0);
+
 /// `timeout_seconds` checked against its range (`lo`–`hi`); `None`: the
 /// default.
 pub fn check_timeout(
@@ -515,6 +519,48 @@ pub struct Confirmed {
     pub confidence: Option<f32>,
 }
 
+impl From<crate::words::Answer> for YesNo {
+    fn from(answer: crate::words::Answer) -> Self {
+        match answer {
+            crate::words::Answer::Yes => YesNo::Yes,
+            crate::words::Answer::No => YesNo::No,
+            crate::words::Answer::Unclear => YesNo::Unclear,
+        }
+    }
+}
+
+impl Confirmed {
+    /// Nothing said or pressed in time.
+    pub fn no_answer() -> Self {
+        Self {
+            answer: YesNo::NoAnswer,
+            by: None,
+            transcript: None,
+            confidence: None,
+        }
+    }
+
+    /// The person said `heard`, read as `answer`.
+    pub fn by_voice(answer: crate::words::Answer, heard: Heard) -> Self {
+        Self {
+            answer: answer.into(),
+            by: Some(AnsweredBy::Voice),
+            transcript: Some(heard.text),
+            confidence: heard.confidence,
+        }
+    }
+
+    /// The person answered with the button.
+    pub fn by_button(answer: crate::words::Answer) -> Self {
+        Self {
+            answer: answer.into(),
+            by: Some(AnsweredBy::Button),
+            transcript: None,
+            confidence: Some(1.0),
+        }
+    }
+}
+
 /// `choose`'s outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -568,6 +614,39 @@ pub struct Chosen {
     pub matched_by: Option<MatchedBy>,
     /// What the person said.
     pub transcript: Option<String>,
+}
+
+impl Chosen {
+    /// Nothing said in time.
+    pub fn no_answer() -> Self {
+        Self {
+            choice: None,
+            index: None,
+            outcome: ChoiceOutcome::NoAnswer,
+            by: None,
+            matched_by: None,
+            transcript: None,
+        }
+    }
+
+    /// The person said `transcript`, read as `choice` of `options`.
+    pub fn by_voice(choice: crate::words::Choice, options: &[String], transcript: String) -> Self {
+        use crate::words::Choice;
+        let (index, outcome, matched_by) = match choice {
+            Choice::Named(i) => (Some(i), ChoiceOutcome::Chosen, Some(MatchedBy::Words)),
+            Choice::Ordinal(i) => (Some(i), ChoiceOutcome::Chosen, Some(MatchedBy::Ordinal)),
+            Choice::NoneOfThem => (None, ChoiceOutcome::None, None),
+            Choice::Unclear => (None, ChoiceOutcome::Unclear, None),
+        };
+        Self {
+            choice: index.and_then(|i| options.get(i).cloned()),
+            index,
+            outcome,
+            by: Some(AnsweredBy::Voice),
+            matched_by,
+            transcript: Some(transcript),
+        }
+    }
 }
 
 pub trait Ask: Send + Sync {

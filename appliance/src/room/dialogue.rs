@@ -20,18 +20,17 @@ use std::time::Duration;
 use hark_core::{
     events::{Button, Event, Events},
     room::{
-        AnsweredBy, Ask, BoxFuture, ChoiceOutcome, Chosen, Confirmed, ConverseCall, Conversed,
-        Failure, Heard, Listen, ListenCall, MatchedBy, Progress, Question, Report, SpeakCall,
-        SpeechEnd, SpeechStatus, Spoken, YesNo, check_timeout,
+        Ask, BoxFuture, ChoiceOutcome, Chosen, Confirmed, ConverseCall, Conversed, Failure, Heard,
+        Listen, ListenCall, Progress, Question, RECORD_TIMEOUT_RANGE, Report, SpeakCall, SpeechEnd,
+        SpeechStatus, Spoken, YesNo, check_timeout,
     },
-    words::{self, Answer, Choice},
+    words::{self, Answer},
 };
 use tokio::time::Instant;
 
 use super::{Room, failure, speech};
 use crate::{
     board::ButtonAnswer,
-    config::RECORD_TIMEOUT_RANGE,
     floor::{Turn, Who},
     listen::{self, Chime, ListenError},
     state::ApplianceState,
@@ -307,23 +306,6 @@ impl Listen for Room {
     }
 }
 
-fn yes_no(answer: Answer) -> YesNo {
-    match answer {
-        Answer::Yes => YesNo::Yes,
-        Answer::No => YesNo::No,
-        Answer::Unclear => YesNo::Unclear,
-    }
-}
-
-fn by_button(answer: Answer) -> Confirmed {
-    Confirmed {
-        answer: yes_no(answer),
-        by: Some(AnsweredBy::Button),
-        transcript: None,
-        confidence: Some(1.0),
-    }
-}
-
 impl Ask for Room {
     fn converse<'a>(
         &'a self,
@@ -403,8 +385,8 @@ impl Ask for Room {
                 })
                 .await?;
             if let Some(answer) = button.drain(&mut dialogue.events) {
-                asking.answered(yes_no(answer).as_str());
-                return Ok(by_button(answer));
+                asking.answered(YesNo::from(answer).as_str());
+                return Ok(Confirmed::by_button(answer));
             }
             // The button is down already: the person is answering.
             let chime = if button.down() {
@@ -415,28 +397,19 @@ impl Ask for Room {
             let timeout = dialogue.timeout;
             let heard = match dialogue.hear_or_press(timeout, chime, &mut button).await? {
                 Listened::Button(answer) => {
-                    asking.answered(yes_no(answer).as_str());
-                    return Ok(by_button(answer));
+                    asking.answered(YesNo::from(answer).as_str());
+                    return Ok(Confirmed::by_button(answer));
                 }
                 Listened::Heard(heard) => heard,
             };
             if !heard.speech {
                 asking.answered(YesNo::NoAnswer.as_str());
-                return Ok(Confirmed {
-                    answer: YesNo::NoAnswer,
-                    by: None,
-                    transcript: None,
-                    confidence: None,
-                });
+                return Ok(Confirmed::no_answer());
             }
-            let answer = yes_no(self.state.yes_no().classify(&heard.text));
-            asking.answered(answer.as_str());
-            Ok(Confirmed {
-                answer,
-                by: Some(AnsweredBy::Voice),
-                transcript: Some(heard.text),
-                confidence: heard.confidence,
-            })
+            let answer = self.state.yes_no().classify(&heard.text);
+            let confirmed = Confirmed::by_voice(answer, heard);
+            asking.answered(confirmed.answer.as_str());
+            Ok(confirmed)
         })
     }
 
@@ -465,30 +438,12 @@ impl Ask for Room {
             let heard = dialogue.hear(request).await?;
             if !heard.speech {
                 asking.answered(ChoiceOutcome::NoAnswer.as_str());
-                return Ok(Chosen {
-                    choice: None,
-                    index: None,
-                    outcome: ChoiceOutcome::NoAnswer,
-                    by: None,
-                    matched_by: None,
-                    transcript: None,
-                });
+                return Ok(Chosen::no_answer());
             }
-            let (index, outcome, matched_by) = match words::choose(&heard.text, &options) {
-                Choice::Named(i) => (Some(i), ChoiceOutcome::Chosen, Some(MatchedBy::Words)),
-                Choice::Ordinal(i) => (Some(i), ChoiceOutcome::Chosen, Some(MatchedBy::Ordinal)),
-                Choice::NoneOfThem => (None, ChoiceOutcome::None, None),
-                Choice::Unclear => (None, ChoiceOutcome::Unclear, None),
-            };
-            asking.answered(outcome.as_str());
-            Ok(Chosen {
-                choice: index.and_then(|i| options.get(i).cloned()),
-                index,
-                outcome,
-                by: Some(AnsweredBy::Voice),
-                matched_by,
-                transcript: Some(heard.text),
-            })
+            let choice = words::choose(&heard.text, &options);
+            let chosen = Chosen::by_voice(choice, &options, heard.text);
+            asking.answered(chosen.outcome.as_str());
+            Ok(chosen)
         })
     }
 }

@@ -238,7 +238,7 @@ impl Appliance {
             .client
             .send_cancellable_request(
                 ClientRequest::CustomRequest(CustomRequest::new(
-                    crate::mcp::SELFTEST_METHOD,
+                    hark_mcp::SELFTEST_METHOD,
                     Some(params),
                 )),
                 PeerRequestOptions::no_options(),

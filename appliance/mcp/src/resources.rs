@@ -1,0 +1,199 @@
+//! The resources Hark serves: `hark://inbox`, the person's messages that
+//! wait for an agent (those the reading agent may take), so an agent can be
+//! woken instead of polling.
+//!
+//! Two ways to be told when it changes, one per protocol era:
+//! - `resources/subscribe` (clients that `initialize`): the subscription
+//!   is kept here with the connection's peer, and every inbox event on the
+//!   event stream sends it `notifications/resources/updated`;
+//! - `subscriptions/listen` (2026-07-28): the listen request itself stays
+//!   open and carries the same notifications until it is cancelled.
+//!
+//! Either way the agent counts as reachable for the inbox while it is
+//! subscribed, so Hark does not tell the person that nobody is listening.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rmcp::{
+    ErrorData, RoleServer,
+    model::{
+        CacheScope, ListResourcesResult, ReadResourceResult, Resource, ResourceContents,
+        ResourceUpdatedNotificationParam,
+    },
+    service::{Peer, RequestContext},
+};
+use tokio_util::sync::CancellationToken;
+
+use super::tools::wait_for_person::PersonMessage;
+use crate::ServerState;
+use hark_core::events::{self, Event};
+use hark_store::inbox::{Inbox, PresenceGuard};
+
+/// The voice inbox's URI.
+pub const INBOX_URI: &str = "hark://inbox";
+
+/// `resources/list`.
+pub fn list() -> ListResourcesResult {
+    ListResourcesResult::with_all_items(vec![
+        Resource::new(INBOX_URI, "inbox")
+            .with_title("The person's messages")
+            .with_description(
+                "Messages the person in the room spoke to the agents (they press the button and \
+                 talk) that no agent has taken yet: those you may take, oldest first. Take one with \
+                 wait_for_person. Subscribe to be told when it changes.",
+            )
+            .with_mime_type("application/json"),
+    ])
+    .with_ttl_ms(0)
+}
+
+/// Whether `uri` names a resource Hark serves.
+pub fn check(uri: &str) -> Result<(), ErrorData> {
+    if uri == INBOX_URI {
+        Ok(())
+    } else {
+        Err(ErrorData::new(
+            rmcp::model::ErrorCode::RESOURCE_NOT_FOUND,
+            format!("no resource `{uri}`; this appliance serves {INBOX_URI}"),
+            Some(serde_json::json!({ "uri": uri })),
+        ))
+    }
+}
+
+/// `resources/read` of the inbox, as `agent` sees it.
+pub async fn read(
+    inbox: Option<&Arc<Inbox>>,
+    agent: &str,
+) -> Result<ReadResourceResult, ErrorData> {
+    let messages = match inbox {
+        Some(inbox) => inbox
+            .waiting_for(Some(agent))
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("cannot read the inbox: {e}"), None))?,
+        None => Vec::new(),
+    };
+    let messages: Vec<PersonMessage> = messages.iter().map(PersonMessage::from).collect();
+    let body = serde_json::json!({
+        "enabled": inbox.is_some(),
+        "waiting": messages.len(),
+        "messages": messages,
+    });
+    Ok(
+        ReadResourceResult::new(vec![ResourceContents::TextResourceContents {
+            uri: INBOX_URI.into(),
+            mime_type: Some("application/json".into()),
+            text: body.to_string(),
+            meta: None,
+        }])
+        // Changes whenever the person speaks or an agent takes a message.
+        .with_ttl_ms(0)
+        .with_cache_scope(CacheScope::Private),
+    )
+}
+
+struct Legacy {
+    /// The connection (or HTTP session) that subscribed.
+    conn: String,
+    peer: Peer<RoleServer>,
+    gone: Option<CancellationToken>,
+    _present: Option<PresenceGuard>,
+}
+
+/// The `resources/subscribe` subscriptions.
+#[derive(Default)]
+pub struct Subscribers {
+    legacy: Mutex<Vec<Legacy>>,
+}
+
+/// Which connection (or HTTP session) a request came on.
+pub fn connection_of(
+    identity: Option<&crate::connections::ClientIdentity>,
+    context: &RequestContext<RoleServer>,
+) -> String {
+    let session = context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.headers.get("mcp-session-id"))
+        .and_then(|v| v.to_str().ok());
+    match (session, identity) {
+        (Some(session), _) => format!("session {session}"),
+        (None, Some(identity)) => format!("connection {}", identity.id),
+        (None, None) => "unknown".into(),
+    }
+}
+
+impl Subscribers {
+    pub fn subscribe(
+        &self,
+        conn: String,
+        peer: Peer<RoleServer>,
+        gone: Option<CancellationToken>,
+        present: Option<PresenceGuard>,
+    ) {
+        let mut legacy = self.legacy.lock().unwrap_or_else(PoisonError::into_inner);
+        // Subscribing twice is one subscription.
+        legacy.retain(|l| l.conn != conn);
+        legacy.push(Legacy {
+            conn,
+            peer,
+            gone,
+            _present: present,
+        });
+    }
+
+    pub fn unsubscribe(&self, conn: &str) {
+        self.legacy
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|l| l.conn != conn);
+    }
+
+    /// The live subscribers' peers (dropping those whose connection ended).
+    fn peers(&self) -> Vec<Peer<RoleServer>> {
+        let mut legacy = self.legacy.lock().unwrap_or_else(PoisonError::into_inner);
+        legacy.retain(|l| {
+            !l.peer.is_transport_closed() && !l.gone.as_ref().is_some_and(|g| g.is_cancelled())
+        });
+        legacy.iter().map(|l| l.peer.clone()).collect()
+    }
+}
+
+/// Whether an event changes what `hark://inbox` shows.
+pub fn changes_inbox(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::InboxArrived { .. }
+            | Event::InboxTaken { .. }
+            | Event::InboxDropped { .. }
+            | Event::InboxRestored { .. }
+    )
+}
+
+/// Tells every `resources/subscribe` subscriber when the inbox changes,
+/// until `token` is cancelled. A subscriber that does not read is given a
+/// second, then skipped: it never holds up the others.
+pub async fn notify_subscribers(state: Arc<ServerState>, token: CancellationToken) {
+    let mut events = state.bus.subscribe();
+    loop {
+        let event = tokio::select! {
+            () = token.cancelled() => return,
+            event = events::next(&mut events, "inbox subscriptions") => event,
+        };
+        let Some(event) = event else { return };
+        if !changes_inbox(&event.event) {
+            continue;
+        }
+        for peer in state.subscribers.peers() {
+            tokio::spawn(async move {
+                let sent = tokio::time::timeout(
+                    std::time::Duration::from_secs(1),
+                    peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(INBOX_URI)),
+                )
+                .await;
+                if !matches!(sent, Ok(Ok(()))) {
+                    tracing::debug!("a subscriber was not told that the inbox changed");
+                }
+            });
+        }
+    }
+}

@@ -1,0 +1,715 @@
+//! The MCP server handler. One [`HarkServer`] is made per connection (per
+//! session for Streamable HTTP); all of them share the appliance state and
+//! the tool router, which is built once.
+
+use std::{borrow::Cow, sync::Arc};
+
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler,
+    handler::server::{router::tool::ToolRouter, tool::ToolCallContext},
+    model::{
+        CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
+        Implementation, InitializeRequestParams, InitializeResult, ProtocolVersion,
+        ServerCapabilities, ServerConfig,
+    },
+    service::RequestContext,
+    tool_handler,
+};
+use tracing::Instrument;
+
+use hark_core::room::Refusal;
+
+use super::resources;
+use crate::{ServerState, connections::ClientIdentity};
+
+/// What agents are told about the appliance in `initialize` / `server/discover`.
+const INSTRUCTIONS: &str = "Hark is a voice appliance in a room: a microphone array, a speaker, \
+a push-to-talk button and status lights. Call get_status to see whether the microphone is open \
+or the speaker is playing, and which subsystems are ready. Talk with the person: speak_text, \
+transcribe_voice, or converse (speak, then listen, in one call). Before anything risky or \
+irreversible ask with confirm and proceed only on yes; let them pick with choose. The person can \
+start a conversation too: they press the button and speak, and wait_for_person returns what they \
+said (call it in a loop, or subscribe to the hark://inbox resource to be told).";
+
+/// The requests Hark serves. (`initialize` and `ping` only to clients before
+/// 2026-07-28; rmcp answers them as removed methods to later ones.) Any other
+/// method is answered with -32601, whatever its params.
+pub const METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "subscriptions/listen",
+];
+
+/// The simulated board's controls (`hark button`, `hark mute`), served on
+/// the Unix socket only.
+pub const BOARD_METHOD: &str = "hark/board";
+
+/// One step of `hark selftest` (`crate::selftest::serve`), served on the
+/// Unix socket only.
+pub const SELFTEST_METHOD: &str = "hark/selftest";
+
+#[derive(Clone)]
+pub struct HarkServer {
+    pub(crate) state: Arc<ServerState>,
+    /// What the tools may ask of the room.
+    pub(crate) room: hark_core::room::Capabilities,
+    /// Set for stream transports (TCP, Unix, WebSocket), where one handler
+    /// serves one connection. Streamable HTTP sessions span connections, so
+    /// their identity travels with each request instead (see [`identity`]).
+    pub(crate) identity: Option<Arc<ClientIdentity>>,
+    pub(crate) tools: Arc<ToolRouter<HarkServer>>,
+}
+
+impl HarkServer {
+    /// The tool router, built once at start-up and shared by every connection.
+    pub fn router() -> Arc<ToolRouter<HarkServer>> {
+        Arc::new(
+            Self::get_status_router()
+                + Self::set_volume_router()
+                + Self::transcribe_voice_router()
+                + Self::transcribe_audio_router()
+                + Self::detect_language_router()
+                + Self::transcribe_batch_router()
+                + Self::speak_text_router()
+                + Self::synthesize_speech_router()
+                + Self::voices_router()
+                + Self::wait_for_person_router()
+                + Self::converse_router()
+                + Self::confirm_router()
+                + Self::choose_router()
+                + Self::list_captures_router(),
+        )
+    }
+
+    pub fn new(
+        state: Arc<ServerState>,
+        room: hark_core::room::Capabilities,
+        tools: Arc<ToolRouter<HarkServer>>,
+        identity: Option<Arc<ClientIdentity>>,
+    ) -> Self {
+        Self {
+            state,
+            room,
+            identity,
+            tools,
+        }
+    }
+
+    /// What the calling agent puts to the person (`converse`, `confirm`,
+    /// `choose`): its text and voice, the answer's timeout, whether to wait
+    /// for the microphone (default yes).
+    pub(crate) fn question(
+        &self,
+        context: &RequestContext<RoleServer>,
+        text: String,
+        voice: Option<String>,
+        timeout: Option<f64>,
+        queue: Option<bool>,
+    ) -> hark_core::room::Question {
+        hark_core::room::Question {
+            agent: self.agent_name(context),
+            text,
+            voice,
+            timeout,
+            queue: queue.unwrap_or(true),
+        }
+    }
+
+    /// Shows the calling client doing `what` in `get_status` until the
+    /// guard drops.
+    pub(crate) fn doing(
+        &self,
+        context: &RequestContext<RoleServer>,
+        what: &'static str,
+    ) -> Option<crate::connections::DoingGuard> {
+        self.identity(context).map(|identity| identity.doing(what))
+    }
+
+    /// The identity of the client making this request.
+    pub fn identity(&self, context: &RequestContext<RoleServer>) -> Option<Arc<ClientIdentity>> {
+        self.identity
+            .clone()
+            .or_else(|| identity_from_extensions(&context.extensions))
+    }
+
+    /// What the client making this request may do: an HTTP request's own
+    /// grant (from its `Authorization` header), else its connection's.
+    pub fn grant(&self, context: &RequestContext<RoleServer>) -> Arc<crate::auth::Grant> {
+        if let Some(grant) = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Arc<crate::auth::Grant>>())
+        {
+            return Arc::clone(grant);
+        }
+        self.identity(context)
+            .map(|i| i.grant())
+            .unwrap_or_else(|| Arc::new(crate::auth::Grant::unpaired()))
+    }
+
+    /// Checks that the client may use `scope` for `what`; the MCP error
+    /// (for resources; tools answer a tool error instead) if not.
+    pub fn require(
+        &self,
+        context: &RequestContext<RoleServer>,
+        scope: crate::auth::Scope,
+        what: &str,
+    ) -> Result<(), ErrorData> {
+        self.grant(context)
+            .allows(scope, what)
+            .map_err(|denied| ErrorData::new(ErrorCode(AUTH_ERROR), denied.to_string(), None))
+    }
+
+    /// The name of the agent making this request: a paired agent's token
+    /// name, else the `X-Hark-Client`
+    /// header (HTTP requests, the WebSocket upgrade) if it sent one, else
+    /// its `clientInfo.name` (from `initialize`, or from the request's
+    /// `_meta` under 2026-07-28). Remembered, so that the person can
+    /// address messages to it, and shown in `get_status`.
+    pub fn agent_name(&self, context: &RequestContext<RoleServer>) -> String {
+        let identity = self.identity(context);
+        // The token's name is who the agent is; what it calls itself is
+        // only a label until it pairs.
+        if let Some(name) = self.grant(context).paired_name() {
+            self.state.agent_seen(name);
+            if let Some(identity) = &identity {
+                identity.set_client_name(name);
+            }
+            return name.to_owned();
+        }
+        let header = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.headers.get(CLIENT_HEADER))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let name = identity
+            .as_ref()
+            .and_then(|i| i.declared.get().cloned())
+            .or(header)
+            // A 2026-07-28 request names its client itself; rmcp gives
+            // stateless requests a placeholder peer.
+            .or_else(|| context.meta.client_info().map(|info| info.name))
+            .or_else(|| {
+                context
+                    .peer
+                    .peer_info()
+                    .map(|info| info.client_info.name.clone())
+            })
+            .or_else(|| identity.as_ref().and_then(|i| i.client_name()))
+            .filter(|name| !name.trim().is_empty())
+            .unwrap_or_else(|| UNNAMED.to_owned());
+        if name != UNNAMED {
+            self.state.agent_seen(&name);
+            if let Some(identity) = &identity {
+                identity.set_client_name(&name);
+            }
+        }
+        name
+    }
+}
+
+/// The JSON-RPC error code of a self-test step that failed; the message
+/// says why.
+pub const STEP_FAILED: i32 = -32010;
+
+/// What the hands refused, as the JSON-RPC error it is.
+fn refused(refusal: Refusal) -> ErrorData {
+    match refusal {
+        Refusal::Invalid(message) => ErrorData::invalid_params(message, None),
+        Refusal::Unavailable(message) => ErrorData::new(ErrorCode::INVALID_REQUEST, message, None),
+        Refusal::Failed { message, step } => ErrorData::new(
+            ErrorCode(STEP_FAILED),
+            message,
+            Some(serde_json::json!({ "step": step })),
+        ),
+        Refusal::Broken(message) => ErrorData::internal_error(message, None),
+    }
+}
+
+/// The JSON-RPC error code of a request refused for want of a token (or a
+/// scope), and of a token refused.
+pub const AUTH_ERROR: i32 = -32001;
+
+/// Manages tokens (`hark token …`): the Unix socket, or an admin token.
+pub const TOKENS_METHOD: &str = "hark/tokens";
+
+/// Asks to pair by the button (`hark pair`): open to unpaired clients,
+/// answered when the person presses (or not).
+pub const PAIR_METHOD: &str = "hark/pair";
+
+/// Presents a token on a stream connection (raw TCP, WebSocket), before or
+/// after `initialize`. Answered by the transport itself.
+pub const AUTH_METHOD: &str = "hark/auth";
+
+/// The name of an agent that gave none.
+pub const UNNAMED: &str = "unnamed client";
+
+/// The HTTP (and WebSocket upgrade) header an agent may name itself with.
+pub const CLIENT_HEADER: &str = "x-hark-client";
+
+/// Checks an `X-Hark-Client` value: 1–64 printable characters.
+pub fn check_client_name(value: &http::HeaderValue) -> Result<String, String> {
+    let text = value
+        .to_str()
+        .map_err(|_| "X-Hark-Client must be plain text (visible ASCII)".to_owned())?
+        .trim();
+    if text.is_empty() || text.chars().count() > 64 || text.chars().any(char::is_control) {
+        return Err(format!(
+            "X-Hark-Client must be 1–64 printable characters, got {} characters",
+            text.chars().count()
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+impl HarkServer {
+    /// `hark/pair`: asks the person, by voice and the pairing light, to
+    /// allow this agent; a short press makes its token.
+    async fn pair(
+        &self,
+        params: Option<serde_json::Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<serde_json::Value, ErrorData> {
+        let request: crate::auth::pairing::PairRequest = serde_json::from_value(
+            params.unwrap_or_else(|| serde_json::json!({})),
+        )
+        .map_err(|e| {
+            ErrorData::invalid_params(format!("Invalid params for `{PAIR_METHOD}`: {e}"), None)
+        })?;
+        let auth = &self.state.auth;
+        let identity = self.identity(context);
+        let address = identity.as_ref().and_then(|i| i.address);
+        // The pairing ends when the request is cancelled or its connection
+        // goes, whichever comes first.
+        let gone = tokio_util::sync::CancellationToken::new();
+        let _stop_watching = gone.clone().drop_guard();
+        {
+            let (gone, ct) = (gone.clone(), context.ct.clone());
+            let left = identity.map(|i| i.gone.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = gone.cancelled() => {}
+                    () = ct.cancelled() => gone.cancel(),
+                    () = async { match &left { Some(l) => l.cancelled().await, None => std::future::pending().await } } => gone.cancel(),
+                }
+            });
+        }
+        match auth
+            .pairings
+            .pair(
+                self.room.pair.as_ref(),
+                auth.store(),
+                request,
+                address,
+                gone,
+            )
+            .await
+        {
+            Ok(paired) => {
+                let mut result = serde_json::to_value(&paired)
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                // Where to use the token: the ports this appliance serves.
+                for listener in self.state.listeners() {
+                    let port = listener.socket_addr().map(|a| a.port());
+                    let key = match listener.transport {
+                        crate::connections::TransportKind::Tcp => "tcp_port",
+                        crate::connections::TransportKind::Http => "http_port",
+                        crate::connections::TransportKind::Https => "https_port",
+                        _ => continue,
+                    };
+                    if let Some(port) = port {
+                        result[key] = port.into();
+                    }
+                }
+                // HTTPS: the CA to trust, and its fingerprint to compare.
+                if let Some(tls) = self.state.tls.as_ref() {
+                    result["ca_pem"] = tls.ca_pem.clone().into();
+                    result["ca_sha256"] = tls.fingerprint.clone().into();
+                }
+                Ok(result)
+            }
+            Err(crate::auth::pairing::PairError::Invalid(why)) => {
+                Err(ErrorData::invalid_params(why, None))
+            }
+            Err(e) => {
+                let retry_after = match &e {
+                    crate::auth::pairing::PairError::Pending { retry_after, .. }
+                    | crate::auth::pairing::PairError::TooMany { retry_after, .. } => {
+                        Some(retry_after.as_secs().max(1))
+                    }
+                    _ => None,
+                };
+                Err(ErrorData::new(
+                    ErrorCode(AUTH_ERROR),
+                    e.to_string(),
+                    Some(
+                        serde_json::json!({ "reason": e.reason(), "retry_after_secs": retry_after }),
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// The span a tool call runs in: which agent asked for what, over which
+    /// transport, from where.
+    fn tool_span(&self, tool: &str, context: &RequestContext<RoleServer>) -> tracing::Span {
+        let identity = self.identity(context);
+        let client = self.agent_name(context);
+        tracing::info_span!(
+            "tool",
+            tool = %tool,
+            id = %context.id,
+            client = %client,
+            transport = identity.as_ref().map(|i| i.transport.as_str()).unwrap_or(""),
+            peer = identity.as_ref().map(|i| i.peer.as_str()).unwrap_or(""),
+        )
+    }
+}
+
+fn identity_from_extensions(extensions: &rmcp::model::Extensions) -> Option<Arc<ClientIdentity>> {
+    extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Arc<ClientIdentity>>())
+        .cloned()
+}
+
+#[tool_handler(router = self.tools)]
+impl ServerHandler for HarkServer {
+    fn get_info(&self) -> ServerConfig {
+        InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("hark", env!("CARGO_PKG_VERSION"))
+                .with_title("Hark voice appliance"),
+        )
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        if let Some(identity) = self.identity(&context)
+            && identity.declared.get().is_none()
+            && identity.grant().paired_name().is_none()
+        {
+            identity.set_client_name(&request.client_info.name);
+        }
+        tracing::info!(
+            client = %request.client_info.name,
+            client_version = %request.client_info.version,
+            protocol = %request.protocol_version,
+            "client initialized"
+        );
+        Ok(ServerHandler::get_info(self))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
+        Ok(resources::list())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
+        // None: the one resource has a fixed URI.
+        Ok(rmcp::model::ListResourceTemplatesResult::with_all_items(Vec::new()).with_ttl_ms(0))
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        resources::check(&request.uri)?;
+        self.require(&context, crate::auth::Scope::Listen, "the voice inbox")?;
+        let agent = self.agent_name(&context);
+        resources::read(self.state.inbox.as_ref(), &agent)
+            .await
+            .map(Into::into)
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        resources::check(&request.uri)?;
+        self.require(&context, crate::auth::Scope::Listen, "the voice inbox")?;
+        let identity = self.identity(&context);
+        let conn = resources::connection_of(identity.as_deref(), &context);
+        let agent = self.agent_name(&context);
+        // A stream connection's end ends the subscription; an HTTP
+        // session outlives its connections, and its peer says when it ends.
+        let gone = identity
+            .as_ref()
+            .filter(|i| !i.transport.is_http())
+            .map(|i| i.gone.clone());
+        let present = self.state.inbox.as_ref().map(|inbox| {
+            let peer = context.peer.clone();
+            let gone = gone.clone();
+            inbox.present(
+                &agent,
+                Box::new(move || {
+                    !peer.is_transport_closed() && !gone.as_ref().is_some_and(|g| g.is_cancelled())
+                }),
+            )
+        });
+        tracing::info!(%agent, %conn, "subscribed to the inbox");
+        self.state
+            .subscribers
+            .subscribe(conn, context.peer.clone(), gone, present);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        resources::check(&request.uri)?;
+        let identity = self.identity(&context);
+        self.state
+            .subscribers
+            .unsubscribe(&resources::connection_of(identity.as_deref(), &context));
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        let inbox = requested
+            .resource_subscriptions
+            .as_ref()
+            .is_some_and(|uris| uris.iter().any(|u| u == resources::INBOX_URI));
+        Some(if inbox {
+            rmcp::model::SubscriptionFilter::builder()
+                .resource_subscriptions(vec![resources::INBOX_URI.to_owned()])
+                .build()
+        } else {
+            rmcp::model::SubscriptionFilter::new()
+        })
+    }
+
+    async fn listen(
+        &self,
+        subscription: rmcp::service::SubscriptionContext,
+    ) -> Result<(), ErrorData> {
+        let sink = subscription.sink().clone();
+        let watching = sink
+            .accepted()
+            .resource_subscriptions
+            .as_ref()
+            .is_some_and(|uris| uris.iter().any(|u| u == resources::INBOX_URI));
+        if !watching {
+            subscription.cancelled().await;
+            return Ok(());
+        }
+        let context = subscription.request_context();
+        self.require(context, crate::auth::Scope::Listen, "the voice inbox")?;
+        let agent = self.agent_name(context);
+        // The listen request's own cancellation covers HTTP; a stream
+        // connection that ends cancels it sooner.
+        let gone = self
+            .identity(context)
+            .filter(|i| !i.transport.is_http())
+            .map(|i| i.gone.clone());
+        let mut events = self.state.bus.subscribe();
+        let _present = self.state.inbox.as_ref().map(|inbox| {
+            let ct = context.ct.clone();
+            inbox.present(&agent, Box::new(move || !ct.is_cancelled()))
+        });
+        tracing::info!(%agent, "listening for inbox changes");
+        loop {
+            tokio::select! {
+                () = subscription.cancelled() => break,
+                () = async { match &gone { Some(g) => g.cancelled().await, None => std::future::pending().await } } => break,
+                event = hark_core::events::next(&mut events, "inbox listen") => {
+                    let Some(event) = event else { break };
+                    if resources::changes_inbox(&event.event)
+                        && let Err(e) = sink.notify_resource_updated(resources::INBOX_URI).await
+                    {
+                        tracing::debug!(error = %e, "inbox listener gone");
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        // `hark button` and `hark mute`: the simulated board's hands. Only
+        // on the Unix socket, whose file mode limits it to this machine's
+        // administrators: no agent may press the button or unmute the
+        // microphone, so it is no tool and not served on the network.
+        let local = self
+            .identity(&context)
+            .is_some_and(|i| i.transport == crate::connections::TransportKind::Unix);
+        if request.method == BOARD_METHOD && local {
+            let control: hark_core::room::BoardControl =
+                serde_json::from_value(request.params.unwrap_or_default()).map_err(|e| {
+                    ErrorData::invalid_params(
+                        format!("hark/board takes {{\"button\": \"press|hold|release\"}} or {{\"mute\": true|false}}: {e}"),
+                        None,
+                    )
+                })?;
+            return self
+                .room
+                .hands
+                .control(control)
+                .await
+                .map(CustomResult)
+                .map_err(refused);
+        }
+        // `hark selftest`: it records the room and takes the button, so it
+        // is for the appliance's own administrators, like `hark/board`.
+        if request.method == SELFTEST_METHOD && local {
+            let params = request.params.unwrap_or_default();
+            let step = params
+                .get("step")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("?")
+                .to_owned();
+            let gone = self.identity(&context).map(|i| i.gone.clone());
+            let gone = async {
+                match gone {
+                    Some(gone) => gone.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let done = tokio::select! {
+                done = self.room.hands.selftest(params) => done,
+                () = context.ct.cancelled() => Err(Refusal::Failed { message: "the step was cancelled".into(), step }),
+                () = gone => Err(Refusal::Failed { message: "the step was cancelled".into(), step }),
+            };
+            return done.map(CustomResult).map_err(refused);
+        }
+        // Tokens: the appliance's own administrators, or an agent given
+        // the admin scope.
+        if request.method == TOKENS_METHOD {
+            self.require(&context, crate::auth::Scope::Admin, "the tokens")?;
+            return crate::auth::manage(&self.state, request.params)
+                .await
+                .map(CustomResult);
+        }
+        if request.method == PAIR_METHOD {
+            return self.pair(request.params, &context).await.map(CustomResult);
+        }
+        // rmcp's default answer carries only the method name as its message.
+        Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("Method not found: `{}`", request.method),
+            None,
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // rmcp answers an unknown tool with a bare "tool not found"; name the
+        // tool and what is served so an agent (or its human) can fix the call.
+        if !self.tools.has_route(&request.name) {
+            let known: Vec<_> = self.tools.list_all().into_iter().map(|t| t.name).collect();
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown tool `{}`; this appliance serves: {}",
+                    request.name,
+                    known.join(", ")
+                ),
+                None,
+            ));
+        }
+        if let Some(scope) = crate::auth::scopes::for_tool(&request.name)
+            && let Err(denied) = self
+                .grant(&context)
+                .allows(scope, &format!("`{}`", request.name))
+        {
+            let _span = self.tool_span(&request.name, &context).entered();
+            tracing::info!(kind = denied.kind().name(), "tool call refused");
+            return Ok(
+                super::tools::ToolError::new(denied.kind(), denied.to_string())
+                    .with_context(serde_json::json!({
+                        "tool": request.name,
+                        "scope": scope.as_str(),
+                    }))
+                    .into_result()
+                    .into(),
+            );
+        }
+        if let Some(tool) = self.tools.get(&request.name)
+            && let Err(wrong) =
+                super::tools::check_argument_types(&tool.input_schema, request.arguments.as_ref())
+        {
+            return Ok(wrong.into_result().into());
+        }
+        let span = self.tool_span(&request.name, &context);
+        // Revoking the token ends the call (see `tools::call_ended`); say so.
+        let grant = self.grant(&context);
+        let revoked = grant
+            .paired_name()
+            .map(|name| (name.to_owned(), self.state.auth.revoked(name)));
+        async move {
+            let mut result = self
+                .tools
+                .call(ToolCallContext::new(self, request, context))
+                .await;
+            if let Some((name, revoked)) = revoked
+                && revoked.is_cancelled()
+                && matches!(&result, Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true))
+            {
+                result = Ok(super::tools::ToolError::new(
+                    hark_core::room::Kind::NotPaired,
+                    format!(
+                        "the token `{name}` was revoked during this call, which ended; {}",
+                        crate::auth::HOW_TO_PAIR
+                    ),
+                )
+                .into_result()
+                .into());
+            }
+            // Answers at debug: agents may poll get_status many times a
+            // minute. Failures are worth a line at info.
+            match &result {
+                Ok(_) => tracing::debug!("tool call answered"),
+                Err(error) => tracing::info!(code = error.code.0, message = %error.message, "tool call failed"),
+            }
+            result
+        }
+        .instrument(span)
+        .await
+    }
+}

@@ -1,0 +1,245 @@
+//! The tools Hark serves, one file each: a tool parses its arguments, makes
+//! one call through the room capability it needs
+//! ([`hark_core::room::Capabilities`]) and formats the result; what a call
+//! is doing reaches the client as progress ([`report`]).
+//!
+//! Tool failures an agent can act on are tool results with `isError` set
+//! ([`ToolError`]): the text says what went wrong and what to do, and the
+//! structured content carries a machine-readable type (seed 004's error
+//! types) and the context.
+
+pub mod choose;
+pub mod confirm;
+pub mod converse;
+pub mod detect_language;
+pub mod get_status;
+pub mod list_captures;
+pub mod set_volume;
+pub mod speak_text;
+pub mod synthesize_speech;
+pub mod transcribe_audio;
+pub mod transcribe_batch;
+pub mod transcribe_voice;
+pub mod voices;
+pub mod wait_for_person;
+
+pub mod report;
+
+use hark_core::room::{Failure, Kind};
+use rmcp::{
+    RoleServer,
+    model::{CallToolResult, ContentBlock as Content},
+    service::RequestContext,
+};
+use serde_json::{Value, json};
+
+/// A failed tool call, as the agent sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolError {
+    /// What kind of failure: its name is the structured content's `type`
+    /// (`AudioFormatError`, `BusyError`, … seed 004's error types and the
+    /// appliance's own).
+    pub kind: Kind,
+    pub message: String,
+    pub context: Value,
+}
+
+impl ToolError {
+    pub fn new(kind: Kind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            context: Value::Null,
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(Kind::InvalidArgument, message)
+    }
+
+    pub fn cancelled(message: impl Into<String>) -> Self {
+        Self::new(Kind::Cancelled, message)
+    }
+
+    pub fn with_context(mut self, context: Value) -> Self {
+        self.context = context;
+        self
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "type": self.kind.name(),
+            "message": self.message,
+            "context": self.context,
+        })
+    }
+
+    pub fn into_result(self) -> CallToolResult {
+        let mut result = CallToolResult::error(vec![Content::text(self.message.clone())]);
+        result.structured_content = Some(json!({ "error": self.to_json() }));
+        result
+    }
+}
+
+impl From<Failure> for ToolError {
+    fn from(f: Failure) -> Self {
+        Self {
+            kind: f.kind,
+            message: f.message,
+            context: f.context,
+        }
+    }
+}
+
+/// Resolves when the call should stop: cancelled by the client
+/// (`notifications/cancelled`), or the client's connection ended.
+pub async fn call_ended(server: &crate::HarkServer, context: &RequestContext<RoleServer>) {
+    // A call made under a token ends when the token is revoked.
+    let revoked = match server.grant(context).paired_name() {
+        Some(name) => server.state.auth.revoked(name),
+        None => tokio_util::sync::CancellationToken::new(),
+    };
+    tokio::select! {
+        () = revoked.cancelled() => {}
+        () = connection_or_call_ended(server, context) => {}
+    }
+}
+
+async fn connection_or_call_ended(
+    server: &crate::HarkServer,
+    context: &RequestContext<RoleServer>,
+) {
+    match server.identity(context) {
+        Some(identity) => {
+            let gone = identity.gone.clone();
+            tokio::select! {
+                _ = context.ct.cancelled() => {}
+                _ = gone.cancelled() => {}
+            }
+        }
+        None => context.ct.cancelled().await,
+    }
+}
+
+/// Sends a progress notification when the client asked for them (a
+/// progress token in the request's `_meta`).
+pub async fn progress(
+    context: &RequestContext<RoleServer>,
+    step: f64,
+    total: Option<f64>,
+    message: &str,
+) {
+    if let Some(token) = context.meta.get_progress_token() {
+        let mut param = rmcp::model::ProgressNotificationParam::new(token, step);
+        param.total = total;
+        param.message = Some(message.to_owned());
+        if let Err(e) = context.peer.notify_progress(param).await {
+            tracing::debug!(error = %e, "progress notification not sent");
+        }
+    }
+}
+
+/// A successful result: `text` for the agent to read, `structured` for
+/// programs (it matches the tool's output schema).
+pub fn success(text: impl Into<String>, structured: impl serde::Serialize) -> CallToolResult {
+    let mut result = CallToolResult::success(vec![Content::text(text.into())]);
+    result.structured_content = Some(serde_json::to_value(structured).unwrap_or(Value::Null));
+    result
+}
+
+/// The output schema of a tool whose result is `T`.
+pub fn output_schema<T: schemars::JsonSchema + std::any::Any>()
+-> std::sync::Arc<rmcp::model::JsonObject> {
+    rmcp::handler::server::common::schema_for_output::<T>()
+}
+
+/// Arguments of the wrong JSON type, caught against the tool's input
+/// schema before its handler parses them: the error names the field and
+/// the type it takes (the parser's own message names neither).
+pub fn check_argument_types(
+    schema: &rmcp::model::JsonObject,
+    arguments: Option<&rmcp::model::JsonObject>,
+) -> Result<(), ToolError> {
+    let (Some(properties), Some(arguments)) = (
+        schema.get("properties").and_then(Value::as_object),
+        arguments,
+    ) else {
+        return Ok(());
+    };
+    for (field, value) in arguments {
+        let Some(types) = properties.get(field).and_then(|p| p.get("type")) else {
+            continue;
+        };
+        let types: Vec<&str> = match types {
+            Value::String(t) => vec![t.as_str()],
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => continue,
+        };
+        if !types.iter().any(|t| json_type_is(value, t)) {
+            let wanted: Vec<&str> = types.iter().copied().filter(|t| *t != "null").collect();
+            return Err(ToolError::invalid(format!(
+                "`{field}` must be {}, got {}",
+                wanted.join(" or "),
+                json_type_name(value)
+            ))
+            .with_context(json!({ "field": field })));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `value` is of JSON Schema type `t`.
+fn json_type_is(value: &Value, t: &str) -> bool {
+    match t {
+        "null" => value.is_null(),
+        "boolean" => value.is_boolean(),
+        "string" => value.is_string(),
+        "array" => value.is_array(),
+        "object" => value.is_object(),
+        "number" => value.is_number(),
+        // 3.0 is an integer to serde_json's integer parsers only as 3.
+        "integer" => value.is_i64() || value.is_u64(),
+        // A type this check does not know: let the parser judge.
+        _ => true,
+    }
+}
+
+fn json_type_name(value: &Value) -> String {
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("a boolean ({b})"),
+        Value::Number(n) => format!("a number ({n})"),
+        Value::String(s) => format!("a string ({:?})", s.chars().take(40).collect::<String>()),
+        Value::Array(_) => "an array".into(),
+        Value::Object(_) => "an object".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wrong_type_names_the_field_and_what_it_takes() {
+        let schema = json!({ "properties": {
+            "volume": { "type": "integer" },
+            "voice": { "type": ["string", "null"] },
+            "options": { "type": "array" },
+        }});
+        let schema = schema.as_object().expect("object");
+        let args = |v: Value| v.as_object().cloned();
+        let check = |v: Value| check_argument_types(schema, args(v).as_ref());
+        assert!(check(json!({ "volume": 40, "voice": null, "options": [] })).is_ok());
+        assert!(check(json!({ "unknown": 1 })).is_ok());
+        let err = check(json!({ "volume": "loud" })).expect_err("a string");
+        assert_eq!(err.kind, Kind::InvalidArgument);
+        assert_eq!(
+            err.message,
+            "`volume` must be integer, got a string (\"loud\")"
+        );
+        let err = check(json!({ "volume": 4.5 })).expect_err("a fraction");
+        assert_eq!(err.message, "`volume` must be integer, got a number (4.5)");
+        let err = check(json!({ "voice": 3 })).expect_err("a number");
+        assert_eq!(err.message, "`voice` must be string, got a number (3)");
+    }
+}

@@ -1,0 +1,121 @@
+//! `speak_text` — seed 000's tool: queues text for the speaker and returns
+//! `spoken` at once; with `wait: true` it returns when the speech has been
+//! played (or stopped), sending progress as each sentence is made and
+//! heard. `stop_speaking` silences the speaker and clears the queue.
+
+pub use hark_core::room::Spoken;
+use hark_core::room::{Priority, SpeakCall, SpeechStatus};
+use rmcp::{
+    ErrorData, RoleServer, handler::server::wrapper::Parameters, model::CallToolResult,
+    service::RequestContext, tool, tool_router,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{ToolError, report::CallReport, success};
+use crate::HarkServer;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SpeakText {
+    /// The text to speak. Markdown, HTML tags and emoji are not read out.
+    #[schemars(required)]
+    pub text: Option<String>,
+    /// A voice id from `list_voices` (default: the appliance's voice).
+    pub voice: Option<String>,
+    /// Speaking rate, 0.5 (slow) to 2.0 (fast); default 1.
+    #[schemars(range(min = 0.5, max = 2.0))]
+    pub rate: Option<f64>,
+    /// Return when the speech has been played instead of at once.
+    pub wait: Option<bool>,
+    /// `urgent` (before everything waiting, after the sentence being
+    /// spoken), `normal` (in order; the default) or `low` (after the rest).
+    pub priority: Option<Priority>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Stopped {
+    /// Speech requests that were playing or waiting and were dropped.
+    pub cleared: usize,
+}
+
+#[tool_router(router = speak_text_router, vis = "pub(crate)")]
+impl HarkServer {
+    /// Speak text aloud through the appliance's speaker. Returns as soon as
+    /// the text is queued, unless `wait` is true.
+    #[tool(
+        name = "speak_text",
+        output_schema = super::output_schema::<Spoken>(),
+        annotations(title = "Speak text aloud", open_world_hint = false)
+    )]
+    pub async fn speak_text(
+        &self,
+        Parameters(args): Parameters<SpeakText>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        // Seed 000's exact error for a call without text.
+        let Some(text) = args.text.clone() else {
+            return Err(ErrorData::internal_error(
+                "speak_text requires 'text' argument",
+                None,
+            ));
+        };
+        Ok(match self.speak(text, args, &context).await {
+            Ok(result) => result,
+            Err(e) => e.into_result(),
+        })
+    }
+
+    /// Stop speaking at once and drop everything queued to be spoken.
+    #[tool(
+        name = "stop_speaking",
+        output_schema = super::output_schema::<Stopped>(),
+        annotations(
+            title = "Stop speaking",
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    pub async fn stop_speaking(&self) -> Result<CallToolResult, ErrorData> {
+        Ok(match self.room.speak.stop() {
+            Ok(cleared) => success(
+                if cleared == 0 {
+                    "nothing was being spoken".to_owned()
+                } else {
+                    format!("stopped; {cleared} speech request(s) dropped")
+                },
+                Stopped { cleared },
+            ),
+            Err(e) => ToolError::from(e).into_result(),
+        })
+    }
+}
+
+impl HarkServer {
+    async fn speak(
+        &self,
+        text: String,
+        args: SpeakText,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ToolError> {
+        let call = SpeakCall {
+            agent: Some(self.agent_name(context)),
+            text,
+            voice: args.voice,
+            rate: args.rate,
+            priority: args.priority.unwrap_or_default(),
+            wait: args.wait.unwrap_or(false),
+        };
+        let mut report = CallReport::speech(self, context);
+        let spoken = tokio::select! {
+            spoken = self.room.speak.speak(call, &mut report) => spoken?,
+            _ = super::call_ended(self, context) => {
+                // The caller gave up: its speech stops with the call.
+                return Err(ToolError::cancelled("the call was cancelled; its speech was stopped"));
+            }
+        };
+        Ok(match spoken.status {
+            SpeechStatus::Stopped => success("stopped before the end", spoken),
+            _ => success("spoken", spoken),
+        })
+    }
+}

@@ -1,0 +1,119 @@
+//! `transcribe_batch` — several files in one call (seed 004's
+//! `audio_batch_transcribe`), one result or one error per file: a bad file
+//! does not fail the others.
+
+use rmcp::{
+    ErrorData, RoleServer, handler::server::wrapper::Parameters, model::CallToolResult,
+    service::RequestContext, tool, tool_router,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use hark_core::room::{AudioInput, Kind, TranscribeCall};
+
+use super::{ToolError, success};
+use crate::HarkServer;
+
+/// Most files one call may name.
+pub const MAX_BATCH: usize = 64;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct TranscribeBatch {
+    /// Audio files inside the directories in `stt.audio_dirs` (1–64).
+    pub audio_paths: Vec<String>,
+    /// Language for all files, ISO 639-1 or `auto` (default).
+    pub language: Option<String>,
+}
+
+/// `transcribe_batch`'s structured result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Batch {
+    /// Files transcribed.
+    pub processed: usize,
+    /// Files that failed.
+    pub failed: usize,
+    /// One per file, in order: `transcribe_audio`'s result plus
+    /// `audio_path`, or `audio_path` and `error` (`type`, `message`).
+    pub results: Vec<serde_json::Value>,
+}
+
+#[tool_router(router = transcribe_batch_router, vis = "pub(crate)")]
+impl HarkServer {
+    /// Transcribe several audio files on the appliance; one result or one
+    /// error per file, in order.
+    #[tool(
+        name = "transcribe_batch",
+        output_schema = super::output_schema::<Batch>(),
+        annotations(
+            title = "Transcribe several audio files",
+            read_only_hint = true,
+            open_world_hint = false
+        )
+    )]
+    pub async fn transcribe_batch(
+        &self,
+        Parameters(args): Parameters<TranscribeBatch>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(match self.batch(args, &context).await {
+            Ok(result) => result,
+            Err(e) => e.into_result(),
+        })
+    }
+}
+
+impl HarkServer {
+    async fn batch(
+        &self,
+        args: TranscribeBatch,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ToolError> {
+        if args.audio_paths.is_empty() || args.audio_paths.len() > MAX_BATCH {
+            return Err(ToolError::invalid(format!(
+                "audio_paths must list 1–{MAX_BATCH} files, got {}",
+                args.audio_paths.len()
+            )));
+        }
+        let mut results = Vec::new();
+        let (mut processed, mut failed) = (0, 0);
+        let mut text = String::new();
+        for path in args.audio_paths {
+            let call = TranscribeCall {
+                audio: AudioInput::Path(path.clone()),
+                language: args.language.clone(),
+                word_timestamps: false,
+                subtitles: None,
+            };
+            let outcome = tokio::select! {
+                done = self.room.files.transcribe(call) => done.map_err(ToolError::from),
+                _ = super::call_ended(self, context) => {
+                    return Err(ToolError::cancelled("transcription was cancelled"));
+                }
+            };
+            match outcome {
+                Ok(done) => {
+                    processed += 1;
+                    text.push_str(&format!("{path}: {}\n", done.result.text));
+                    let mut value = serde_json::to_value(done.result).unwrap_or_default();
+                    value["audio_path"] = json!(path);
+                    results.push(value);
+                }
+                Err(e) if e.kind == Kind::Cancelled => return Err(e),
+                Err(e) => {
+                    failed += 1;
+                    text.push_str(&format!("{path}: error: {}\n", e.message));
+                    results.push(json!({ "audio_path": path, "error": e.to_json() }));
+                }
+            }
+        }
+        Ok(success(
+            text,
+            Batch {
+                processed,
+                failed,
+                results,
+            },
+        ))
+    }
+}

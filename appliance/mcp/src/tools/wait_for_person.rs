@@ -1,0 +1,181 @@
+//! `wait_for_person` — waits until the person in the room speaks to this
+//! agent unprompted (they press the button and talk) and returns what they
+//! said. Messages that arrived while the agent was not waiting come first,
+//! oldest first. The microphone is not opened by this call: the person
+//! opens it with the button.
+//!
+//! The message is taken from the voice inbox ([`hark_store::inbox`]) when it is
+//! returned; a call that is cancelled or whose client leaves before that
+//! leaves it in the inbox for the next call.
+
+use std::{sync::Arc, time::Duration};
+
+use rmcp::{
+    ErrorData, RoleServer, handler::server::wrapper::Parameters, model::CallToolResult,
+    service::RequestContext, tool, tool_router,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{ToolError, success};
+use crate::HarkServer;
+use hark_store::inbox::{Inbox, Message, Wait, rfc3339};
+
+/// Accepted range for `wait_for_person`'s `timeout_seconds`.
+pub const WAIT_RANGE: (f64, f64) = (0.0, 3600.0);
+/// The wait when the call gives none.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
+/// The text when the person said nothing to this agent in time.
+pub const NO_MESSAGE: &str = "(no message)";
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WaitForPerson {
+    /// Seconds to wait for the person (0–3600; default 60). 0 only takes a
+    /// message that is already waiting.
+    pub timeout_seconds: Option<f64>,
+}
+
+/// One of the person's messages.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct PersonMessage {
+    /// The message's id in the inbox.
+    pub id: i64,
+    /// What the person said.
+    pub text: String,
+    /// When they began speaking (RFC 3339, UTC).
+    pub at: String,
+    /// When the words were transcribed (RFC 3339, UTC, microseconds).
+    pub transcribed_at: String,
+    /// Seconds of speech.
+    pub duration: f64,
+    /// The agent the person addressed (by name or as the default agent);
+    /// null: any agent.
+    pub addressed_to: Option<String>,
+    /// `name` (the person said it), `default` (`inbox.default_agent`) or
+    /// `anyone`.
+    pub addressed_by: String,
+    /// Mean token probability of the transcript, 0–1.
+    pub confidence: Option<f32>,
+}
+
+impl From<&Message> for PersonMessage {
+    fn from(m: &Message) -> Self {
+        Self {
+            id: m.id,
+            text: m.new.text.clone(),
+            at: rfc3339(m.new.spoken_at),
+            transcribed_at: humantime::format_rfc3339_micros(m.new.transcribed_at).to_string(),
+            duration: m.new.duration,
+            addressed_to: m.new.addressed_to.clone(),
+            addressed_by: m.new.addressed_by.clone(),
+            confidence: m.new.confidence,
+        }
+    }
+}
+
+/// `wait_for_person`'s structured result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PersonSaid {
+    /// Whether the person said something to this agent.
+    pub received: bool,
+    /// What they said, or `(no message)`.
+    pub text: String,
+    /// The message, when one came.
+    pub message: Option<PersonMessage>,
+    /// Messages still waiting for this agent.
+    pub waiting: usize,
+}
+
+/// The inbox, or why there is none.
+pub fn inbox_of(server: &HarkServer) -> Result<Arc<Inbox>, ToolError> {
+    server.state.inbox.as_ref().cloned().ok_or_else(|| {
+        ToolError::new(
+            hark_core::room::Kind::Inbox,
+            "the voice inbox is off on this appliance (inbox.enabled = false): the person cannot leave messages",
+        )
+    })
+}
+
+#[tool_router(router = wait_for_person_router, vis = "pub(crate)")]
+impl HarkServer {
+    /// Wait until the person in the room speaks to you unprompted (they
+    /// press the button and talk) and return what they said. Messages left
+    /// while you were not waiting come first, oldest first. Call it in a
+    /// loop to be reachable by the person.
+    #[tool(
+        name = "wait_for_person",
+        output_schema = super::output_schema::<PersonSaid>(),
+        annotations(
+            title = "Wait for the person to speak",
+            read_only_hint = false,
+            open_world_hint = true
+        )
+    )]
+    pub async fn wait_for_person(
+        &self,
+        Parameters(args): Parameters<WaitForPerson>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(match self.wait_for_message(args, &context).await {
+            Ok(said) => success(said.text.clone(), said),
+            Err(e) => e.into_result(),
+        })
+    }
+}
+
+impl HarkServer {
+    async fn wait_for_message(
+        &self,
+        args: WaitForPerson,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<PersonSaid, ToolError> {
+        let timeout =
+            hark_core::room::check_timeout(args.timeout_seconds, DEFAULT_WAIT, WAIT_RANGE)?;
+        let inbox = inbox_of(self)?;
+        let agent = self.agent_name(context);
+        let found = inbox
+            .wait(&agent)
+            .await
+            .map_err(|e| ToolError::new(hark_core::room::Kind::Inbox, e.to_string()))?;
+        let message = match found {
+            Wait::Taken(message) => Some(message),
+            Wait::Ticket(_) if timeout.is_zero() => None,
+            Wait::Ticket(_) if self.state.bus.snapshot().muted => {
+                return Err(ToolError::new(
+                    hark_core::room::Kind::MicrophoneMuted,
+                    "the microphone is muted: the person cannot speak to you until they turn the \
+                     mute switch off (get_status shows it); no message is waiting",
+                ));
+            }
+            Wait::Ticket(mut ticket) => {
+                tracing::debug!(%agent, "waiting for the person");
+                let _doing = self.doing(context, "waiting for the person");
+                tokio::select! {
+                    message = ticket.message() => message,
+                    () = tokio::time::sleep(timeout) => None,
+                    _ = super::call_ended(self, context) => {
+                        return Err(ToolError::new(hark_core::room::Kind::Cancelled, "waiting for the person was cancelled"));
+                    }
+                }
+            }
+        };
+        let waiting = inbox.waiting_for(Some(&agent)).await.map_or(0, |w| w.len());
+        Ok(match message {
+            Some(message) => {
+                tracing::info!(id = message.id, %agent, "the person's message taken");
+                PersonSaid {
+                    received: true,
+                    text: message.new.text.clone(),
+                    message: Some(PersonMessage::from(&message)),
+                    waiting,
+                }
+            }
+            None => PersonSaid {
+                received: false,
+                text: NO_MESSAGE.into(),
+                message: None,
+                waiting,
+            },
+        })
+    }
+}
