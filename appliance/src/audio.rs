@@ -15,7 +15,12 @@ use hark_audio::{
 
 use hark_core::status::{Subsystem, SubsystemState, fixed};
 
-use crate::{service::Health, state::ApplianceState};
+use std::sync::atomic::AtomicBool;
+
+use hark_core::{
+    events::Bus,
+    status::{Health, Subsystems},
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AudioError {
@@ -79,6 +84,9 @@ pub fn prepare_virtual_card(config: &AudioConfig) -> Result<(), AudioError> {
 /// The running engine. Dropping it stops capture, then the virtual
 /// microphone, and joins their threads.
 pub struct AudioEngine {
+    /// What the listens read: the capture ring and its settings (none with
+    /// `audio.enabled = false`).
+    pub microphone: Option<crate::stt::Microphone>,
     capture: Option<Capture>,
     player: Option<Arc<Player>>,
     virtual_mic: Option<VirtualMic>,
@@ -169,16 +177,21 @@ impl Drop for Bridge {
 }
 
 impl AudioEngine {
+    /// Starts capture and playback, reporting to `bus` and `subsystems`;
+    /// `muted` silences the microphone, and the player sets `speaking`
+    /// while it plays.
     pub fn start(
         config: &AudioConfig,
-        state: &ApplianceState,
+        bus: &Bus,
+        subsystems: &Subsystems,
+        muted: &Arc<AtomicBool>,
+        speaking: &Arc<AtomicBool>,
         health: &Health,
     ) -> Result<Self, AudioError> {
         if !config.enabled {
-            state
-                .subsystems
-                .set(Subsystem::Audio, fixed(SubsystemState::Disabled));
+            subsystems.set(Subsystem::Audio, fixed(SubsystemState::Disabled));
             return Ok(Self {
+                microphone: None,
                 capture: None,
                 player: None,
                 virtual_mic: None,
@@ -199,19 +212,17 @@ impl AudioEngine {
         } else {
             None
         };
-        let speaking = Arc::clone(&state.speaking);
         let player = Arc::new(Player::start(
             config.playback_config(),
-            Arc::clone(&speaking),
+            Arc::clone(speaking),
         )?);
-        state.set_player(&player);
         // Silence while muted, and (half duplex) while the speaker plays.
-        let mut mute = vec![Arc::clone(&state.muted)];
+        let mut mute = vec![Arc::clone(muted)];
         if config.half_duplex {
-            mute.push(speaking);
+            mute.push(Arc::clone(speaking));
         }
         let capture = Capture::start(config.capture_config(), mute)?;
-        let _ = state.microphone.set(crate::stt::Microphone {
+        let microphone = Some(crate::stt::Microphone {
             ring: Arc::clone(capture.ring()),
             vad: config.vad.clone(),
             preroll: std::time::Duration::from_millis(u64::from(config.capture.preroll_ms)),
@@ -219,7 +230,7 @@ impl AudioEngine {
         });
         let (capture_stats, player_stats) =
             (Arc::clone(capture.stats()), Arc::clone(player.stats()));
-        state.subsystems.set(
+        subsystems.set(
             Subsystem::Audio,
             Arc::new(move || {
                 SubsystemState::Running(format!(
@@ -245,7 +256,7 @@ impl AudioEngine {
             }),
         );
         let bridge = match Bridge::start(
-            state.bus.clone(),
+            bus.clone(),
             Arc::clone(capture.stats()),
             Arc::clone(player.stats()),
         ) {
@@ -256,11 +267,19 @@ impl AudioEngine {
             }
         };
         Ok(Self {
+            microphone,
             capture: Some(capture),
             player: Some(player),
             virtual_mic,
             bridge,
         })
+    }
+}
+
+impl AudioEngine {
+    /// The speaker, when audio runs.
+    pub fn player(&self) -> Option<&Arc<Player>> {
+        self.player.as_ref()
     }
 }
 

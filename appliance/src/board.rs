@@ -60,7 +60,7 @@ impl BoardService {
         let mut board = match Board::start(&config.board.board(), resolved) {
             Ok(board) => board,
             Err(e) => {
-                unavailable(state, &e);
+                unavailable(&state.subsystems, &e);
                 return None;
             }
         };
@@ -131,22 +131,23 @@ impl BoardService {
     }
 }
 
-fn unavailable(state: &ApplianceState, error: &BoardError) {
+fn unavailable(subsystems: &hark_core::status::Subsystems, error: &BoardError) {
     tracing::error!(error = %error, "the board cannot be used");
-    state
-        .subsystems
-        .set(Subsystem::Board, fixed(SubsystemState::unavailable(error)));
+    subsystems.set(Subsystem::Board, fixed(SubsystemState::unavailable(error)));
 }
 
 /// Chooses the board (see `hark_board::board::resolve`) and, when it is a
 /// profile's hardware and `audio.capture.device` is left at `default`,
 /// takes the profile's sound card for capture. A board that cannot be
 /// chosen is reported (`None`): the appliance runs without one.
-pub fn resolve(config: &mut Config, state: &ApplianceState) -> Option<Resolved> {
+pub fn resolve(
+    config: &mut Config,
+    subsystems: &hark_core::status::Subsystems,
+) -> Option<Resolved> {
     let (resolved, machine) = match board::resolve(&config.board.board(), Path::new("/")) {
         Ok(found) => found,
         Err(e) => {
-            unavailable(state, &e);
+            unavailable(subsystems, &e);
             return None;
         }
     };
@@ -302,7 +303,7 @@ pub fn lights_name(now: &crate::events::Snapshot) -> &'static str {
 /// self-test, the person's recording, the mute and the event stream.
 impl crate::conductor::Stage for Arc<ApplianceState> {
     fn speech_pending(&self) -> usize {
-        self.tts.get().map_or(0, |tts| tts.pending())
+        self.tts.pending()
     }
 
     fn speaker_playing(&self) -> bool {
@@ -310,7 +311,7 @@ impl crate::conductor::Stage for Arc<ApplianceState> {
     }
 
     fn stop_speech(&self) -> usize {
-        self.tts.get().map_or(0, |tts| tts.stop())
+        self.tts.stop()
     }
 
     fn floor_held_by_agent(&self) -> bool {

@@ -381,16 +381,13 @@ pub async fn listen(
     request: Listen,
     progress: &mut dyn Report,
 ) -> Result<Heard, ListenError> {
-    let stt = state
-        .stt
-        .get()
-        .ok_or_else(|| ListenError::NoEngine("speech-to-text is starting".into()))?;
+    let stt = &state.stt;
     // The live engine for English, whisper otherwise.
     let engine = Arc::clone(
         stt.microphone(request.language.as_deref())
             .map_err(|why| ListenError::NoEngine(why.to_owned()))?,
     );
-    let mic = state.microphone.get().ok_or(ListenError::NoMicrophone)?;
+    let mic = state.microphone.as_ref().ok_or(ListenError::NoMicrophone)?;
     let turn = request.turn;
     let deadline = turn.as_ref().map(|t| t.deadline);
     let max_hold = state.floor().max_hold.as_secs();
@@ -430,7 +427,7 @@ pub async fn listen(
     // End of turn: the model and the words decide at pauses; the
     // detector's own hang-over becomes the longest pause inside a turn.
     if mic.vad.end_of_turn == hark_audio::config::EndOfTurnRule::SmartTurn
-        && let Some(model) = state.turn.get()
+        && let Some(model) = stt.turn.as_ref()
     {
         let model = Arc::clone(model);
         let words = (live && stt.speculative).then(|| {
@@ -717,7 +714,7 @@ pub async fn listen(
             (range.start, utterance.samples[range].to_vec(), None)
         }
     };
-    if let Some(history) = state.history.get() {
+    if let Some(history) = state.history.as_ref() {
         history.stash_audio(listen_id, &clip);
     }
     let offset = seconds_of(from);

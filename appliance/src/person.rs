@@ -30,7 +30,7 @@ pub const KEPT: &str = "No agent is listening; I'll keep that.";
 /// (said in the log, and with the error chime where the person needs to
 /// know the press did nothing).
 pub fn pressed(state: &Arc<ApplianceState>) {
-    let Some(inbox) = state.inbox.get() else {
+    let Some(inbox) = state.inbox.as_ref() else {
         tracing::info!(
             "button pressed with nobody listening; the voice inbox is off (inbox.enabled = false), so nothing is recorded"
         );
@@ -41,11 +41,7 @@ pub fn pressed(state: &Arc<ApplianceState>) {
         listen::play(state, Earcon::Error);
         return;
     }
-    if let Some(why) = state
-        .stt
-        .get()
-        .map_or(Some("speech-to-text is starting"), |stt| stt.engine().err())
-    {
+    if let Err(why) = state.stt.engine() {
         tracing::warn!(why, "button pressed, but nothing can hear the person");
         listen::play(state, Earcon::Error);
         return;
@@ -62,7 +58,7 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>) {
     let opened = SystemTime::now();
     let preroll = state
         .microphone
-        .get()
+        .as_ref()
         .map_or(Duration::ZERO, |mic| mic.preroll);
     // The person goes first: before every agent waiting for the floor.
     let turn = match state
@@ -150,7 +146,7 @@ pub async fn say_tracked(
     words: String,
     events: Option<tokio::sync::mpsc::UnboundedSender<crate::tts::SpeechEvent>>,
 ) -> Option<Arc<std::sync::atomic::AtomicBool>> {
-    let tts = state.tts.get().cloned().filter(|tts| tts.enabled)?;
+    let tts = Some(Arc::clone(&state.tts)).filter(|tts| tts.enabled)?;
     let spoken = tokio::task::spawn_blocking(move || {
         tts.speak(
             &words,

@@ -9,7 +9,7 @@
 use std::{
     future::Future,
     sync::{
-        Arc, Mutex, PoisonError,
+        Arc, PoisonError,
         atomic::{AtomicBool, Ordering},
     },
     time::Duration,
@@ -20,6 +20,7 @@ use sd_notify::NotifyState;
 use tokio_util::sync::CancellationToken;
 
 use crate::{config::Config, state::ApplianceState};
+use hark_core::status::Health;
 use hark_mcp::transport::{Listeners, Shared, TransportError};
 
 #[derive(Debug, thiserror::Error)]
@@ -32,32 +33,184 @@ pub enum ServiceError {
     Start(String),
 }
 
-/// One health check: `Ok` while the component works, else why not.
-type Check = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
-
-/// The checks the watchdog runs before each `WATCHDOG=1`. The listeners
-/// register here; the audio and inference threads register their heartbeats
-/// when they exist.
-#[derive(Default)]
-pub struct Health {
-    checks: Mutex<Vec<(String, Check)>>,
+/// The room made, the board it will serve (resolved, not yet started: its
+/// lights read the room) and the audio engine, which shutdown stops last.
+struct Started {
+    state: ApplianceState,
+    board: Option<hark_board::board::Resolved>,
+    audio: crate::audio::AudioEngine,
 }
 
-impl Health {
-    pub fn add(&self, name: impl Into<String>, check: Check) {
-        self.checks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((name.into(), check));
+/// Starts the room's engines in order, each reporting to the event
+/// stream and the subsystems, and makes the room of them.
+async fn start_room(
+    config: &mut Config,
+    health: &Health,
+    token: &CancellationToken,
+) -> Result<Started, ServiceError> {
+    let bus = crate::events::Bus::default();
+    let subsystems = hark_core::status::Subsystems::default();
+    let (muted, speaking) = (Arc::default(), Arc::default());
+    // Which board this is, first: its profile names the sound card the
+    // audio engine opens (unless the config names one).
+    let board = crate::board::resolve(config, &subsystems);
+    // Capture starts before READY=1; a missing device is a state it reports
+    // and retries, not a reason to fail.
+    let mut audio = crate::audio::AudioEngine::start(
+        &config.audio,
+        &bus,
+        &subsystems,
+        &muted,
+        &speaking,
+        health,
+    )?;
+    let player = audio.player().cloned();
+    let microphone = audio.microphone.take();
+    // Loading the model reads the whole file: off the runtime's threads.
+    let (stt, subsystems) = {
+        let (config, bus) = (config.clone(), bus.clone());
+        tokio::task::spawn_blocking(move || {
+            let stt = crate::stt::SpeechToText::start(&config, &bus, &subsystems);
+            (stt, subsystems)
+        })
+        .await
+        .map_err(|e| ServiceError::Start(format!("speech-to-text start-up failed: {e}")))?
+    };
+    // Loading ONNX Runtime and the voice reads their files: off the runtime too.
+    let (tts, subsystems) = {
+        let (config, bus, player) = (config.clone(), bus.clone(), player.clone());
+        tokio::task::spawn_blocking(move || {
+            let tts = crate::tts::TextToSpeech::start(&config, &bus, &subsystems, player);
+            // Loading read the model and voice files through buffers that
+            // are free now.
+            crate::memory::release_freed();
+            (tts, subsystems)
+        })
+        .await
+        .map_err(|e| ServiceError::Start(format!("text-to-speech start-up failed: {e}")))?
+    };
+    let tts = Arc::new(tts);
+    let floor = Arc::new(crate::floor::Floor::new(
+        bus.clone(),
+        config.floor.max_queue,
+        Duration::from_secs(config.floor.max_hold_seconds),
+    ));
+    // Whose speech may play follows the floor.
+    {
+        let (mut holder, tts, token) = (floor.speaker(), Arc::clone(&tts), token.clone());
+        tokio::spawn(async move {
+            loop {
+                tts.floor_changed(holder.borrow_and_update().clone());
+                tokio::select! {
+                    () = token.cancelled() => return,
+                    changed = holder.changed() => if changed.is_err() { return },
+                }
+            }
+        });
     }
+    let inbox = open_inbox(config, &bus, &subsystems, token).await;
+    let history = open_history(config, &bus, &subsystems, token).await;
+    let state = ApplianceState::new(crate::state::Parts {
+        bus,
+        subsystems,
+        muted,
+        speaking,
+        player,
+        microphone,
+        stt: Arc::new(stt),
+        tts,
+        floor,
+        inbox,
+        history,
+        yes_no: config.yes_no(),
+        agents: crate::agents::Agents::new(config.agents.clone()),
+    });
+    Ok(Started {
+        state,
+        board,
+        audio,
+    })
+}
 
-    /// Runs every check; the first failure names the component.
-    pub fn check(&self) -> Result<(), String> {
-        let checks = self.checks.lock().unwrap_or_else(PoisonError::into_inner);
-        for (name, check) in checks.iter() {
-            check().map_err(|why| format!("{name}: {why}"))?;
+/// The voice inbox, when it is on and opens (opening reads its database:
+/// off the runtime); its subsystem says which.
+async fn open_inbox(
+    config: &Config,
+    bus: &crate::events::Bus,
+    subsystems: &hark_core::status::Subsystems,
+    token: &CancellationToken,
+) -> Option<Arc<crate::inbox::Inbox>> {
+    if !config.inbox.enabled {
+        subsystems.set(Subsystem::Inbox, fixed(SubsystemState::Disabled));
+        return None;
+    }
+    let (dir, settings, bus) = (
+        config.service.state_dir.clone(),
+        config.inbox_settings(),
+        bus.clone(),
+    );
+    match tokio::task::spawn_blocking(move || crate::inbox::Inbox::open(&dir, settings, bus)).await
+    {
+        Ok(Ok(inbox)) => {
+            let inbox = Arc::new(inbox);
+            let status = Arc::clone(&inbox);
+            subsystems.set(
+                Subsystem::Inbox,
+                Arc::new(move || SubsystemState::Running(status.status())),
+            );
+            tokio::spawn(Arc::clone(&inbox).expire(token.clone()));
+            Some(inbox)
         }
-        Ok(())
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "the voice inbox is unavailable");
+            subsystems.set(Subsystem::Inbox, fixed(SubsystemState::unavailable(&e)));
+            None
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the voice inbox failed to start");
+            subsystems.set(Subsystem::Inbox, fixed(SubsystemState::unavailable(&e)));
+            None
+        }
+    }
+}
+
+/// The history, likewise; it records what the event stream says.
+async fn open_history(
+    config: &Config,
+    bus: &crate::events::Bus,
+    subsystems: &hark_core::status::Subsystems,
+    token: &CancellationToken,
+) -> Option<Arc<crate::history::History>> {
+    if !config.history.enabled {
+        subsystems.set(Subsystem::History, fixed(SubsystemState::Disabled));
+        return None;
+    }
+    let (dir, settings) = (config.service.state_dir.clone(), config.history.settings());
+    match tokio::task::spawn_blocking(move || crate::history::History::open(&dir, settings)).await {
+        Ok(Ok(history)) => {
+            let history = Arc::new(history);
+            let status = Arc::clone(&history);
+            subsystems.set(
+                Subsystem::History,
+                Arc::new(move || SubsystemState::Running(status.status())),
+            );
+            tokio::spawn(crate::history::record(
+                Arc::clone(&history),
+                bus.clone(),
+                token.clone(),
+            ));
+            Some(history)
+        }
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "the history is unavailable");
+            subsystems.set(Subsystem::History, fixed(SubsystemState::unavailable(&e)));
+            None
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the history failed to start");
+            subsystems.set(Subsystem::History, fixed(SubsystemState::unavailable(&e)));
+            None
+        }
     }
 }
 
@@ -83,7 +236,6 @@ pub async fn run(
     mut config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServiceError> {
-    let state = Arc::new(ApplianceState::default());
     let token = CancellationToken::new();
     let grace = config.shutdown_timeout();
 
@@ -115,123 +267,13 @@ pub async fn run(
         }
     }
     let health = Arc::new(Health::default());
-    // Which board this is, first: its profile names the sound card the
-    // audio engine opens (unless the config names one).
-    let board = crate::board::resolve(&mut config, &state);
-    // Capture starts before READY=1; a missing device is a state it reports
-    // and retries, not a reason to fail.
-    let audio = crate::audio::AudioEngine::start(&config.audio, &state, &health)?;
-    // Loading the model reads the whole file: off the runtime's threads.
-    let stt = {
-        let (config, state) = (config.clone(), Arc::clone(&state));
-        tokio::task::spawn_blocking(move || crate::stt::SpeechToText::start(&config, &state))
-            .await
-            .map_err(|e| ServiceError::Start(format!("speech-to-text start-up failed: {e}")))?
-    };
-    let _ = state.stt.set(Arc::new(stt));
-    // Loading ONNX Runtime and the voice reads their files: off the runtime too.
-    let tts = {
-        let (config, state) = (config.clone(), Arc::clone(&state));
-        tokio::task::spawn_blocking(move || {
-            let tts = crate::tts::TextToSpeech::start(&config, &state);
-            // Loading read the model and voice files through buffers that
-            // are free now.
-            crate::memory::release_freed();
-            tts
-        })
-        .await
-        .map_err(|e| ServiceError::Start(format!("text-to-speech start-up failed: {e}")))?
-    };
-    let tts = Arc::new(tts);
-    let _ = state.tts.set(Arc::clone(&tts));
-    let _ = state.yes_no.set(config.yes_no());
-    let _ = state
-        .agents
-        .set(crate::agents::Agents::new(config.agents.clone()));
-    let floor = Arc::new(crate::floor::Floor::new(
-        state.bus.clone(),
-        config.floor.max_queue,
-        Duration::from_secs(config.floor.max_hold_seconds),
-    ));
-    let _ = state.floor.set(Arc::clone(&floor));
-    // Whose speech may play follows the floor.
-    {
-        let (mut holder, tts, token) = (floor.speaker(), Arc::clone(&tts), token.clone());
-        tokio::spawn(async move {
-            loop {
-                tts.floor_changed(holder.borrow_and_update().clone());
-                tokio::select! {
-                    () = token.cancelled() => return,
-                    changed = holder.changed() => if changed.is_err() { return },
-                }
-            }
-        });
-    }
-    // The voice inbox: opening it reads its database, off the runtime.
-    if config.inbox.enabled {
-        let (dir, settings, bus) = (
-            config.service.state_dir.clone(),
-            config.inbox_settings(),
-            state.bus.clone(),
-        );
-        match tokio::task::spawn_blocking(move || crate::inbox::Inbox::open(&dir, settings, bus))
-            .await
-        {
-            Ok(Ok(inbox)) => {
-                let inbox = Arc::new(inbox);
-                let _ = state.inbox.set(Arc::clone(&inbox));
-                let status = Arc::clone(&inbox);
-                state.subsystems.set(
-                    Subsystem::Inbox,
-                    Arc::new(move || SubsystemState::Running(status.status())),
-                );
-                tokio::spawn(inbox.expire(token.clone()));
-            }
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "the voice inbox is unavailable");
-                state
-                    .subsystems
-                    .set(Subsystem::Inbox, fixed(SubsystemState::unavailable(&e)));
-            }
-            Err(e) => tracing::error!(error = %e, "the voice inbox failed to start"),
-        }
-    } else {
-        state
-            .subsystems
-            .set(Subsystem::Inbox, fixed(SubsystemState::Disabled));
-    }
-    if config.history.enabled {
-        let (dir, settings) = (config.service.state_dir.clone(), config.history.settings());
-        match tokio::task::spawn_blocking(move || crate::history::History::open(&dir, settings))
-            .await
-        {
-            Ok(Ok(history)) => {
-                let history = Arc::new(history);
-                let _ = state.history.set(Arc::clone(&history));
-                let status = Arc::clone(&history);
-                state.subsystems.set(
-                    Subsystem::History,
-                    Arc::new(move || SubsystemState::Running(status.status())),
-                );
-                tokio::spawn(crate::history::record(
-                    history,
-                    state.bus.clone(),
-                    token.clone(),
-                ));
-            }
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "the history is unavailable");
-                state
-                    .subsystems
-                    .set(Subsystem::History, fixed(SubsystemState::unavailable(&e)));
-            }
-            Err(e) => tracing::error!(error = %e, "the history failed to start"),
-        }
-    } else {
-        state
-            .subsystems
-            .set(Subsystem::History, fixed(SubsystemState::Disabled));
-    }
+    let Started {
+        state,
+        board,
+        audio,
+    } = start_room(&mut config, &health, &token).await?;
+    let state = Arc::new(state);
+    let tts = Arc::clone(&state.tts);
     // The lights show from here on (listening, muted …), before READY.
     let (board, contacts) = match board
         .and_then(|resolved| crate::board::BoardService::start(&config, resolved, &state, &token))
@@ -270,8 +312,8 @@ pub async fn run(
         bus: state.bus.clone(),
         connections: Default::default(),
         agents_seen: Arc::clone(&state.agents_seen),
-        inbox: state.inbox.get().cloned(),
-        history: state.history.get().cloned(),
+        inbox: state.inbox.clone(),
+        history: state.history.clone(),
         auth: Arc::clone(&auth),
         tls,
         subscribers: Default::default(),
@@ -475,19 +517,5 @@ async fn advertise(
             tracing::warn!(error = %e, "advertising failed");
             None
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn health_names_the_failing_component() {
-        let health = Health::default();
-        health.add("tcp listener", Box::new(|| Ok(())));
-        assert_eq!(health.check(), Ok(()));
-        health.add("audio", Box::new(|| Err("capture thread stalled".into())));
-        assert_eq!(health.check(), Err("audio: capture thread stalled".into()));
     }
 }

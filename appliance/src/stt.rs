@@ -9,15 +9,16 @@ use std::{path::Path, sync::Arc, time::Duration};
 use hark_audio::{decode, files::AllowedDirs, ring::Ring};
 use hark_stt::engine::{BusyHook, Engine, SttError, Transcript};
 
-use hark_core::status::{Subsystem, SubsystemState, fixed};
+use hark_core::events::Bus;
+use hark_core::status::{Subsystem, SubsystemState, Subsystems, fixed};
 
 use crate::{
     config::Config,
     events::{Event, Part},
-    state::ApplianceState,
 };
 
 /// What `transcribe_voice` needs from the audio engine.
+#[derive(Clone)]
 pub struct Microphone {
     pub ring: Arc<Ring>,
     pub vad: hark_audio::config::VadConfig,
@@ -26,8 +27,13 @@ pub struct Microphone {
     pub stats: Arc<hark_audio::CaptureStats>,
 }
 
+/// The end-of-turn model, shared by the listens (one asks at a time).
+pub type Turn = Arc<std::sync::Mutex<hark_stt::turn::SmartTurn>>;
+
 pub struct SpeechToText {
     engine: Result<Arc<Engine>, String>,
+    /// The end-of-turn model, when the config asks for it and it loaded.
+    pub turn: Option<Turn>,
     /// The live engine for the microphone (`stt.live_model`), when it
     /// loaded.
     live: Option<Arc<Engine>>,
@@ -50,7 +56,7 @@ pub struct SpeechToText {
 impl SpeechToText {
     /// Loads the model (blocking: run it off the async runtime) and reports
     /// the subsystem's state.
-    pub fn start(config: &Config, state: &ApplianceState) -> Self {
+    pub fn start(config: &Config, bus: &Bus, subsystems: &Subsystems) -> Self {
         let files = AllowedDirs::new(config.stt.audio_dirs.clone(), "stt.audio_dirs");
         let limits = decode::Limits {
             max_bytes: config.stt.max_audio_bytes,
@@ -58,18 +64,16 @@ impl SpeechToText {
         };
         let record_timeout = Duration::from_secs_f64(config.mcp.record_timeout);
         let engine = if !config.stt.enabled {
-            state
-                .subsystems
-                .set(Subsystem::Stt, fixed(SubsystemState::Disabled));
+            subsystems.set(Subsystem::Stt, fixed(SubsystemState::Disabled));
             Err("speech-to-text is disabled on this appliance (stt.enabled = false)".to_owned())
         } else {
             let mut engine_config = config.stt.engine();
-            engine_config.on_busy = Some(transcription_events(state));
+            engine_config.on_busy = Some(transcription_events(bus));
             match Engine::start(engine_config) {
                 Ok(engine) => {
                     let engine = Arc::new(engine);
                     let live = Arc::clone(&engine);
-                    state.subsystems.set(
+                    subsystems.set(
                         Subsystem::Stt,
                         Arc::new(move || {
                             let info = live.info();
@@ -96,28 +100,26 @@ impl SpeechToText {
                 Err(e) => {
                     tracing::error!(error = %e, "speech-to-text is unavailable");
                     // The person relies on it: the error light shows.
-                    state.bus.publish(Event::Health {
+                    bus.publish(Event::Health {
                         part: Part::SpeechToText,
                         ok: false,
                         state: e.to_string(),
                     });
-                    state
-                        .subsystems
-                        .set(Subsystem::Stt, fixed(SubsystemState::unavailable(&e)));
+                    subsystems.set(Subsystem::Stt, fixed(SubsystemState::unavailable(&e)));
                     Err(e.to_string())
                 }
             }
         };
         let live = if config.stt.enabled {
-            start_live(config, state)
+            start_live(config, bus, subsystems)
         } else {
             None
         };
-        start_turn(config, state);
+        let turn = start_turn(config, subsystems);
         if let Some(live) = &live {
             // The status line says both.
             let live = Arc::clone(live);
-            state.subsystems.extend(
+            subsystems.extend(
                 Subsystem::Stt,
                 Arc::new(move || {
                     let activity = if live.busy() { "transcribing" } else { "ready" };
@@ -131,6 +133,7 @@ impl SpeechToText {
         }
         Self {
             engine,
+            turn,
             live,
             language: config.stt.language.clone(),
             files,
@@ -140,6 +143,26 @@ impl SpeechToText {
             partial_every: (config.stt.partial_ms > 0)
                 .then(|| Duration::from_millis(u64::from(config.stt.partial_ms))),
             speculative: config.stt.speculative,
+        }
+    }
+
+    /// No speech to text (a room built without engines, in tests).
+    pub fn off() -> Self {
+        let config = Config::default();
+        Self {
+            engine: Err("speech-to-text is disabled in this room".to_owned()),
+            turn: None,
+            live: None,
+            language: config.stt.language.clone(),
+            files: AllowedDirs::new(Vec::new(), "stt.audio_dirs"),
+            limits: decode::Limits {
+                max_bytes: config.stt.max_audio_bytes,
+                max_seconds: config.stt.max_audio_seconds,
+            },
+            record_timeout: Duration::from_secs_f64(config.mcp.record_timeout),
+            enabled: false,
+            partial_every: None,
+            speculative: false,
         }
     }
 
@@ -177,12 +200,12 @@ impl SpeechToText {
 /// store): Moonshine on the ONNX Runtime the voices use. A failure,
 /// including a name the store does not have, is said in the log and the
 /// status, and whisper hears the microphone instead.
-fn start_live(config: &Config, state: &ApplianceState) -> Option<Arc<Engine>> {
+fn start_live(config: &Config, bus: &Bus, subsystems: &Subsystems) -> Option<Arc<Engine>> {
     let loaded = config
         .stt
         .live_model_dir()?
         .map_err(|e| e.to_string())
-        .and_then(|dir| load_live(config, state, &dir).map(|engine| (dir, engine)));
+        .and_then(|dir| load_live(config, bus, &dir).map(|engine| (dir, engine)));
     match loaded {
         Ok((dir, engine)) => {
             tracing::info!(model = %dir.display(), "the live engine hears the microphone");
@@ -191,9 +214,7 @@ fn start_live(config: &Config, state: &ApplianceState) -> Option<Arc<Engine>> {
         Err(why) => {
             tracing::error!(model = %config.stt.live_model, error = %why, "the live engine is unavailable; whisper hears the microphone");
             let note = format!("live engine unavailable ({why}); whisper hears the microphone");
-            state
-                .subsystems
-                .extend(Subsystem::Stt, Arc::new(move || note.clone()));
+            subsystems.extend(Subsystem::Stt, Arc::new(move || note.clone()));
             None
         }
     }
@@ -216,7 +237,7 @@ fn live_threads(config: &Config) -> usize {
 }
 
 /// Moonshine from `dir`, as an engine with whisper's queue and hooks.
-fn load_live(config: &Config, state: &ApplianceState, dir: &Path) -> Result<Engine, String> {
+fn load_live(config: &Config, bus: &Bus, dir: &Path) -> Result<Engine, String> {
     hark_onnx::OnnxRuntime::load(&config.tts.onnxruntime)
         .map_err(|e| e.to_string())
         .and_then(|runtime| {
@@ -230,7 +251,7 @@ fn load_live(config: &Config, state: &ApplianceState, dir: &Path) -> Result<Engi
                 queue: whisper.queue,
                 before_request: whisper.before_request,
                 after_request: whisper.after_request,
-                on_busy: Some(transcription_events(state)),
+                on_busy: Some(transcription_events(bus)),
             };
             Engine::from_recognizer(Box::new(recognizer), hooks).map_err(|e| e.to_string())
         })
@@ -292,9 +313,9 @@ pub enum CliSttError {
 
 /// Loads the end-of-turn model when the config asks for it. Without it the
 /// silence rule ends turns, said in the log and the status.
-fn start_turn(config: &Config, state: &ApplianceState) {
+fn start_turn(config: &Config, subsystems: &Subsystems) -> Option<Turn> {
     if config.audio.vad.end_of_turn != hark_audio::config::EndOfTurnRule::SmartTurn {
-        return;
+        return None;
     }
     // `stt.turn_model` is a path or a name in the model store.
     let loaded = config
@@ -309,26 +330,30 @@ fn start_turn(config: &Config, state: &ApplianceState) {
                 })
                 .map(|model| (path, model))
         });
-    let note = match loaded {
+    let (turn, note) = match loaded {
         Ok((path, model)) => {
             tracing::info!(model = %path.display(), "the end-of-turn model decides when the person has finished");
-            let _ = state.turn.set(Arc::new(std::sync::Mutex::new(model)));
-            "end of turn: smart-turn".to_owned()
+            (
+                Some(Arc::new(std::sync::Mutex::new(model))),
+                "end of turn: smart-turn".to_owned(),
+            )
         }
         Err(why) => {
             tracing::error!(model = %config.stt.turn_model, error = %why, "the end-of-turn model is unavailable; silence ends turns");
-            format!("end of turn by silence: the end-of-turn model is unavailable ({why})")
+            (
+                None,
+                format!("end of turn by silence: the end-of-turn model is unavailable ({why})"),
+            )
         }
     };
-    state
-        .subsystems
-        .extend(Subsystem::Stt, Arc::new(move || note.clone()));
+    subsystems.extend(Subsystem::Stt, Arc::new(move || note.clone()));
+    turn
 }
 
 /// The event stream hears when an engine starts and ends a request (the
 /// lights show "transcribing").
-fn transcription_events(state: &ApplianceState) -> BusyHook {
-    let bus = state.bus.clone();
+fn transcription_events(bus: &Bus) -> BusyHook {
+    let bus = bus.clone();
     BusyHook(Arc::new(move |busy| {
         bus.publish(if busy {
             Event::TranscriptionStarted

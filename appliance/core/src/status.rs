@@ -146,6 +146,35 @@ impl Subsystems {
     }
 }
 
+/// One health check: `Ok` while the component works, else why not.
+pub type Check = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// The checks the watchdog runs before each `WATCHDOG=1`. The listeners
+/// register here; the audio and inference threads register their heartbeats
+/// when they exist.
+#[derive(Default)]
+pub struct Health {
+    checks: Mutex<Vec<(String, Check)>>,
+}
+
+impl Health {
+    pub fn add(&self, name: impl Into<String>, check: Check) {
+        self.checks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((name.into(), check));
+    }
+
+    /// Runs every check; the first failure names the component.
+    pub fn check(&self) -> Result<(), String> {
+        let checks = self.checks.lock().unwrap_or_else(PoisonError::into_inner);
+        for (name, check) in checks.iter() {
+            check().map_err(|why| format!("{name}: {why}"))?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,5 +224,14 @@ mod tests {
         subsystems.set(Subsystem::Board, fixed(SubsystemState::Disabled));
         subsystems.extend(Subsystem::Board, Arc::new(|| "more".to_owned()));
         assert_eq!(subsystems.get(Subsystem::Board), SubsystemState::Disabled);
+    }
+
+    #[test]
+    fn health_names_the_failing_component() {
+        let health = Health::default();
+        health.add("tcp listener", Box::new(|| Ok(())));
+        assert_eq!(health.check(), Ok(()));
+        health.add("audio", Box::new(|| Err("capture thread stalled".into())));
+        assert_eq!(health.check(), Err("audio: capture thread stalled".into()));
     }
 }

@@ -145,10 +145,7 @@ impl<'a> Dialogue<'a> {
         report: &'a mut dyn Report,
     ) -> Result<Dialogue<'a>, Failure> {
         let state = &room.state;
-        let default = state
-            .stt
-            .get()
-            .map_or(Duration::from_secs(15), |stt| stt.record_timeout);
+        let default = state.stt.record_timeout;
         let timeout = check_timeout(timeout, default, RECORD_TIMEOUT_RANGE)?;
         if listens && state.muted.load(std::sync::atomic::Ordering::Acquire) {
             // Nothing could be heard: say so before speaking, not after.

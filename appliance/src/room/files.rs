@@ -68,12 +68,7 @@ fn load_audio(stt: &SpeechToText, audio: AudioInput) -> Result<(Decoded, Value),
 
 /// Speech to text and its file engine, or why they are not there.
 fn engine(room: &Room) -> Result<(Arc<SpeechToText>, Arc<Engine>), Failure> {
-    let stt = room
-        .state
-        .stt
-        .get()
-        .cloned()
-        .ok_or_else(|| Failure::new(Kind::ModelNotLoaded, "speech-to-text is starting"))?;
+    let stt = Arc::clone(&room.state.stt);
     let engine = Arc::clone(
         stt.engine()
             .map_err(|why| Failure::new(Kind::ModelNotLoaded, why))?,

@@ -47,7 +47,7 @@ impl Observe for Room {
         RoomStatus {
             floor: state.floor().status(),
             volume: state.player().map(|p| p.volume()),
-            capture: state.microphone.get().map(|mic| CaptureCounters {
+            capture: state.microphone.as_ref().map(|mic| CaptureCounters {
                 periods: mic.stats.periods.load(Ordering::Relaxed),
                 overruns: mic.stats.overruns.load(Ordering::Relaxed),
             }),

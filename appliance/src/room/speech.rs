@@ -19,11 +19,7 @@ use crate::tts::{Accepted, SpeakError, SpeechEvent, SpeechOutcome, TextToSpeech}
 
 /// The text-to-speech service, or why it is not there.
 pub fn tts(state: &crate::state::ApplianceState) -> Result<Arc<TextToSpeech>, Failure> {
-    let tts = state
-        .tts
-        .get()
-        .cloned()
-        .ok_or_else(|| Failure::new(Kind::Speech, "text to speech is starting"))?;
+    let tts = Arc::clone(&state.tts);
     if !tts.enabled {
         return Err(failure::speak(SpeakError::Disabled));
     }

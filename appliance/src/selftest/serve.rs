@@ -537,11 +537,8 @@ impl Drop for SetOnDrop {
 }
 
 async fn speak(state: &Arc<ApplianceState>, text: String) -> Result<Spoken, StepError> {
-    let tts = state
-        .tts
-        .get()
+    let tts = Some(Arc::clone(&state.tts))
         .filter(|tts| tts.enabled)
-        .cloned()
         .ok_or_else(|| {
             StepError::NotSpoken(
                 state
@@ -593,7 +590,7 @@ async fn speak(state: &Arc<ApplianceState>, text: String) -> Result<Spoken, Step
 }
 
 async fn record(state: &Arc<ApplianceState>, ms: u32, chime: bool) -> Result<Recorded, StepError> {
-    let mic = state.microphone.get().ok_or_else(|| {
+    let mic = state.microphone.as_ref().ok_or_else(|| {
         StepError::NoMicrophone(
             state
                 .subsystems

@@ -60,7 +60,7 @@ use hark_core::status::{Subsystem, SubsystemState};
 pub use queue::Priority;
 use queue::{Prioritised, Queue};
 
-use crate::{agents::Agents, config::Config, floor::Who, state::ApplianceState};
+use crate::{agents::Agents, config::Config, floor::Who};
 
 /// How long the speech thread waits with nothing to say before it gives the
 /// voices' working memory back. Long enough to span the gaps between the
@@ -224,7 +224,13 @@ pub struct TextToSpeech {
 impl TextToSpeech {
     /// Loads ONNX Runtime and the default voice (blocking: run it off the
     /// async runtime) and starts the speech thread.
-    pub fn start(config: &Config, state: &ApplianceState) -> Self {
+    /// `player`: the speaker (none: nothing speaks).
+    pub fn start(
+        config: &Config,
+        bus: &crate::events::Bus,
+        subsystems: &hark_core::status::Subsystems,
+        player: Option<Arc<Player>>,
+    ) -> Self {
         let mut synth_config = config.tts.synth();
         if !config.tts.enabled {
             // Nothing will speak: do not load ONNX Runtime and the voice.
@@ -233,7 +239,6 @@ impl TextToSpeech {
         let synth = Arc::new(Mutex::new(Synthesizer::new(synth_config)));
         let queued = Arc::new(AtomicUsize::new(0));
         let stop_generation = Arc::new(AtomicU64::new(0));
-        let player = state.player();
         let enabled = config.tts.enabled;
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue::new(config.tts.queue)),
@@ -245,7 +250,7 @@ impl TextToSpeech {
         let worker = match (&player, enabled) {
             (Some(player), true) => {
                 let worker = Worker {
-                    bus: state.bus.clone(),
+                    bus: bus.clone(),
                     synth: Arc::clone(&synth),
                     player: Arc::clone(player),
                     queued: Arc::clone(&queued),
@@ -309,7 +314,7 @@ impl TextToSpeech {
                 ))
             })
         };
-        state.subsystems.set(Subsystem::Tts, describe);
+        subsystems.set(Subsystem::Tts, describe);
         Self {
             synth,
             shared,
@@ -324,8 +329,16 @@ impl TextToSpeech {
             max_chars: config.tts.max_chars,
             enabled,
             worker: Mutex::new(worker),
-            bus: state.bus.clone(),
+            bus: bus.clone(),
         }
+    }
+
+    /// No speech (a room built without engines, in tests): nothing is
+    /// loaded and nothing speaks.
+    pub fn off(bus: &crate::events::Bus) -> Self {
+        let mut config = Config::default();
+        config.tts.enabled = false;
+        Self::start(&config, bus, &Default::default(), None)
     }
 
     pub fn synthesizer(&self) -> &Arc<Mutex<Synthesizer>> {
