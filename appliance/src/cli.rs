@@ -185,7 +185,7 @@ pub struct SelftestArgs {
     pub timeout: f64,
     /// Steps to leave out, comma-separated.
     #[arg(long, value_enum, value_delimiter = ',')]
-    pub skip: Vec<crate::selftest::report::StepName>,
+    pub skip: Vec<hark_client::selftest::report::StepName>,
     /// With the virtual sound card: a WAV file played into its microphone
     /// as the person's speech while the level step records.
     #[arg(long, value_name = "WAV")]

@@ -30,7 +30,6 @@
 pub mod audio;
 pub mod board;
 pub mod cli;
-pub mod client;
 pub mod conductor;
 pub mod config;
 pub mod floor;
@@ -39,7 +38,6 @@ pub mod memory;
 pub mod models;
 pub mod person;
 pub mod room;
-pub mod saved;
 pub mod selftest;
 pub mod service;
 pub mod state;

@@ -5,10 +5,10 @@ use clap::Parser;
 use hark::{
     audio,
     cli::{Cli, Command, ConfigCommand, OnOff, TokenCommand},
-    client,
     config::Config,
     logging, service,
 };
+use hark_client as client;
 use hark_core::room::BoardControl;
 
 fn main() -> ExitCode {
@@ -146,12 +146,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 return Ok(());
             }
             // The answer's fields are the kept record's, by name.
-            let mut saved: hark::saved::Saved = serde_json::from_value(result.clone())
+            let mut saved: hark_client::saved::Saved = serde_json::from_value(result.clone())
                 .context("the appliance's answer to hark/pair is not a pairing")?;
             saved.paired_at =
                 humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
             if let Some(pem) = result["ca_pem"].as_str() {
-                match hark::saved::store_ca(&host, pem) {
+                match hark_client::saved::store_ca(&host, pem) {
                     Ok(path) => saved.ca_file = Some(path),
                     Err(e) => eprintln!("warning: the appliance's CA certificate is not kept: {e}"),
                 }
@@ -159,7 +159,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let ca_file = saved.ca_file.clone();
             // The token is printed whatever happens to the file: it is
             // shown only this once.
-            let kept = match hark::saved::store(&host, saved) {
+            let kept = match hark_client::saved::store(&host, saved) {
                 Ok(path) => Some(path),
                 Err(e) => {
                     eprintln!("warning: the token is not kept for `hark connect`: {e}");
@@ -174,7 +174,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Inject { file } => {
             let (config, _) = Config::load(cli.config.as_deref())?;
-            let seconds = audio::inject(&config.audio, &file)?;
+            let seconds = hark_audio::virtual_mic::inject(&config.audio, &file)?;
             println!(
                 "injected {} ({seconds:.1} s) into {}",
                 file.display(),
@@ -310,7 +310,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&result)?);
                 return Ok(());
             }
-            print!("{}", client::format_tokens(&command, &result));
+            print!(
+                "{}",
+                client::format_tokens(
+                    match command {
+                        TokenCommand::Create { .. } => client::TokenAction::Create,
+                        TokenCommand::List { .. } => client::TokenAction::List,
+                        TokenCommand::Revoke { .. } => client::TokenAction::Revoke,
+                    },
+                    &result
+                )
+            );
             Ok(())
         }
         Command::Selftest(args) => {
@@ -319,12 +329,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 anyhow::bail!("--timeout must be 1–300 seconds, got {}", args.timeout);
             }
             let (config, _) = Config::load(cli.config.as_deref())?;
-            let options = hark::selftest::run::Options {
+            let options = hark_client::selftest::run::Options {
                 timeout: Duration::from_secs_f64(args.timeout),
                 skip: args.skip,
                 speech: args.speech,
             };
-            let report = runtime.block_on(hark::selftest::run::run(&config, options))?;
+            let report = runtime.block_on(hark_client::selftest::run::run(
+                &config.mcp.unix.path,
+                &config.audio,
+                options,
+            ))?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
@@ -355,9 +369,9 @@ fn token_for(given: Option<&str>, target: &str) -> Option<String> {
     if let Some(token) = given {
         return Some(token.to_owned());
     }
-    match hark::saved::lookup(target) {
+    match hark_client::saved::lookup(target) {
         Ok(saved) => saved.map(|s| s.token),
-        Err(hark::saved::SavedError::NoHome) => None,
+        Err(hark_client::saved::SavedError::NoHome) => None,
         Err(e) => {
             eprintln!("warning: {e}");
             None

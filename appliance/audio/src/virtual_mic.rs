@@ -241,3 +241,66 @@ fn feed(
         }
     }
 }
+
+/// Why `hark inject` could not play a file into the virtual microphone.
+#[derive(Debug, thiserror::Error)]
+pub enum InjectError {
+    #[error(transparent)]
+    Clip(#[from] crate::clip::ClipError),
+    #[error(
+        "nothing reads the virtual microphone's inject FIFO {path}: is `hark run` running with `[audio.virtual_card] enabled = true`?"
+    )]
+    NoDaemon { path: String },
+    #[error("cannot write to {path}: {source}")]
+    Inject {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// `hark inject FILE`: plays a WAV file into the running daemon's virtual
+/// microphone, converted to the capture format.
+pub fn inject(config: &crate::AudioConfig, wav: &Path) -> Result<f64, InjectError> {
+    use std::{io::Write, os::unix::fs::OpenOptionsExt};
+    let clip = crate::clip::Clip::read_wav(wav)?.resampled(config.capture.rate)?;
+    let raw = clip.to_s16_le(config.capture.channels);
+    let path = &config.virtual_card.inject_fifo;
+    let display = path.display().to_string();
+    // Non-blocking open fails with ENXIO when no process has the FIFO open
+    // for reading: the daemon is not running.
+    let mut fifo = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(0o4000) // O_NONBLOCK
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(6) | Some(2) => InjectError::NoDaemon {
+                path: display.clone(),
+            },
+            _ => InjectError::Inject {
+                path: display.clone(),
+                source: e,
+            },
+        })?;
+    // The daemon drains the FIFO every period; wait when it is full.
+    let mut sent = 0;
+    while sent < raw.len() {
+        match fifo.write(&raw[sent..]) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => {
+                return Err(InjectError::Inject {
+                    path: display,
+                    source: e,
+                });
+            }
+        }
+    }
+    fifo.flush().map_err(|source| InjectError::Inject {
+        path: display,
+        source,
+    })?;
+    Ok(clip.duration_secs())
+}

@@ -9,8 +9,11 @@
 //! - [`logging`]: the daemon's log lines, and the last ones kept for the
 //!   status page;
 //! - [`scopes`]: what a paired agent may do;
+//! - [`methods`]: the appliance's own JSON-RPC methods;
 //! - [`config`]: the key-naming error and range check every section of
 //!   the configuration uses;
+//! - [`selftest`]: the self-test's steps and answers on the wire, and how
+//!   a recording is judged;
 //! - [`room`]: the room's capabilities, the narrow traits the MCP side
 //!   calls (listen, speak, ask, files, volume, observe, hands, pair).
 
@@ -19,7 +22,9 @@ pub mod config;
 pub mod events;
 pub mod files;
 pub mod logging;
+pub mod methods;
 pub mod room;
 pub mod scopes;
+pub mod selftest;
 pub mod status;
 pub mod words;

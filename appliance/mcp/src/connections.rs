@@ -16,48 +16,7 @@ use std::{
 use schemars::JsonSchema;
 use serde::Serialize;
 
-/// The transports agents reach Hark by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum TransportKind {
-    /// Newline-delimited JSON-RPC over TCP.
-    Tcp,
-    /// Streamable HTTP at `/mcp`.
-    Http,
-    /// The same over TLS (`[mcp.https]`).
-    Https,
-    /// WebSocket upgrade at `/mcp`.
-    Websocket,
-    /// Newline-delimited JSON-RPC over a Unix socket.
-    Unix,
-}
-
-impl TransportKind {
-    /// How many there are: the per-transport client counts' length.
-    pub const COUNT: usize = 5;
-
-    /// Streamable HTTP, plain or over TLS: each request stands alone, and
-    /// a session outlives its connections.
-    pub fn is_http(self) -> bool {
-        matches!(self, TransportKind::Http | TransportKind::Https)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TransportKind::Tcp => "tcp",
-            TransportKind::Http => "http",
-            TransportKind::Https => "https",
-            TransportKind::Websocket => "websocket",
-            TransportKind::Unix => "unix",
-        }
-    }
-}
-
-impl std::fmt::Display for TransportKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::transports::TransportKind;
 
 /// Who is on the other end of one connection. Created when the connection is
 /// accepted; the client's self-reported name is filled in by `initialize`.
@@ -87,9 +46,9 @@ pub struct ClientIdentity {
     /// Cancelled when the client's side of the connection ends (stream
     /// transports); long-running tools stop on it.
     pub gone: tokio_util::sync::CancellationToken,
-    /// Its connection slot (`super::transport::budget`), freed when the
+    /// Its connection slot (`crate::budget`), freed when the
     /// connection ends.
-    pub slot: super::transport::budget::Held,
+    pub slot: crate::budget::Held,
     /// Cancelled to close the connection: an unpaired one making way.
     pub close: tokio_util::sync::CancellationToken,
 }

@@ -18,6 +18,7 @@
 //! - [`config`]: the `[mcp]`, `[auth]` and `[discovery]` sections.
 
 pub mod auth;
+pub mod budget;
 pub mod config;
 pub mod connections;
 pub mod discovery;
@@ -27,6 +28,7 @@ pub mod server;
 pub mod tls;
 pub mod tools;
 pub mod transport;
+pub mod transports;
 
 pub use server::{BOARD_METHOD, HarkServer, SELFTEST_METHOD};
 

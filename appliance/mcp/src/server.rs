@@ -48,13 +48,7 @@ pub const METHODS: &[&str] = &[
     "subscriptions/listen",
 ];
 
-/// The simulated board's controls (`hark button`, `hark mute`), served on
-/// the Unix socket only.
-pub const BOARD_METHOD: &str = "hark/board";
-
-/// One step of `hark selftest` (`crate::selftest::serve`), served on the
-/// Unix socket only.
-pub const SELFTEST_METHOD: &str = "hark/selftest";
+pub use hark_core::methods::{BOARD as BOARD_METHOD, SELFTEST as SELFTEST_METHOD};
 
 #[derive(Clone)]
 pub struct HarkServer {
@@ -239,16 +233,7 @@ fn refused(refusal: Refusal) -> ErrorData {
 /// scope), and of a token refused.
 pub const AUTH_ERROR: i32 = -32001;
 
-/// Manages tokens (`hark token …`): the Unix socket, or an admin token.
-pub const TOKENS_METHOD: &str = "hark/tokens";
-
-/// Asks to pair by the button (`hark pair`): open to unpaired clients,
-/// answered when the person presses (or not).
-pub const PAIR_METHOD: &str = "hark/pair";
-
-/// Presents a token on a stream connection (raw TCP, WebSocket), before or
-/// after `initialize`. Answered by the transport itself.
-pub const AUTH_METHOD: &str = "hark/auth";
+pub use hark_core::methods::{AUTH as AUTH_METHOD, PAIR as PAIR_METHOD, TOKENS as TOKENS_METHOD};
 
 /// The name of an agent that gave none.
 pub const UNNAMED: &str = "unnamed client";

@@ -11,7 +11,9 @@ use hark_board::{
     sim::{SimControl, SimError},
 };
 
-use super::serve::{Moved, Seen, StepError, board, contact_name, take_floor};
+use hark_core::selftest::{Moved, Seen};
+
+use super::serve::{StepError, board, contact_name, take_floor};
 use crate::{
     events::{self, Button, Event},
     state::ApplianceState,

@@ -18,7 +18,7 @@ use hark_board::{
     led::{Light, Pattern, Rgb},
     status::Status,
 };
-use serde::{Deserialize, Serialize};
+pub use hark_core::selftest::LightSeen;
 use tokio::{sync::oneshot, time::Instant};
 
 /// How often a showing status's frame is looked at.
@@ -30,20 +30,6 @@ pub const LIT: u8 = 64;
 /// Statuses that are promises: while one is true it shows, test or not.
 pub fn promised(status: Status) -> bool {
     matches!(status, Status::Muted | Status::Listening | Status::Asking)
-}
-
-/// What one status drew during the cycle.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LightSeen {
-    /// The status (`muted`, `listening`, …).
-    pub status: String,
-    /// Whether this board has a light for it (a board with one LED per
-    /// purpose may have none for some statuses).
-    pub expected: bool,
-    /// The most LEDs lit at once while it showed.
-    pub lit: usize,
-    /// The brightest channel seen, 0–255.
-    pub peak: u8,
 }
 
 /// Why a cycle did not run to its end.

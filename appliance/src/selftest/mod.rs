@@ -1,12 +1,6 @@
-//! `hark selftest`: an interactive check of a newly assembled board,
-//! through the running daemon (it owns the sound card and the board).
-//!
-//! The command ([`run`]) walks the person through the steps — the board
-//! profile found, a tone, a spoken sentence, the room's noise floor, the
-//! speech level of a short recording and its playback, a press, a long
-//! press, the mute switch, every light, the microcontroller link — and
-//! prints a report ([`report`]). Each step is one `hark/selftest` request
-//! on the daemon's Unix socket ([`serve`]), served only there, like
+//! The daemon's side of `hark selftest` (the command is in `hark-client`):
+//! each step is one `hark/selftest` request on the daemon's Unix socket
+//! ([`serve`]), served only there, like
 //! `hark/board`: no agent on the network can press the button or record
 //! the room through it.
 //!
@@ -21,8 +15,6 @@
 
 pub mod hand;
 pub mod lights;
-pub mod report;
-pub mod run;
 pub mod serve;
 pub mod signal;
 

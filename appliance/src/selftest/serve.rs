@@ -26,13 +26,13 @@ use hark_board::{
     profile::{InputPin, Leds, Profile},
     sim::SimError,
 };
-use serde::{Deserialize, Serialize};
+use hark_core::selftest::{BoardInfo, LinkState, Played, Press, Recorded, Request, Shown, Spoken};
 use serde_json::Value;
 
 use super::{
     hand::{Expect, wait_for_hand},
-    lights::{LightSeen, LightsError, LightsRequest},
-    signal::{self, Levels, RATE},
+    lights::{LightsError, LightsRequest},
+    signal::{self, RATE},
 };
 use crate::{
     floor::{FloorError, Turn, Who},
@@ -44,205 +44,12 @@ use crate::{
 const FLOOR_WAIT: Duration = Duration::from_secs(10);
 /// The tone's amplitude: −12 dBFS, clearly audible, far from clipping.
 const TONE_AMPLITUDE: f32 = 0.25;
-/// Accepted tone frequencies, Hz, and lengths, ms.
-pub const TONE_HZ: (f32, f32) = (100.0, 4000.0);
-pub const TONE_MS: (u32, u32) = (100, 5000);
-/// Longest sentence the speech step says, characters.
-pub const MAX_TEXT: usize = 300;
-/// Accepted recording lengths, ms.
-pub const RECORD_MS: (u32, u32) = (200, 10_000);
-/// Accepted time per status in a light cycle, ms.
-pub const LIGHTS_MS: (u32, u32) = (100, 5000);
-/// Accepted waits for a person's hand, ms.
-pub const WAIT_MS: (u32, u32) = (200, 300_000);
 /// Longest the speech step waits for its sentence to be said.
 const SPEECH_WAIT: Duration = Duration::from_secs(60);
 /// A microphone that delivers nothing for this long has stalled.
 const STALL: Duration = Duration::from_secs(3);
 /// How often the recording looks for new samples in the ring.
 const POLL: Duration = Duration::from_millis(10);
-
-/// Which press a button step waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Press {
-    /// Down and up again before it is long.
-    Press,
-    /// Held down past the long-press time.
-    LongPress,
-}
-
-/// One step (the request's params).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "step", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Request {
-    /// Which board this is and what it has.
-    Board,
-    /// Plays a tone of `hz` for `ms`.
-    Tone { hz: f32, ms: u32 },
-    /// Says `text` in Hark's own voice.
-    Speak { text: String },
-    /// Records `ms` from the microphone (after the listening chime, with
-    /// `chime`), measures it and keeps it for `play`.
-    Record {
-        ms: u32,
-        #[serde(default)]
-        chime: bool,
-    },
-    /// Plays recording `clip` back.
-    Play { clip: u64 },
-    /// Shows every status of the lights in turn, `ms` each.
-    Lights { ms: u32 },
-    /// Waits up to `timeout_ms` for `expect` on the button; with
-    /// `simulate`, the simulated board's button is moved first.
-    Button {
-        expect: Press,
-        #[serde(default)]
-        simulate: bool,
-        timeout_ms: u32,
-    },
-    /// Waits up to `timeout_ms` for the mute switch to move and come back;
-    /// with `simulate`, the simulated switch is moved.
-    Mute {
-        #[serde(default)]
-        simulate: bool,
-        timeout_ms: u32,
-    },
-    /// The microcontroller link, if the profile has one.
-    Link,
-}
-
-impl Request {
-    fn name(&self) -> &'static str {
-        match self {
-            Request::Board => "board",
-            Request::Tone { .. } => "tone",
-            Request::Speak { .. } => "speak",
-            Request::Record { .. } => "record",
-            Request::Play { .. } => "play",
-            Request::Lights { .. } => "lights",
-            Request::Button { .. } => "button",
-            Request::Mute { .. } => "mute",
-            Request::Link => "link",
-        }
-    }
-
-    /// Checks the numbers against their ranges.
-    fn check(&self) -> Result<(), StepError> {
-        fn within<T: PartialOrd + std::fmt::Display>(
-            name: &str,
-            value: T,
-            (low, high): (T, T),
-        ) -> Result<(), StepError> {
-            if value < low || value > high {
-                return Err(StepError::Invalid(format!(
-                    "`{name}` must be {low}–{high}, got {value}"
-                )));
-            }
-            Ok(())
-        }
-        match self {
-            Request::Tone { hz, ms } => {
-                within("hz", *hz, TONE_HZ)?;
-                within("ms", *ms, TONE_MS)
-            }
-            Request::Speak { text }
-                if text.trim().is_empty() || text.chars().count() > MAX_TEXT =>
-            {
-                Err(StepError::Invalid(format!(
-                    "`text` must be 1–{MAX_TEXT} characters"
-                )))
-            }
-            Request::Record { ms, .. } => within("ms", *ms, RECORD_MS),
-            Request::Lights { ms } => within("ms", *ms, LIGHTS_MS),
-            Request::Button { timeout_ms, .. } | Request::Mute { timeout_ms, .. } => {
-                within("timeout_ms", *timeout_ms, WAIT_MS)
-            }
-            _ => Ok(()),
-        }
-    }
-}
-
-/// What the board is and has (`board`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BoardInfo {
-    /// Which board, and why (`get_status`'s board line).
-    pub board: String,
-    /// The profile's name; none for the simulated board.
-    pub profile: Option<String>,
-    pub simulated: bool,
-    /// The push-to-talk button, as the person finds it ("the push-to-talk
-    /// button (GPIO 17 of generic-pi)"); none without one.
-    pub button: Option<String>,
-    pub mute: Option<String>,
-    /// The lights; none without any.
-    pub lights: Option<String>,
-    /// Whether Hark draws the lights itself and can see what they showed
-    /// (not a microcontroller's ring, which draws its own).
-    pub lights_drawn: bool,
-    /// The microcontroller link's device.
-    pub link: Option<String>,
-    /// The audio subsystem's state.
-    pub audio: String,
-}
-
-/// A tone or a recording played (`tone`, `play`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Played {
-    pub seconds: f64,
-}
-
-/// The sentence said (`speak`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Spoken {
-    /// `piper` or `espeak`.
-    pub engine: String,
-    pub voice: String,
-    /// Why espeak-ng spoke instead of piper, when it did.
-    pub fallback: Option<String>,
-    pub seconds: f64,
-}
-
-/// A recording (`record`): its number for `play`, and its levels.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Recorded {
-    pub clip: u64,
-    pub levels: Levels,
-}
-
-/// What a light cycle drew (`lights`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Shown {
-    /// LEDs on the output.
-    pub leds: usize,
-    pub statuses: Vec<LightSeen>,
-}
-
-/// The classified events a button or switch step saw, in order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Moved {
-    pub events: Vec<Seen>,
-}
-
-/// One event: `press`, `release`, `long_press`, `mute_on`, `mute_off`,
-/// milliseconds after the step began waiting.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Seen {
-    pub event: String,
-    pub at_ms: u64,
-}
-
-/// The microcontroller link (`link`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LinkState {
-    /// The device the profile names; none: the board has no link.
-    pub device: Option<String>,
-    /// Whether the device node exists.
-    pub present: bool,
-    /// Whether the microcontroller answers (handshake done, heartbeat
-    /// alive); none: no link to ask.
-    pub connected: Option<bool>,
-}
 
 /// Why a step failed.
 #[derive(Debug, thiserror::Error)]
@@ -333,7 +140,7 @@ pub async fn serve(
 }
 
 async fn run(state: &Arc<ApplianceState>, request: Request) -> Result<Value, StepError> {
-    request.check()?;
+    request.check().map_err(StepError::Invalid)?;
     match request {
         Request::Board => value(board_info(state)),
         Request::Tone { hz, ms } => {
@@ -371,7 +178,7 @@ async fn run(state: &Arc<ApplianceState>, request: Request) -> Result<Value, Ste
 }
 
 /// A step's answer as JSON.
-fn value<T: Serialize>(answer: Result<T, StepError>) -> Result<Value, StepError> {
+fn value<T: serde::Serialize>(answer: Result<T, StepError>) -> Result<Value, StepError> {
     answer.and_then(|v| serde_json::to_value(v).map_err(|e| StepError::Invalid(e.to_string())))
 }
 

@@ -30,7 +30,7 @@ use tokens::{Rejected, TokenError, TokenStore};
 
 use crate::{
     config::{AuthConfig, AuthMode},
-    connections::TransportKind,
+    transports::TransportKind,
 };
 
 /// Who a client is to the appliance.

@@ -274,7 +274,7 @@ fn json_response(status: StatusCode, message: &impl serde::Serialize) -> Respons
 
 /// Tells an HTTP client over the connection limit to come back later. Written
 /// by hand because the connection is not served at all.
-async fn refuse_busy(mut stream: tokio::net::TcpStream, refusal: super::budget::Refusal) {
+async fn refuse_busy(mut stream: tokio::net::TcpStream, refusal: crate::budget::Refusal) {
     let body = format!("{refusal}\n");
     let response = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",

@@ -6,7 +6,6 @@
 //! socket is bound, and so tests can bind port 0 and read the real port back.
 
 pub mod bearer;
-pub mod budget;
 pub mod framed;
 pub mod guard;
 pub mod http;
@@ -65,7 +64,7 @@ pub struct Shared {
     pub shutdown: CancellationToken,
     /// Every connection task, so shutdown can wait for them.
     pub tasks: TaskTracker,
-    budget: Arc<budget::Budget>,
+    budget: Arc<crate::budget::Budget>,
 }
 
 impl Shared {
@@ -82,7 +81,7 @@ impl Shared {
     ) -> Self {
         let hosts =
             guard::HostPolicy::new(hostname, &config.allowed_hosts, &config.allowed_origins);
-        let budget = budget::Budget::new(config.max_connections, config.unpaired.clone());
+        let budget = crate::budget::Budget::new(config.max_connections, config.unpaired.clone());
         Self {
             config,
             shutdown_timeout,
@@ -124,7 +123,7 @@ impl Shared {
         transport: TransportKind,
         address: Option<std::net::IpAddr>,
         paired: bool,
-    ) -> Result<Admitted, budget::Refusal> {
+    ) -> Result<Admitted, crate::budget::Refusal> {
         let base = self.auth.base(transport, address);
         let trusted = paired || matches!(base.principal, crate::auth::Principal::Trusted(_));
         let close = CancellationToken::new();
@@ -141,19 +140,19 @@ impl Shared {
 /// A connection let in: its slot, the token that closes it (an unpaired
 /// one making way), and what it may do before any token.
 pub struct Admitted {
-    slot: budget::Slot,
+    slot: crate::budget::Slot,
     close: CancellationToken,
     base: crate::auth::Grant,
 }
 
 impl Admitted {
     pub fn unpaired(&self) -> bool {
-        matches!(self.slot, budget::Slot::Unpaired(_))
+        matches!(self.slot, crate::budget::Slot::Unpaired(_))
     }
 }
 
 /// The error a client not let in gets before it is closed.
-pub fn busy_error(refusal: &budget::Refusal) -> ServerJsonRpcMessage {
+pub fn busy_error(refusal: &crate::budget::Refusal) -> ServerJsonRpcMessage {
     ServerJsonRpcMessage::error(
         ErrorData::new(ErrorCode(-32000), refusal.to_string(), None),
         None,

@@ -134,7 +134,7 @@ where
 }
 
 /// Tells a client over the connection limit why it is being closed.
-async fn refuse_busy<S: AsyncWrite + Unpin>(mut stream: S, refusal: super::budget::Refusal) {
+async fn refuse_busy<S: AsyncWrite + Unpin>(mut stream: S, refusal: crate::budget::Refusal) {
     let message = super::busy_error(&refusal);
     let mut line = serde_json::to_vec(&message).unwrap_or_default();
     line.push(b'\n');

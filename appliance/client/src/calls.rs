@@ -143,7 +143,7 @@ async fn call_one(
     if let Some(token) = token {
         let reply = client
             .send_request(ClientRequest::CustomRequest(CustomRequest::new(
-                hark_mcp::server::AUTH_METHOD,
+                hark_core::methods::AUTH,
                 Some(json!({ "token": token })),
             )))
             .await;
@@ -265,7 +265,7 @@ pub async fn pair(target: &str, name: &str, scopes: Option<&str>) -> Result<Valu
     if let Some(scopes) = scopes {
         params["scopes"] = json!(scopes);
     }
-    custom_request(stream, &target, hark_mcp::server::PAIR_METHOD, params).await
+    custom_request(stream, &target, hark_core::methods::PAIR, params).await
 }
 
 /// What `hark pair` prints once paired: the token, and how to use it in
@@ -388,9 +388,16 @@ pub fn format_status(target: &str, status: &Value) -> String {
     out
 }
 
+/// What `hark token …` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenAction {
+    Create,
+    List,
+    Revoke,
+}
+
 /// What `hark token …` prints.
-pub fn format_tokens(command: &crate::cli::TokenCommand, result: &Value) -> String {
-    use crate::cli::TokenCommand;
+pub fn format_tokens(action: TokenAction, result: &Value) -> String {
     let scopes = |v: &Value| {
         v["scopes"]
             .as_array()
@@ -402,8 +409,8 @@ pub fn format_tokens(command: &crate::cli::TokenCommand, result: &Value) -> Stri
             })
             .unwrap_or_default()
     };
-    match command {
-        TokenCommand::Create { .. } => {
+    match action {
+        TokenAction::Create => {
             let info = &result["info"];
             let token = result["token"].as_str().unwrap_or("?");
             let name = info["name"].as_str().unwrap_or("?");
@@ -423,7 +430,7 @@ pub fn format_tokens(command: &crate::cli::TokenCommand, result: &Value) -> Stri
                 scopes(info)
             )
         }
-        TokenCommand::List { .. } => {
+        TokenAction::List => {
             let tokens = result["tokens"].as_array().cloned().unwrap_or_default();
             if tokens.is_empty() {
                 return "no tokens; `hark token create NAME` makes one\n".to_owned();
@@ -447,7 +454,7 @@ pub fn format_tokens(command: &crate::cli::TokenCommand, result: &Value) -> Stri
             }
             out
         }
-        TokenCommand::Revoke { .. } => format!(
+        TokenAction::Revoke => format!(
             "revoked `{}`: its agent is refused from its next request on\n",
             result["revoked"]["name"].as_str().unwrap_or("?")
         ),
@@ -585,7 +592,7 @@ async fn open(
     let (read, mut write) = stream.into_split();
     let mut lines = BufReader::new(read).lines();
     if let Some(token) = token {
-        let auth = json!({"jsonrpc": "2.0", "id": AUTH_ID, "method": hark_mcp::server::AUTH_METHOD,
+        let auth = json!({"jsonrpc": "2.0", "id": AUTH_ID, "method": hark_core::methods::AUTH,
             "params": {"token": token}});
         let mut bytes = auth.to_string().into_bytes();
         bytes.push(b'\n');
@@ -700,13 +707,13 @@ pub async fn board(
         target: socket.display().to_string(),
         reason: e.to_string(),
     })?;
-    local_request(socket, hark_mcp::BOARD_METHOD, params).await
+    local_request(socket, hark_core::methods::BOARD, params).await
 }
 
 /// Sends one `hark/tokens` request (`hark token …`) over the daemon's Unix
 /// socket and returns its result.
 pub async fn tokens(socket: &std::path::Path, params: Value) -> Result<Value, ClientError> {
-    local_request(socket, hark_mcp::server::TOKENS_METHOD, params).await
+    local_request(socket, hark_core::methods::TOKENS, params).await
 }
 
 /// One custom request over the daemon's Unix socket, as an MCP client (the

@@ -25,13 +25,13 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{
-    lights::LightSeen,
-    report::{Outcome, Report, StepName},
-    serve::{BoardInfo, Moved, Played, Press, Recorded, Request, Shown, Spoken},
+use hark_core::selftest::{
+    BoardInfo, LightSeen, Moved, Played, Press, Recorded, Request, Shown, Spoken,
     signal::{self, Verdict},
 };
-use crate::config::Config;
+
+use super::report::{Outcome, Report, StepName};
+use hark_audio::AudioConfig;
 
 /// What `hark selftest` was asked.
 #[derive(Debug, Clone)]
@@ -209,14 +209,13 @@ impl Appliance {
                 socket: shown.clone(),
                 source,
             })?;
-        let client =
-            crate::client::cli_info()
-                .serve(stream)
-                .await
-                .map_err(|e| SelftestError::Session {
-                    socket: shown.clone(),
-                    reason: e.to_string(),
-                })?;
+        let client = crate::cli_info()
+            .serve(stream)
+            .await
+            .map_err(|e| SelftestError::Session {
+                socket: shown.clone(),
+                reason: e.to_string(),
+            })?;
         Ok(Appliance {
             client,
             socket: shown,
@@ -238,7 +237,7 @@ impl Appliance {
             .client
             .send_cancellable_request(
                 ClientRequest::CustomRequest(CustomRequest::new(
-                    hark_mcp::SELFTEST_METHOD,
+                    hark_core::methods::SELFTEST,
                     Some(params),
                 )),
                 PeerRequestOptions::no_options(),
@@ -279,21 +278,27 @@ impl Appliance {
     }
 }
 
-/// Runs the self-test against the daemon `config` names.
-pub async fn run(config: &Config, options: Options) -> Result<Report, SelftestError> {
+/// Runs the self-test against the daemon on the Unix socket `socket`,
+/// whose audio is `audio` (the person's speech, with `--speech`, goes into
+/// its virtual microphone).
+pub async fn run(
+    socket: &std::path::Path,
+    audio: &AudioConfig,
+    options: Options,
+) -> Result<Report, SelftestError> {
     if let Some(speech) = &options.speech {
-        if !config.audio.virtual_card.enabled {
+        if !audio.virtual_card.enabled {
             return Err(SelftestError::NoVirtualCard);
         }
         hark_audio::clip::Clip::read_wav(speech).map_err(SelftestError::SpeechFile)?;
     }
-    let appliance = Appliance::open(&config.mcp.unix.path).await?;
+    let appliance = Appliance::open(socket).await?;
     let board = appliance
         .step::<BoardInfo, Unattended>(&Request::Board, None)
         .await?;
     let mut steps = Steps {
         appliance: &appliance,
-        config,
+        audio,
         options,
         report: Report::default(),
         noise: None,
@@ -313,7 +318,7 @@ pub async fn run(config: &Config, options: Options) -> Result<Report, SelftestEr
 
 struct Steps<'a> {
     appliance: &'a Appliance,
-    config: &'a Config,
+    audio: &'a AudioConfig,
     options: Options,
     report: Report,
     /// The quiet second's level, dBFS.
@@ -555,8 +560,8 @@ impl Steps<'_> {
         // microphone while the step records (the chime before the
         // recording costs its first fifth of a second).
         let injected = self.options.speech.clone().map(|path| {
-            let audio = self.config.audio.clone();
-            tokio::task::spawn_blocking(move || crate::audio::inject(&audio, &path))
+            let audio = self.audio.clone();
+            tokio::task::spawn_blocking(move || hark_audio::virtual_mic::inject(&audio, &path))
         });
         let request = Request::Record {
             ms: SPEECH_MS,
@@ -786,7 +791,11 @@ impl Steps<'_> {
             return Ok(());
         }
         let Some(link) = self
-            .call::<super::serve::LinkState, Unattended>(StepName::Link, &Request::Link, None)
+            .call::<hark_core::selftest::LinkState, Unattended>(
+                StepName::Link,
+                &Request::Link,
+                None,
+            )
             .await?
         else {
             return Ok(());
