@@ -3,16 +3,17 @@ use std::{process::ExitCode, time::Duration};
 use anyhow::Context;
 use clap::Parser;
 use hark::{
-    audio,
     cli::{Cli, Command, ConfigCommand, OnOff, TokenCommand},
     config::Config,
-    logging, service,
+    service,
 };
 use hark_client as client;
+use hark_core::logging;
 use hark_core::room::BoardControl;
+use hark_room::audio;
 
 fn main() -> ExitCode {
-    hark::memory::tune_allocator();
+    hark_room::memory::tune_allocator();
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -277,12 +278,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 anyhow::bail!("unknown format `{format}`: use text, json, srt or vtt");
             }
             let (config, _) = Config::load(cli.config.as_deref())?;
-            let transcript = hark::stt::transcribe_file(&config, &file, language)?;
+            let transcript = hark_room::stt::transcribe_file(&config.room(), &file, language)?;
             match format.as_str() {
                 "text" => println!("{}", transcript.text),
                 "json" => println!("{}", serde_json::to_string_pretty(&transcript)?),
-                "srt" => print!("{}", hark::stt::subtitles(&transcript, false)),
-                _ => print!("{}", hark::stt::subtitles(&transcript, true)),
+                "srt" => print!("{}", hark_room::stt::subtitles(&transcript, false)),
+                _ => print!("{}", hark_room::stt::subtitles(&transcript, true)),
             }
             Ok(())
         }

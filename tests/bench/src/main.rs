@@ -147,7 +147,7 @@ enum Mode {
 fn main() -> ExitCode {
     // As the daemon runs: the engines measured in this process allocate
     // the way they do in it.
-    hark::memory::tune_allocator();
+    hark_room::memory::tune_allocator();
     let mut args = Args::parse();
     // Still one thread here: the audio benchmark sets ALSA's environment
     // before it starts any.

@@ -6,7 +6,7 @@
 //!    injected; the time from the first recording's end (its
 //!    `listening_ended`) to the second agent's microphone opening (its
 //!    `listening_started`), from the daemon's log (µs timestamps, debug for
-//!    `hark::events`). The second agent's listen then times out and the
+//!    `hark_core::events`). The second agent's listen then times out and the
 //!    round ends.
 //! 2. **Event fan-out.** 32 clients read `GET /events` while the simulated
 //!    mute switch moves as fast as its 1 ms debounce allows (every move an
@@ -86,7 +86,7 @@ pub fn main(args: RoomArgs) -> anyhow::Result<()> {
         &tidy(&args.hark),
         &tidy(&args.models_dir),
         &dir,
-        "info,hark::events=debug",
+        "info,hark_core::events=debug",
         &extra,
     )?;
 
@@ -291,7 +291,7 @@ fn fanout(
 
 /// Per-row write times, ms.
 fn history(dir: &Path, rows: usize, keep_audio: bool) -> anyhow::Result<Vec<f64>> {
-    use hark::history::{History, Kind, New, Settings};
+    use hark_store::history::{History, Kind, New, Settings};
     let history = History::open(
         dir,
         Settings {

@@ -1007,11 +1007,11 @@ fn daemon_steps(
             "transcribing again at once after speaking".into(),
             daemon.memory()?,
         ));
-        std::thread::sleep(hark::tts::IDLE_RELEASE + Duration::from_secs(1));
+        std::thread::sleep(hark_room::tts::IDLE_RELEASE + Duration::from_secs(1));
         run.steps.push((
             format!(
                 "idle for {} s (working memory given back)",
-                (hark::tts::IDLE_RELEASE + Duration::from_secs(1)).as_secs()
+                (hark_room::tts::IDLE_RELEASE + Duration::from_secs(1)).as_secs()
             ),
             daemon.memory()?,
         ));

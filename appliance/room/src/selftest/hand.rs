@@ -369,7 +369,7 @@ mod tests {
         let state = Arc::new(ApplianceState::default());
         let token = tokio_util::sync::CancellationToken::new();
         let (board, contacts) = crate::board::BoardService::start(
-            &crate::config::Config::default(),
+            &crate::config::RoomConfig::default(),
             hark_board::board::Resolved::Simulated("a test".into()),
             &state,
             &token,

@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use hark_core::status::{Subsystem, SubsystemState, fixed};
 
 use crate::{
-    config::Config,
+    config::RoomConfig,
     events::{Button, Event, Events},
     selftest::lights::{self, Cycle, LightsError, LightsRequest},
     state::ApplianceState,
@@ -49,7 +49,7 @@ impl BoardService {
     /// cannot be opened is reported in `get_status` and the logs, and the
     /// appliance runs without it rather than not at all.
     pub fn start(
-        config: &Config,
+        config: &RoomConfig,
         resolved: Resolved,
         state: &Arc<ApplianceState>,
         token: &CancellationToken,
@@ -141,7 +141,7 @@ fn unavailable(subsystems: &hark_core::status::Subsystems, error: &BoardError) {
 /// takes the profile's sound card for capture. A board that cannot be
 /// chosen is reported (`None`): the appliance runs without one.
 pub fn resolve(
-    config: &mut Config,
+    config: &mut RoomConfig,
     subsystems: &hark_core::status::Subsystems,
 ) -> Option<Resolved> {
     let (resolved, machine) = match board::resolve(&config.board.board(), Path::new("/")) {

@@ -13,7 +13,7 @@ use hark_core::events::Bus;
 use hark_core::status::{Subsystem, SubsystemState, Subsystems, fixed};
 
 use crate::{
-    config::Config,
+    config::RoomConfig,
     events::{Event, Part},
 };
 
@@ -56,13 +56,13 @@ pub struct SpeechToText {
 impl SpeechToText {
     /// Loads the model (blocking: run it off the async runtime) and reports
     /// the subsystem's state.
-    pub fn start(config: &Config, bus: &Bus, subsystems: &Subsystems) -> Self {
+    pub fn start(config: &RoomConfig, bus: &Bus, subsystems: &Subsystems) -> Self {
         let files = AllowedDirs::new(config.stt.audio_dirs.clone(), "stt.audio_dirs");
         let limits = decode::Limits {
             max_bytes: config.stt.max_audio_bytes,
             max_seconds: config.stt.max_audio_seconds,
         };
-        let record_timeout = Duration::from_secs_f64(config.mcp.record_timeout);
+        let record_timeout = Duration::from_secs_f64(config.record_timeout);
         let engine = if !config.stt.enabled {
             subsystems.set(Subsystem::Stt, fixed(SubsystemState::Disabled));
             Err("speech-to-text is disabled on this appliance (stt.enabled = false)".to_owned())
@@ -148,7 +148,7 @@ impl SpeechToText {
 
     /// No speech to text (a room built without engines, in tests).
     pub fn off() -> Self {
-        let config = Config::default();
+        let config = RoomConfig::default();
         Self {
             engine: Err("speech-to-text is disabled in this room".to_owned()),
             turn: None,
@@ -159,7 +159,7 @@ impl SpeechToText {
                 max_bytes: config.stt.max_audio_bytes,
                 max_seconds: config.stt.max_audio_seconds,
             },
-            record_timeout: Duration::from_secs_f64(config.mcp.record_timeout),
+            record_timeout: Duration::from_secs_f64(config.record_timeout),
             enabled: false,
             partial_every: None,
             speculative: false,
@@ -200,7 +200,7 @@ impl SpeechToText {
 /// store): Moonshine on the ONNX Runtime the voices use. A failure,
 /// including a name the store does not have, is said in the log and the
 /// status, and whisper hears the microphone instead.
-fn start_live(config: &Config, bus: &Bus, subsystems: &Subsystems) -> Option<Arc<Engine>> {
+fn start_live(config: &RoomConfig, bus: &Bus, subsystems: &Subsystems) -> Option<Arc<Engine>> {
     let loaded = config
         .stt
         .live_model_dir()?
@@ -227,7 +227,7 @@ fn start_live(config: &Config, bus: &Bus, subsystems: &Subsystems) -> Option<Arc
 /// cores, Moonshine on two threads and the ask on one slowed each other
 /// (asks 88 ms against 62 ms, the pause's transcription 93 against 77 ms;
 /// docs/benchmarks.md, the turn).
-fn live_threads(config: &Config) -> usize {
+fn live_threads(config: &RoomConfig) -> usize {
     let threads = usize::from(config.stt.threads.max(1));
     if config.audio.vad.end_of_turn != hark_audio::config::EndOfTurnRule::SmartTurn {
         return threads;
@@ -237,7 +237,7 @@ fn live_threads(config: &Config) -> usize {
 }
 
 /// Moonshine from `dir`, as an engine with whisper's queue and hooks.
-fn load_live(config: &Config, bus: &Bus, dir: &Path) -> Result<Engine, String> {
+fn load_live(config: &RoomConfig, bus: &Bus, dir: &Path) -> Result<Engine, String> {
     hark_onnx::OnnxRuntime::load(&config.tts.onnxruntime)
         .map_err(|e| e.to_string())
         .and_then(|runtime| {
@@ -288,7 +288,7 @@ pub fn subtitles(transcript: &Transcript, vtt: bool) -> String {
 
 /// `hark transcribe FILE`: loads the model and transcribes one file.
 pub fn transcribe_file(
-    config: &Config,
+    config: &RoomConfig,
     path: &Path,
     language: Option<String>,
 ) -> Result<Transcript, CliSttError> {
@@ -313,7 +313,7 @@ pub enum CliSttError {
 
 /// Loads the end-of-turn model when the config asks for it. Without it the
 /// silence rule ends turns, said in the log and the status.
-fn start_turn(config: &Config, subsystems: &Subsystems) -> Option<Turn> {
+fn start_turn(config: &RoomConfig, subsystems: &Subsystems) -> Option<Turn> {
     if config.audio.vad.end_of_turn != hark_audio::config::EndOfTurnRule::SmartTurn {
         return None;
     }

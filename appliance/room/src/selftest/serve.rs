@@ -3,7 +3,7 @@
 //! uses what the appliance already has — the player, Hark's own speech,
 //! the capture ring, the board's lights task, the event stream — and
 //! answers with what it measured, or fails with a JSON-RPC error
-//! (`hark_mcp::server::STEP_FAILED`) whose message says what is wrong.
+//! (`STEP_FAILED`, the MCP side's) whose message says what is wrong.
 //!
 //! Steps that use the microphone, the speaker or the button take the floor
 //! as Hark ([`Who::Hark`]) first, so no agent talks over the tone or hears

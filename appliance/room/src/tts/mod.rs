@@ -60,7 +60,7 @@ use hark_core::status::{Subsystem, SubsystemState};
 pub use queue::Priority;
 use queue::{Prioritised, Queue};
 
-use crate::{agents::Agents, config::Config, floor::Who};
+use crate::{agents::Agents, config::RoomConfig, floor::Who};
 
 /// How long the speech thread waits with nothing to say before it gives the
 /// voices' working memory back. Long enough to span the gaps between the
@@ -226,7 +226,7 @@ impl TextToSpeech {
     /// async runtime) and starts the speech thread.
     /// `player`: the speaker (none: nothing speaks).
     pub fn start(
-        config: &Config,
+        config: &RoomConfig,
         bus: &crate::events::Bus,
         subsystems: &hark_core::status::Subsystems,
         player: Option<Arc<Player>>,
@@ -336,7 +336,7 @@ impl TextToSpeech {
     /// No speech (a room built without engines, in tests): nothing is
     /// loaded and nothing speaks.
     pub fn off(bus: &crate::events::Bus) -> Self {
-        let mut config = Config::default();
+        let mut config = RoomConfig::default();
         config.tts.enabled = false;
         Self::start(&config, bus, &Default::default(), None)
     }

@@ -1,0 +1,42 @@
+//! Hark's room: everything that touches the microphone, the speaker, the
+//! models and the board, behind the capabilities of [`hark_core::room`]
+//! that the MCP side calls.
+//!
+//! - [`start`]: the engines started in order and the room made of them;
+//! - [`state`]: the room, as its engines share it;
+//! - [`audio`]: the audio engine (crate `hark-audio`) in the room;
+//! - [`stt`], [`tts`]: speech to text (crate `hark-stt`) and text to speech
+//!   (crate `hark-tts`) in the room;
+//! - [`floor`]: whose turn it is with the person;
+//! - [`listen`]: one listen (chime, recording, transcription), shared by
+//!   the tools that hear the person and by the person's own recording;
+//! - [`person`]: the person starts: a press records a message for the
+//!   agents;
+//! - [`board`]: the button, lights and mute switch (crate `hark-board`);
+//! - [`conductor`]: the one task that decides what a press, a hold or the
+//!   mute switch means;
+//! - [`room`]: the capabilities, implemented (one dialogue sequence for
+//!   every question);
+//! - [`selftest`]: the daemon's side of `hark selftest`;
+//! - [`memory`]: the allocator's settings for a long-running daemon;
+//! - [`config`]: the room's sections of the configuration.
+
+pub mod audio;
+pub mod board;
+pub mod conductor;
+pub mod config;
+pub mod floor;
+pub mod listen;
+pub mod memory;
+pub mod person;
+pub mod room;
+pub mod selftest;
+pub mod start;
+pub mod state;
+pub mod stt;
+pub mod tts;
+
+// The core's parts, under the names the room's modules use.
+pub use hark_core::{agents, events, logging, words};
+// The stores, likewise.
+pub use hark_store::{history, inbox};

@@ -1,0 +1,232 @@
+//! Start-up: the room's engines in order — the board's profile (it names
+//! the sound card), audio, speech to text, text to speech, the floor, the
+//! stores — each reporting to the event stream and the subsystems, then
+//! the room made of them. Nothing in the room is filled in later.
+
+use std::{sync::Arc, time::Duration};
+
+use hark_core::status::{Health, Subsystem, SubsystemState, fixed};
+use tokio_util::sync::CancellationToken;
+
+use crate::{config::RoomConfig, state::ApplianceState};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Audio(#[from] crate::audio::AudioError),
+    #[error("{0}")]
+    Start(String),
+}
+
+/// The room made, the board it will serve (resolved, not yet started: its
+/// lights read the room) and the audio engine, which shutdown stops last.
+pub struct Started {
+    pub state: ApplianceState,
+    pub board: Option<hark_board::board::Resolved>,
+    pub audio: crate::audio::AudioEngine,
+}
+
+/// Starts the room's engines in order, each reporting to the event
+/// stream and the subsystems, and makes the room of them.
+pub async fn start_room(
+    config: &mut RoomConfig,
+    health: &Health,
+    token: &CancellationToken,
+) -> Result<Started, StartError> {
+    let bus = crate::events::Bus::default();
+    let subsystems = hark_core::status::Subsystems::default();
+    let (muted, speaking) = (Arc::default(), Arc::default());
+    // Which board this is, first: its profile names the sound card the
+    // audio engine opens (unless the config names one).
+    let board = crate::board::resolve(config, &subsystems);
+    // Capture starts before READY=1; a missing device is a state it reports
+    // and retries, not a reason to fail.
+    let mut audio = crate::audio::AudioEngine::start(
+        &config.audio,
+        &bus,
+        &subsystems,
+        &muted,
+        &speaking,
+        health,
+    )?;
+    let player = audio.player().cloned();
+    let microphone = audio.microphone.take();
+    // Loading the model reads the whole file: off the runtime's threads.
+    let (stt, subsystems) = {
+        let (config, bus) = (config.clone(), bus.clone());
+        tokio::task::spawn_blocking(move || {
+            let stt = crate::stt::SpeechToText::start(&config, &bus, &subsystems);
+            (stt, subsystems)
+        })
+        .await
+        .map_err(|e| StartError::Start(format!("speech-to-text start-up failed: {e}")))?
+    };
+    // Loading ONNX Runtime and the voice reads their files: off the runtime too.
+    let (tts, subsystems) = {
+        let (config, bus, player) = (config.clone(), bus.clone(), player.clone());
+        tokio::task::spawn_blocking(move || {
+            let tts = crate::tts::TextToSpeech::start(&config, &bus, &subsystems, player);
+            // Loading read the model and voice files through buffers that
+            // are free now.
+            crate::memory::release_freed();
+            (tts, subsystems)
+        })
+        .await
+        .map_err(|e| StartError::Start(format!("text-to-speech start-up failed: {e}")))?
+    };
+    let tts = Arc::new(tts);
+    let floor = Arc::new(crate::floor::Floor::new(
+        bus.clone(),
+        config.floor.max_queue,
+        Duration::from_secs(config.floor.max_hold_seconds),
+    ));
+    // Whose speech may play follows the floor.
+    {
+        let (mut holder, tts, token) = (floor.speaker(), Arc::clone(&tts), token.clone());
+        tokio::spawn(async move {
+            loop {
+                tts.floor_changed(holder.borrow_and_update().clone());
+                tokio::select! {
+                    () = token.cancelled() => return,
+                    changed = holder.changed() => if changed.is_err() { return },
+                }
+            }
+        });
+    }
+    let inbox = open_inbox(config, &bus, &subsystems, token).await;
+    let history = open_history(config, &bus, &subsystems, token).await;
+    let state = ApplianceState::new(crate::state::Parts {
+        bus,
+        subsystems,
+        muted,
+        speaking,
+        player,
+        microphone,
+        stt: Arc::new(stt),
+        tts,
+        floor,
+        inbox,
+        history,
+        yes_no: config.yes_no(),
+        agents: crate::agents::Agents::new(config.agents.clone()),
+    });
+    Ok(Started {
+        state,
+        board,
+        audio,
+    })
+}
+
+/// The voice inbox, when it is on and opens (opening reads its database:
+/// off the runtime); its subsystem says which.
+async fn open_inbox(
+    config: &RoomConfig,
+    bus: &crate::events::Bus,
+    subsystems: &hark_core::status::Subsystems,
+    token: &CancellationToken,
+) -> Option<Arc<crate::inbox::Inbox>> {
+    if !config.inbox.enabled {
+        subsystems.set(Subsystem::Inbox, fixed(SubsystemState::Disabled));
+        return None;
+    }
+    let (dir, settings, bus) = (
+        config.state_dir.clone(),
+        config.inbox_settings(),
+        bus.clone(),
+    );
+    match tokio::task::spawn_blocking(move || crate::inbox::Inbox::open(&dir, settings, bus)).await
+    {
+        Ok(Ok(inbox)) => {
+            let inbox = Arc::new(inbox);
+            let status = Arc::clone(&inbox);
+            subsystems.set(
+                Subsystem::Inbox,
+                Arc::new(move || SubsystemState::Running(status.status())),
+            );
+            tokio::spawn(Arc::clone(&inbox).expire(token.clone()));
+            Some(inbox)
+        }
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "the voice inbox is unavailable");
+            subsystems.set(Subsystem::Inbox, fixed(SubsystemState::unavailable(&e)));
+            None
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the voice inbox failed to start");
+            subsystems.set(Subsystem::Inbox, fixed(SubsystemState::unavailable(&e)));
+            None
+        }
+    }
+}
+
+/// The history, likewise; it records what the event stream says.
+async fn open_history(
+    config: &RoomConfig,
+    bus: &crate::events::Bus,
+    subsystems: &hark_core::status::Subsystems,
+    token: &CancellationToken,
+) -> Option<Arc<crate::history::History>> {
+    if !config.history.enabled {
+        subsystems.set(Subsystem::History, fixed(SubsystemState::Disabled));
+        return None;
+    }
+    let (dir, settings) = (config.state_dir.clone(), config.history.settings());
+    match tokio::task::spawn_blocking(move || crate::history::History::open(&dir, settings)).await {
+        Ok(Ok(history)) => {
+            let history = Arc::new(history);
+            let status = Arc::clone(&history);
+            subsystems.set(
+                Subsystem::History,
+                Arc::new(move || SubsystemState::Running(status.status())),
+            );
+            tokio::spawn(crate::history::record(
+                Arc::clone(&history),
+                bus.clone(),
+                token.clone(),
+            ));
+            Some(history)
+        }
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "the history is unavailable");
+            subsystems.set(Subsystem::History, fixed(SubsystemState::unavailable(&e)));
+            None
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the history failed to start");
+            subsystems.set(Subsystem::History, fixed(SubsystemState::unavailable(&e)));
+            None
+        }
+    }
+}
+
+/// Starts the board the room resolved (its lights read the room), the
+/// conductor that decides what its button and switch mean, and hands the
+/// room the simulated board's controls when that is the board. A board
+/// that cannot start is reported in its subsystem; the room runs without.
+pub fn start_board(
+    state: &Arc<ApplianceState>,
+    config: &RoomConfig,
+    resolved: Option<hark_board::board::Resolved>,
+    token: &CancellationToken,
+) -> Option<crate::board::BoardService> {
+    // The lights show from here on (listening, muted …), before READY.
+    let (board, contacts) = match resolved
+        .and_then(|resolved| crate::board::BoardService::start(config, resolved, state, token))
+    {
+        Some((board, contacts)) => (Some(board), contacts),
+        None => (None, None),
+    };
+    // What the button and the mute switch mean, from here on.
+    let conductor = state
+        .conductor_task
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    if let Some(conductor) = conductor {
+        tokio::spawn(conductor.run(Arc::clone(state), contacts, token.clone()));
+    }
+    if let Some(control) = board.as_ref().and_then(|b| b.simulated()) {
+        let _ = state.simulated_board.set(control);
+    }
+    board
+}
