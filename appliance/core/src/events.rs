@@ -102,7 +102,7 @@ pub enum Event {
         speech: u64,
         agent: Option<String>,
         text: String,
-        outcome: String,
+        outcome: SpeechEnded,
         /// Seconds of speech played.
         seconds: f64,
     },
@@ -117,7 +117,7 @@ pub enum Event {
     /// waits for the answer.
     AnswerAwaited { ask: u64, agent: String },
     /// The question was answered, or given up.
-    AnswerEnded { ask: u64, answer: String },
+    AnswerEnded { ask: u64, answer: Answered },
     /// The person spoke a message into the voice inbox; `waiting` is how
     /// many are waiting now. `listen`: the recording it came from.
     InboxArrived {
@@ -171,8 +171,84 @@ pub enum Event {
     PairingEnded {
         pairing: u64,
         agent: String,
-        outcome: &'static str,
+        outcome: PairingOutcome,
     },
+}
+
+/// How an agent's speech ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpeechEnded {
+    /// Played to the end.
+    Spoken,
+    /// Stopped: `stop_speaking`, the button, or the caller cancelled.
+    Stopped,
+    /// The synthesiser or the speaker failed.
+    Failed,
+}
+
+impl SpeechEnded {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpeechEnded::Spoken => "spoken",
+            SpeechEnded::Stopped => "stopped",
+            SpeechEnded::Failed => "failed",
+        }
+    }
+}
+
+/// How a question (`confirm`, `choose`) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answered {
+    Yes,
+    No,
+    /// Nothing said or pressed in time.
+    NoAnswer,
+    /// Something else was said, or no option matched.
+    Unclear,
+    /// An option was chosen.
+    Chosen,
+    /// The person said none of the options.
+    None,
+    /// The call went away first.
+    Cancelled,
+}
+
+impl From<crate::room::YesNo> for Answered {
+    fn from(answer: crate::room::YesNo) -> Self {
+        match answer {
+            crate::room::YesNo::Yes => Answered::Yes,
+            crate::room::YesNo::No => Answered::No,
+            crate::room::YesNo::NoAnswer => Answered::NoAnswer,
+            crate::room::YesNo::Unclear => Answered::Unclear,
+        }
+    }
+}
+
+impl From<crate::room::ChoiceOutcome> for Answered {
+    fn from(outcome: crate::room::ChoiceOutcome) -> Self {
+        match outcome {
+            crate::room::ChoiceOutcome::Chosen => Answered::Chosen,
+            crate::room::ChoiceOutcome::None => Answered::None,
+            crate::room::ChoiceOutcome::Unclear => Answered::Unclear,
+            crate::room::ChoiceOutcome::NoAnswer => Answered::NoAnswer,
+        }
+    }
+}
+
+/// How a pairing was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PairingOutcome {
+    /// A short press.
+    Approved,
+    /// A long press (or the status page's refuse).
+    Refused,
+    /// No press in time.
+    TimedOut,
+    /// The agent left.
+    Cancelled,
 }
 
 /// An event with its place in the stream and its time.

@@ -506,7 +506,7 @@ pub async fn record(history: Arc<History>, bus: Bus, token: CancellationToken) {
                 kind: Kind::Spoken,
                 agent: agent.clone(),
                 text: text.clone(),
-                end_reason: Some(outcome.clone()),
+                end_reason: Some(outcome.as_str().to_owned()),
                 duration: Some(*seconds),
                 delivered_to: None,
                 listen: None,

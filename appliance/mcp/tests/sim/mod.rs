@@ -206,7 +206,7 @@ impl SimRoom {
             speech,
             agent: agent.map(str::to_owned),
             text: text.to_owned(),
-            outcome: "spoken".into(),
+            outcome: hark_core::events::SpeechEnded::Spoken,
             seconds,
         });
         seconds

@@ -83,7 +83,7 @@ pub fn prompt(question: &str, options: &[String]) -> String {
 struct Asking<'a> {
     state: &'a ApplianceState,
     id: u64,
-    answer: &'static str,
+    answer: hark_core::events::Answered,
 }
 
 impl<'a> Asking<'a> {
@@ -93,12 +93,12 @@ impl<'a> Asking<'a> {
         Self {
             state,
             id,
-            answer: "cancelled",
+            answer: hark_core::events::Answered::Cancelled,
         }
     }
 
-    fn answered(&mut self, answer: &'static str) {
-        self.answer = answer;
+    fn answered(&mut self, answer: impl Into<hark_core::events::Answered>) {
+        self.answer = answer.into();
     }
 }
 
@@ -106,7 +106,7 @@ impl Drop for Asking<'_> {
     fn drop(&mut self) {
         self.state.bus.publish(Event::AnswerEnded {
             ask: self.id,
-            answer: self.answer.to_owned(),
+            answer: self.answer,
         });
     }
 }
@@ -382,7 +382,7 @@ impl Ask for Room {
                 })
                 .await?;
             if let Some(answer) = button.drain(&mut dialogue.events) {
-                asking.answered(YesNo::from(answer).as_str());
+                asking.answered(YesNo::from(answer));
                 return Ok(Confirmed::by_button(answer));
             }
             // The button is down already: the person is answering.
@@ -394,18 +394,18 @@ impl Ask for Room {
             let timeout = dialogue.timeout;
             let heard = match dialogue.hear_or_press(timeout, chime, &mut button).await? {
                 Listened::Button(answer) => {
-                    asking.answered(YesNo::from(answer).as_str());
+                    asking.answered(YesNo::from(answer));
                     return Ok(Confirmed::by_button(answer));
                 }
                 Listened::Heard(heard) => heard,
             };
             if !heard.speech {
-                asking.answered(YesNo::NoAnswer.as_str());
+                asking.answered(YesNo::NoAnswer);
                 return Ok(Confirmed::no_answer());
             }
             let answer = self.state.yes_no().classify(&heard.text);
             let confirmed = Confirmed::by_voice(answer, heard);
-            asking.answered(confirmed.answer.as_str());
+            asking.answered(confirmed.answer);
             Ok(confirmed)
         })
     }
@@ -434,12 +434,12 @@ impl Ask for Room {
             let request = dialogue.request(dialogue.timeout, Chime::First, true);
             let heard = dialogue.hear(request).await?;
             if !heard.speech {
-                asking.answered(ChoiceOutcome::NoAnswer.as_str());
+                asking.answered(ChoiceOutcome::NoAnswer);
                 return Ok(Chosen::no_answer());
             }
             let choice = words::choose(&heard.text, &options);
             let chosen = Chosen::by_voice(choice, &options, heard.text);
-            asking.answered(chosen.outcome.as_str());
+            asking.answered(chosen.outcome);
             Ok(chosen)
         })
     }

@@ -62,7 +62,7 @@ struct Requested<'a> {
     state: &'a ApplianceState,
     id: u64,
     agent: String,
-    outcome: &'static str,
+    outcome: hark_core::events::PairingOutcome,
 }
 
 impl Drop for Requested<'_> {
@@ -117,7 +117,7 @@ impl Pair for Room {
                 state,
                 id,
                 agent: ask.agent.clone(),
-                outcome: "cancelled",
+                outcome: hark_core::events::PairingOutcome::Cancelled,
             };
             // The prompt; the time to answer runs from its end. It stops
             // when the pairing ends first (the agent left, or a long press).
@@ -157,18 +157,18 @@ impl Pair for Room {
             };
             match answer {
                 Some(Answer::Yes) => {
-                    requested.outcome = "approved";
+                    requested.outcome = hark_core::events::PairingOutcome::Approved;
                     Ok(())
                 }
                 Some(_) => {
-                    requested.outcome = "refused";
+                    requested.outcome = hark_core::events::PairingOutcome::Refused;
                     drop(requested);
                     drop(turn);
                     crate::person::say(state, "Refused.".to_owned()).await;
                     Err(PairRefusal::Refused)
                 }
                 None => {
-                    requested.outcome = "timed_out";
+                    requested.outcome = hark_core::events::PairingOutcome::TimedOut;
                     Err(PairRefusal::TimedOut)
                 }
             }

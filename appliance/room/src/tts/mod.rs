@@ -667,11 +667,10 @@ impl Worker {
                 agent: job.agent.clone(),
                 text: job.text.clone(),
                 outcome: match &finished.outcome {
-                    SpeechOutcome::Spoken => "spoken",
-                    SpeechOutcome::Stopped => "stopped",
-                    SpeechOutcome::Failed(_) => "failed",
-                }
-                .to_owned(),
+                    SpeechOutcome::Spoken => crate::events::SpeechEnded::Spoken,
+                    SpeechOutcome::Stopped => crate::events::SpeechEnded::Stopped,
+                    SpeechOutcome::Failed(_) => crate::events::SpeechEnded::Failed,
+                },
                 seconds: (finished.seconds * 100.0).round() / 100.0,
             });
         }

@@ -1,0 +1,589 @@
+//! One listen: open the microphone, wait for the person to speak, record
+//! until they stop (or the button comes up, or the timeout), transcribe.
+//! `transcribe_voice`, `converse`, `confirm`, `choose` and the voice inbox's
+//! person-initiated recording all listen through [`listen`], so they share
+//! the chimes, the listening light, push-to-talk, the mute rules and the
+//! handling of silence.
+//!
+//! The recording runs on a blocking thread reading the capture ring; this
+//! future only waits for it. Dropping the future cancels the listen: the
+//! recording stops within one poll (10 ms), the microphone shows closed
+//! again and a transcription in progress is abandoned, so callers may race
+//! it against a cancellation, the client leaving or a button answer with
+//! `select!`. Only the detector's speech span (with a little audio around
+//! it) goes to whisper: silence before and after is where whisper invents
+//! text.
+
+use std::{
+    sync::{Arc, PoisonError, atomic::Ordering},
+    time::Duration,
+};
+
+use hark_audio::{
+    earcon::Earcon,
+    utterance::{self, Control, EndReason, Options},
+};
+use hark_core::room::{EndReason as Ended, Progress, Report};
+use hark_stt::engine::{Engine, SttError, Transcript};
+
+use crate::{events::Event, state::ApplianceState};
+
+mod ahead;
+
+use ahead::{Ahead, AtPause, Glimpse, Pass, Speculative, clip_range, watcher};
+
+pub use hark_core::room::{Heard, NO_SPEECH};
+/// A pause held open because the words up to it stop midway is looked at
+/// again this long into it (at least 200 ms after the first look), if
+/// something sounded since, up to that sound: a quiet last word the
+/// detector missed ("turn on the … lights") has been spoken by then, and
+/// the turn need not wait out `audio.vad.max_pause_ms` (docs/benchmarks.md,
+/// the turn).
+const LOOK_AGAIN: Duration = Duration::from_millis(500);
+/// After the first answer, read at `audio.vad.pause_ms` of silence, the
+/// end-of-turn model's answers are read this often while the pause lasts.
+const TURN_ASK_EVERY: Duration = Duration::from_millis(50);
+/// Each answer of the end-of-turn model is asked for this long before it
+/// is read (its tens of ms then overlap the pause, and the live engine's
+/// words, instead of following them); it counts only if the pause lasts.
+const TURN_ASK_LEAD: Duration = Duration::from_millis(50);
+/// The probability at which an ask says "finished". Smart Turn's own
+/// threshold is 0.5, but on the appliance's voice it gave 0.8–0.98 at many
+/// pauses where a sentence went on after a comma (0.91 at the first ask in
+/// "…the quarterly budget, and then…"), 0.96–0.99 at most finished
+/// sentences, and 0.5–0.9 at ends that a second ask or the silence rule
+/// catches anyway (docs/benchmarks.md, the turn).
+const TURN_SURE: f32 = 0.95;
+/// The first points of a pause's schedule (150 and 200 ms), where one
+/// answer may end the turn. Later in a pause the model is not asked
+/// (`TURN_AGREE` 0) and the silence rule decides: its "finished" grows
+/// with the silence, at a comma spoken slowly as at an end. With two sure
+/// answers in a row allowed to end it later, the bench's turns were cut
+/// at ", and then …" in 3 of 24 (0.96 and 0.97 at 270–320 ms; 0.95, 0.97
+/// and 0.98 at 210–290 ms), while the finished sentences it ended that
+/// way would have ended at 800 ms instead of 300–470 (docs/benchmarks.md,
+/// the turn).
+const TURN_QUICK: u32 = 2;
+const TURN_AGREE: u32 = 0;
+/// The live engine is shown a pause this long before the first answer is
+/// read, as the model is asked for it: the words (Moonshine takes some
+/// tens of ms on a few seconds of speech) and the answer are made side by
+/// side.
+const WORDS_AHEAD: Duration = Duration::from_millis(50);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    #[error("{0}")]
+    NoEngine(String),
+    #[error("there is no microphone: the audio engine is not running (audio.enabled = false)")]
+    NoMicrophone,
+    #[error(
+        "the microphone is muted: the mute switch on the appliance is on, and only the person in the room can turn it off"
+    )]
+    Muted,
+    #[error(
+        "the microphone stopped delivering audio (device unplugged or failing); see get_status"
+    )]
+    Stalled,
+    #[error("the recording failed: {0}")]
+    Recorder(String),
+    #[error("the speech-to-text engine stopped")]
+    EngineStopped,
+    #[error(
+        "this call held the microphone longer than floor.max_hold_seconds ({0} s) and was cut off; what was said is dropped"
+    )]
+    HeldTooLong(u64),
+    #[error(transparent)]
+    Stt(#[from] SttError),
+}
+
+/// What to listen for.
+#[derive(Debug)]
+pub struct Listen {
+    /// Who listens: an agent's name, or `None` for the person's own
+    /// recording (the button).
+    pub agent: Option<String>,
+    /// How long to wait for speech to begin.
+    pub timeout: Duration,
+    /// Language spoken (ISO 639-1 or `auto`); `None`: `stt.language`.
+    pub language: Option<String>,
+    pub chime: Chime,
+    /// Whether the button's push-to-talk holds this recording. Not for
+    /// `confirm`, where a press is an answer.
+    pub push_to_talk: bool,
+    /// The floor this listen holds: let go the moment the recording ends
+    /// (the next caller's microphone opens while this one transcribes), and
+    /// its `floor.max_hold_seconds` ends the recording.
+    pub turn: Option<crate::floor::Turn>,
+}
+
+/// The rising chime that says "speak now".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chime {
+    /// Play it to its end, then open the microphone: with half duplex the
+    /// speaker mutes capture, so speech begun during it would be lost.
+    First,
+    /// Open the microphone (and show the light) at once and play it
+    /// alongside: the person pressed the button and waits for the light.
+    Alongside,
+    /// No chime: the person interrupted Hark and is already speaking.
+    None,
+}
+
+/// Cancels the recording when the listen is dropped before it ends.
+struct CancelOnDrop(Arc<Control>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// Tells the event stream and the listening call what the person has said
+/// so far.
+async fn so_far_heard(
+    state: &ApplianceState,
+    agent: &Option<String>,
+    listen: u64,
+    text: &str,
+    progress: &mut dyn Report,
+) {
+    if text.is_empty() {
+        return;
+    }
+    state.bus.publish(Event::UtterancePartial {
+        listen,
+        agent: agent.clone(),
+        text: text.to_owned(),
+    });
+    progress.report(Progress::Partial(text.to_owned())).await;
+}
+
+pub fn play(state: &ApplianceState, earcon: Earcon) {
+    if let Some(player) = state.player()
+        && let Err(e) = player.play(&earcon.clip())
+    {
+        tracing::debug!(error = %e, "earcon not played");
+    }
+}
+
+/// Plays `earcon` and waits until it has been heard (at most 2 s): before
+/// a recording opens, since with half duplex the speaker mutes capture.
+pub async fn play_through(state: &ApplianceState, earcon: Earcon) {
+    let Some(player) = state.player() else { return };
+    match player.play(&earcon.clip()) {
+        Ok(done) => {
+            let _ = tokio::task::spawn_blocking(move || done.recv_timeout(Duration::from_secs(2)))
+                .await;
+        }
+        Err(e) => tracing::debug!(error = %e, "earcon not played"),
+    }
+}
+
+/// The tone an agent's chime is played in.
+fn tone(chime: hark_core::agents::Chime) -> hark_audio::earcon::Tone {
+    use hark_audio::earcon::Tone;
+    use hark_core::agents::Chime;
+    match chime {
+        Chime::Default => Tone::Default,
+        Chime::High => Tone::High,
+        Chime::Low => Tone::Low,
+        Chime::Triple => Tone::Triple,
+    }
+}
+
+/// Seconds of 16 kHz samples.
+fn seconds_of(samples: usize) -> f64 {
+    samples as f64 / 16_000.0
+}
+
+fn seconds(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0).round() / 1000.0
+}
+
+/// Listens once (see the module docs). Fails at once while the mute is on,
+/// and with [`ListenError::Muted`] if it goes on mid-recording (nothing
+/// heard is kept).
+pub async fn listen(
+    state: &Arc<ApplianceState>,
+    request: Listen,
+    progress: &mut dyn Report,
+) -> Result<Heard, ListenError> {
+    let stt = &state.stt;
+    // The live engine for English, whisper otherwise.
+    let engine = Arc::clone(
+        stt.microphone(request.language.as_deref())
+            .map_err(|why| ListenError::NoEngine(why.to_owned()))?,
+    );
+    let mic = state.microphone.as_ref().ok_or(ListenError::NoMicrophone)?;
+    let turn = request.turn;
+    let deadline = turn.as_ref().map(|t| t.deadline);
+    let max_hold = state.floor().max_hold.as_secs();
+    // Watched from before the check, so a mute between the two is seen.
+    let mut mute = state.bus.watch();
+    if state.muted.load(Ordering::Acquire) || mute.borrow_and_update().muted {
+        return Err(ListenError::Muted);
+    }
+    // Each agent's own chime, so the person hears who listens.
+    let chime = match &request.agent {
+        Some(agent) => Earcon::ListenStartIn(tone(state.agents().earcon(agent))),
+        None => Earcon::ListenStart,
+    };
+    if request.chime == Chime::First {
+        play_through(state, chime).await;
+    }
+    // The microphone shows open from here until the guard drops, whatever
+    // ends the recording.
+    let mut recording = state.start_recording(request.agent.clone());
+    if request.chime == Chime::Alongside {
+        play(state, chime);
+    }
+    progress.report(Progress::Listening).await;
+    let control = Arc::new(Control::default());
+    let _cancel = CancelOnDrop(Arc::clone(&control));
+    if request.push_to_talk {
+        // The board's button holds this recording open while it is down and
+        // ends it when it comes up.
+        state.conductor.recording(&control);
+    }
+    let mut options = Options::new(request.timeout, mic.preroll, mic.vad.clone());
+    let live = stt.live().is_some_and(|live| Arc::ptr_eq(live, &engine));
+    let at_pause: AtPause = Arc::default();
+    if let Some(end_of_turn) = end_of_turn(mic, stt, live, &at_pause) {
+        // The model and the words decide at pauses; the detector's own
+        // hang-over becomes the longest pause inside a turn.
+        options.end_of_turn = Some(end_of_turn);
+        options.vad.hangover_ms = mic.vad.max_pause_ms;
+    }
+    // Transcribe ahead of the end of the turn: partial transcripts while
+    // the person speaks (the live engine only: it costs a few tens of ms
+    // per pass), and the final pass begun at the first pause.
+    let (glimpse_tx, mut glimpses) = tokio::sync::mpsc::channel(8);
+    options.watch = watch(mic, stt, live, &options, glimpse_tx);
+    let mut ahead = Ahead::new(
+        Arc::clone(&engine),
+        request.language.clone(),
+        stt.speculative,
+        at_pause,
+    );
+    let (ring, ctl) = (Arc::clone(&mic.ring), Arc::clone(&control));
+    let mut recorder =
+        tokio::task::spawn_blocking(move || utterance::record(&ring, &options, &ctl));
+    // The recorder raises a flag when speech begins; look at it every 50 ms
+    // until it has.
+    let mut tick = tokio::time::interval(Duration::from_millis(50));
+    let mut announced = false;
+    let utterance = loop {
+        tokio::select! {
+            // Ahead of the recorder: the glimpse of a pause it shows just
+            // before it ends the turn there starts the final pass.
+            biased;
+            Some(glimpse) = glimpses.recv() => ahead.glimpse(glimpse),
+            done = &mut recorder => {
+                break done.map_err(|e| ListenError::Recorder(e.to_string()))?;
+            }
+            () = async {
+                match deadline {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                control.cancel();
+                let _ = recorder.await;
+                recording.ended(Ended::HeldTooLong);
+                tracing::warn!(max_hold, "listening cut off: the floor was held too long");
+                return Err(ListenError::HeldTooLong(max_hold));
+            }
+            changed = mute.changed() => {
+                if changed.is_ok() && mute.borrow_and_update().muted {
+                    // The mute switch went on mid-recording: nothing heard
+                    // is kept (capture stores silence from now on; what
+                    // came before is dropped with the recording).
+                    control.cancel();
+                    let _ = recorder.await;
+                    recording.ended(Ended::Muted);
+                    tracing::info!("listening ended: the microphone was muted");
+                    return Err(ListenError::Muted);
+                }
+            }
+            _ = tick.tick(), if !announced => {
+                if control.speech_started() {
+                    announced = true;
+                    recording.speech_detected();
+                    progress.report(Progress::SpeechDetected).await;
+                }
+            }
+            done = ahead.done() => {
+                if let Some(text) = ahead.settle(done) {
+                    so_far_heard(state, &request.agent, recording.id, &text, progress).await;
+                }
+            }
+        }
+    };
+    // A partial transcript is not wanted any more: abandoned now.
+    ahead.stop_partial();
+    let reason = match utterance.reason {
+        EndReason::EndOfSpeech => Ended::EndOfSpeech,
+        EndReason::EndOfTurn => Ended::EndOfTurn,
+        EndReason::NoSpeech => Ended::Timeout,
+        EndReason::MaxLength => Ended::MaxLength,
+        EndReason::Stopped => Ended::Stopped,
+        EndReason::Cancelled => Ended::Cancelled,
+        EndReason::CaptureStalled => Ended::Stalled,
+    };
+    recording.ended(reason);
+    let listen_id = recording.id;
+    drop(recording);
+    // The next caller may listen while this one transcribes.
+    drop(turn);
+    play(state, Earcon::ListenStop);
+    tracing::info!(%reason, speech = ?utterance.speech,
+        seconds = seconds_of(utterance.samples.len()), "utterance recorded");
+    if utterance.reason == EndReason::CaptureStalled {
+        return Err(ListenError::Stalled);
+    }
+    let recorded = seconds(Duration::from_secs_f64(
+        utterance.samples.len() as f64 / 16_000.0,
+    ));
+    let Some((start, end)) = utterance.speech else {
+        return Ok(Heard {
+            text: NO_SPEECH.into(),
+            speech: false,
+            end_reason: reason,
+            duration: recorded,
+            language: None,
+            speech_start: None,
+            speech_end: None,
+            segments: Vec::new(),
+            confidence: None,
+            model: None,
+            transcribe_ms: None,
+            speculative: false,
+            listen: listen_id,
+        });
+    };
+
+    progress.report(Progress::Transcribing).await;
+    let (from, clip, early) = match ahead.for_turn((start, end)) {
+        Some(mut early) => (early.from, std::mem::take(&mut early.clip), Some(early)),
+        None => {
+            let range = clip_range((start, end), utterance.samples.len());
+            (range.start, utterance.samples[range].to_vec(), None)
+        }
+    };
+    if let Some(history) = state.history.as_ref() {
+        history.stash_audio(listen_id, &clip);
+    }
+    let (transcript, engine, from_early) =
+        transcribe(stt, engine, clip, early, request.language.clone()).await?;
+    let offset = seconds_of(from);
+    let text = if transcript.text.is_empty() {
+        NO_SPEECH.to_owned()
+    } else {
+        transcript.text.clone()
+    };
+    let segments: Vec<_> = transcript
+        .segments
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "start": seconds(Duration::from_secs_f64(s.start + offset)),
+                "end": seconds(Duration::from_secs_f64(s.end + offset)),
+                "text": s.text,
+                "confidence": s.confidence,
+            })
+        })
+        .collect();
+    let heard = Heard {
+        text,
+        speech: !transcript.text.is_empty(),
+        end_reason: reason,
+        duration: recorded,
+        language: Some(transcript.language.clone()),
+        speech_start: Some(seconds(start)),
+        speech_end: Some(seconds(end)),
+        segments,
+        confidence: Some(transcript.confidence),
+        model: Some(engine.info().name.clone()),
+        transcribe_ms: Some(transcript.elapsed_ms),
+        speculative: from_early,
+        listen: listen_id,
+    };
+    if heard.speech {
+        state.bus.publish(Event::UtteranceTranscribed {
+            listen: listen_id,
+            agent: request.agent,
+            text: heard.text.clone(),
+            confidence: heard.confidence,
+            duration: seconds(end.saturating_sub(start)),
+            end_reason: reason,
+        });
+    }
+    Ok(heard)
+}
+
+/// The end-of-turn rule for this listen, when the model decides: it is
+/// asked at pauses, and (with the live engine's words at a pause, in
+/// `at_pause`) the words may hold a pause open.
+fn end_of_turn(
+    mic: &crate::stt::Microphone,
+    stt: &crate::stt::SpeechToText,
+    live: bool,
+    at_pause: &AtPause,
+) -> Option<utterance::EndOfTurn> {
+    if mic.vad.end_of_turn != hark_audio::config::EndOfTurnRule::SmartTurn {
+        return None;
+    }
+    let model = Arc::clone(stt.turn.as_ref()?);
+    let words = (live && stt.speculative).then(|| {
+        let at_pause = Arc::clone(at_pause);
+        let check: utterance::WordsCheck = Arc::new(move |span| {
+            let heard = at_pause.lock().unwrap_or_else(PoisonError::into_inner);
+            heard.as_ref().filter(|(at, _)| *at == span).map(
+                |(_, text)| match hark_stt::turn::read(text) {
+                    hark_stt::turn::Reading::Finished => utterance::Words::Finished,
+                    hark_stt::turn::Reading::Open => utterance::Words::Open,
+                    hark_stt::turn::Reading::Midway => utterance::Words::Midway,
+                },
+            )
+        });
+        check
+    });
+    Some(utterance::EndOfTurn {
+        pause: Duration::from_millis(u64::from(mic.vad.pause_ms)),
+        every: TURN_ASK_EVERY,
+        lead: TURN_ASK_LEAD,
+        sure: TURN_SURE,
+        quick: TURN_QUICK,
+        agree: TURN_AGREE,
+        words,
+        fallback: Duration::from_millis(u64::from(mic.vad.hangover_ms)),
+        check: Arc::new(move |audio: &[f32]| {
+            let mut model = model.lock().unwrap_or_else(PoisonError::into_inner);
+            let asked = std::time::Instant::now();
+            match model.complete(audio) {
+                Ok(p) => {
+                    tracing::debug!(
+                        probability = p,
+                        seconds = seconds_of(audio.len()),
+                        ms = asked.elapsed().as_millis() as u64,
+                        "end of turn?"
+                    );
+                    Some(p)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the end-of-turn model failed; silence decides");
+                    None
+                }
+            }
+        }),
+    })
+}
+
+/// What the recorder shows of the speech so far, and when: partial
+/// transcripts need it every `stt.partial_ms` (the live engine only), the
+/// early final pass at pauses. `None`: nothing is transcribed ahead.
+fn watch(
+    mic: &crate::stt::Microphone,
+    stt: &crate::stt::SpeechToText,
+    live: bool,
+    options: &Options,
+    glimpses: tokio::sync::mpsc::Sender<Glimpse>,
+) -> Option<utterance::Watch> {
+    let partial_every = stt.partial_every.filter(|_| live);
+    if partial_every.is_none() && !stt.speculative {
+        return None;
+    }
+    let pause = Duration::from_millis(u64::from(mic.vad.pause_ms));
+    // Only the words of the live engine hold a pause open.
+    let words = options
+        .end_of_turn
+        .as_ref()
+        .is_some_and(|turn| turn.words.is_some());
+    Some(utterance::Watch {
+        every: partial_every,
+        // The words are wanted at the first ask; whisper, too slow to be
+        // read there, starts at the pause itself (fewer passes thrown away
+        // when speech resumes). Not before 100 ms: shorter gaps are mostly
+        // the closures inside words.
+        pause: if words {
+            pause
+                .saturating_sub(WORDS_AHEAD)
+                .max(Duration::from_millis(100))
+        } else {
+            pause
+        },
+        pauses: stt.speculative,
+        again: words.then(|| LOOK_AGAIN.max(pause + Duration::from_millis(200))),
+        watcher: watcher(glimpses),
+    })
+}
+
+/// The turn's transcript: the early pass's when it holds it, else a pass
+/// on `clip`; whisper takes over a clip the live engine fails on or runs
+/// away with. Also which engine transcribed, and whether the early pass
+/// was used.
+async fn transcribe(
+    stt: &crate::stt::SpeechToText,
+    engine: Arc<Engine>,
+    clip: Vec<f32>,
+    mut early: Option<Speculative>,
+    language: Option<String>,
+) -> Result<(Transcript, Arc<Engine>, bool), ListenError> {
+    // Only when whisper could take over is a copy of the clip kept for it.
+    let mut retry = stt
+        .engine()
+        .ok()
+        .filter(|whisper| !Arc::ptr_eq(whisper, &engine))
+        .map(|whisper| (Arc::clone(whisper), clip.clone()));
+    let (mut engine, mut audio) = (engine, clip);
+    loop {
+        let outcome = match early.take() {
+            Some(Speculative {
+                result: Some(result),
+                ..
+            }) => Some(result),
+            Some(Speculative {
+                pass: Some(mut pass),
+                ..
+            }) => pass.done().await,
+            _ => None,
+        };
+        let from_early = outcome.is_some();
+        let outcome = match outcome {
+            Some(outcome) => outcome,
+            None => Pass::submit(&engine, std::mem::take(&mut audio), language.clone(), false)?
+                .done()
+                .await
+                .ok_or(ListenError::EngineStopped)?,
+        };
+        match outcome {
+            Err(e @ (SttError::Live(_) | SttError::Unsupported(_))) => match retry.take() {
+                Some((whisper, copy)) => {
+                    tracing::warn!(error = %e, "the live engine failed; whisper transcribes this one");
+                    (engine, audio) = (whisper, copy);
+                }
+                None => return Err(e.into()),
+            },
+            // A runaway decode: whisper's reading of the clip, not the
+            // live engine's repetitions.
+            Ok(cut) if cut.truncated => match retry.take() {
+                Some((whisper, copy)) => {
+                    tracing::warn!(
+                        seconds = cut.duration,
+                        "the live engine ran out of its token budget on this turn; whisper transcribes it"
+                    );
+                    (engine, audio) = (whisper, copy);
+                }
+                None => {
+                    tracing::warn!(
+                        seconds = cut.duration,
+                        "the live engine ran out of its token budget on this turn and whisper is not there; the transcript is cut"
+                    );
+                    return Ok((cut, engine, from_early));
+                }
+            },
+            other => return Ok((other?, engine, from_early)),
+        }
+    }
+}
