@@ -1,16 +1,14 @@
-use std::{process::ExitCode, time::Duration};
+use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
 use hark::{
-    cli::{Cli, Command, ConfigCommand, OnOff, TokenCommand},
+    cli::{Cli, Command, ConfigCommand},
     config::Config,
-    service,
 };
-use hark_client as client;
-use hark_core::logging;
-use hark_core::room::BoardControl;
 use hark_room::audio;
+
+mod commands;
 
 fn main() -> ExitCode {
     hark_room::memory::tune_allocator();
@@ -18,18 +16,13 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         // The report said which steps failed; the exit code says so too.
-        Err(e) if e.is::<StepsFailed>() => ExitCode::from(1),
+        Err(e) if e.is::<commands::StepsFailed>() => ExitCode::from(1),
         Err(e) => {
             eprintln!("hark: {}", describe(&e));
             ExitCode::FAILURE
         }
     }
 }
-
-/// `hark selftest` ran, and a step failed (its report says which).
-#[derive(Debug, thiserror::Error)]
-#[error("a self-test step failed")]
-struct StepsFailed;
 
 /// The error and its causes, leaving out a cause whose text the message
 /// already quotes (most of Hark's errors name their cause inline).
@@ -70,342 +63,50 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .thread_name("hark-rt")
         .build()
         .context("cannot start the async runtime")?;
+    let globals = commands::Globals {
+        runtime,
+        config: cli.config,
+        token: cli.token,
+    };
     match cli.command {
-        Command::Run => {
-            let (config, file) = Config::load(cli.config.as_deref())?;
-            logging::init(&config.service.log_level)?;
-            match file {
-                Some(file) => tracing::info!(config = %file.display(), "configuration loaded"),
-                None => tracing::info!("no configuration file; using defaults"),
-            }
-            runtime.block_on(async {
-                let shutdown = service::termination().context("cannot watch SIGTERM and SIGINT")?;
-                service::run(config, shutdown)
-                    .await
-                    .context("the daemon failed")
-            })
-        }
-        Command::Status { host, json } => {
-            logging::init("warn")?;
-            let status = runtime.block_on(client::status(
-                &host,
-                token_for(cli.token.as_deref(), &host).as_deref(),
-            ))?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&status)?);
-            } else {
-                print!("{}", client::format_status(&host, &status));
-            }
-            Ok(())
-        }
-        Command::Connect { target, name } => {
-            logging::init("warn")?;
-            runtime.block_on(client::connect(
-                &target,
-                name.as_deref(),
-                token_for(cli.token.as_deref(), &target).as_deref(),
-            ))?;
-            Ok(())
-        }
+        Command::Run => commands::daemon(&globals),
+        Command::Status { host, json } => commands::status(&globals, host, json),
+        Command::Connect { target, name } => commands::connect(&globals, target, name),
         Command::Discover {
             timeout,
             interfaces,
             json,
-        } => {
-            logging::init("warn")?;
-            if !(0.1..=60.0).contains(&timeout) {
-                anyhow::bail!("--timeout must be 0.1–60 seconds, got {timeout}");
-            }
-            let found =
-                hark_mcp::discovery::discover(Duration::from_secs_f64(timeout), &interfaces)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&found)?);
-            } else {
-                print!("{}", hark_mcp::discovery::format_found(&found));
-            }
-            Ok(())
-        }
+        } => commands::discover(timeout, interfaces, json),
         Command::Pair {
             host,
             name,
             scopes,
             json,
-        } => {
-            logging::init("warn")?;
-            let host = match host {
-                Some(host) => host,
-                None => discovered_host()?,
-            };
-            // This machine's short host name, as the appliance finds its own.
-            let name = name.unwrap_or_else(|| hark_mcp::transport::guard::short_hostname(""));
-            eprintln!(
-                "Asking Hark at {host} to pair `{name}`: press its button briefly within a minute to allow it (hold it to refuse)."
-            );
-            let result = runtime.block_on(client::pair(&host, &name, scopes.as_deref()))?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&result)?);
-                return Ok(());
-            }
-            // The answer's fields are the kept record's, by name.
-            let mut saved: hark_client::saved::Saved = serde_json::from_value(result.clone())
-                .context("the appliance's answer to hark/pair is not a pairing")?;
-            saved.paired_at =
-                humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-            if let Some(pem) = result["ca_pem"].as_str() {
-                match hark_client::saved::store_ca(&host, pem) {
-                    Ok(path) => saved.ca_file = Some(path),
-                    Err(e) => eprintln!("warning: the appliance's CA certificate is not kept: {e}"),
-                }
-            }
-            let ca_file = saved.ca_file.clone();
-            // The token is printed whatever happens to the file: it is
-            // shown only this once.
-            let kept = match hark_client::saved::store(&host, saved) {
-                Ok(path) => Some(path),
-                Err(e) => {
-                    eprintln!("warning: the token is not kept for `hark connect`: {e}");
-                    None
-                }
-            };
-            print!(
-                "{}",
-                client::format_paired(&host, &result, kept.as_deref(), ca_file.as_deref())
-            );
-            Ok(())
-        }
-        Command::Inject { file } => {
-            let (config, _) = Config::load(cli.config.as_deref())?;
-            let seconds = hark_audio::virtual_mic::inject(&config.audio, &file)?;
-            println!(
-                "injected {} ({seconds:.1} s) into {}",
-                file.display(),
-                config.audio.virtual_card.inject_fifo.display()
-            );
-            Ok(())
-        }
-        Command::Button { action } => {
-            logging::init("warn")?;
-            let (config, _) = Config::load(cli.config.as_deref())?;
-            let control = BoardControl {
-                button: Some(action.into()),
-                mute: None,
-            };
-            runtime.block_on(client::board(&config.mcp.unix.path, &control))?;
-            Ok(())
-        }
-        Command::Mute { state } => {
-            logging::init("warn")?;
-            let (config, _) = Config::load(cli.config.as_deref())?;
-            let control = BoardControl {
-                button: None,
-                mute: Some(state == OnOff::On),
-            };
-            let result = runtime.block_on(client::board(&config.mcp.unix.path, &control))?;
-            let muted = result["muted"].as_bool().unwrap_or(false);
-            println!("mute {}", if muted { "on" } else { "off" });
-            Ok(())
-        }
-        Command::Models(command) => {
-            logging::init("warn")?;
-            let (config, _) = Config::load(cli.config.as_deref())?;
-            hark::models::run(command, &config.stt.models_dir)?;
-            Ok(())
-        }
-        Command::Voices(command) => {
-            logging::init("warn")?;
-            let (config, _) = Config::load(cli.config.as_deref())?;
-            hark::voices::run(command, &config.tts.voices_dir)?;
-            Ok(())
-        }
+        } => commands::pair(&globals, host, name, scopes, json),
+        Command::Inject { file } => commands::inject(&globals, file),
+        Command::Button { action } => commands::button(&globals, action),
+        Command::Mute { state } => commands::mute(&globals, state),
+        Command::Models(command) => commands::models(&globals, command),
+        Command::Voices(command) => commands::voices(&globals, command),
         Command::Listen {
             host,
             timeout,
             json,
-        } => {
-            logging::init("warn")?;
-            let result = runtime.block_on(client::listen(
-                &host,
-                token_for(cli.token.as_deref(), &host).as_deref(),
-                timeout,
-            ))?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&result)?);
-            } else {
-                println!("{}", result["text"].as_str().unwrap_or_default());
-            }
-            Ok(())
-        }
+        } => commands::listen(&globals, host, timeout, json),
         Command::Say {
             text,
             voice,
             rate,
             out,
             host,
-        } => {
-            logging::init("warn")?;
-            let result = runtime.block_on(client::say(
-                &host,
-                token_for(cli.token.as_deref(), &host).as_deref(),
-                &text,
-                voice.as_deref(),
-                rate,
-                out.as_deref(),
-            ))?;
-            match out {
-                Some(out) => eprintln!(
-                    "wrote {} s of speech ({}, {}) to {}",
-                    result["duration_seconds"],
-                    result["voice"].as_str().unwrap_or("?"),
-                    result["engine"].as_str().unwrap_or("?"),
-                    out.display()
-                ),
-                None => eprintln!(
-                    "{} ({}, {})",
-                    result["status"].as_str().unwrap_or("?"),
-                    result["voice"].as_str().unwrap_or("?"),
-                    result["engine"].as_str().unwrap_or("?")
-                ),
-            }
-            Ok(())
-        }
+        } => commands::say(&globals, text, voice, rate, out, host),
         Command::Transcribe {
             file,
             language,
             format,
-        } => {
-            logging::init("warn")?;
-            if !["text", "json", "srt", "vtt"].contains(&format.as_str()) {
-                anyhow::bail!("unknown format `{format}`: use text, json, srt or vtt");
-            }
-            let (config, _) = Config::load(cli.config.as_deref())?;
-            let transcript = hark_room::stt::transcribe_file(&config.room(), &file, language)?;
-            match format.as_str() {
-                "text" => println!("{}", transcript.text),
-                "json" => println!("{}", serde_json::to_string_pretty(&transcript)?),
-                "srt" => print!("{}", hark_room::stt::subtitles(&transcript, false)),
-                _ => print!("{}", hark_room::stt::subtitles(&transcript, true)),
-            }
-            Ok(())
-        }
-        Command::Token(command) => {
-            logging::init("warn")?;
-            let (config, _) = Config::load(cli.config.as_deref())?;
-            let socket = config.mcp.unix.path.clone();
-            let (params, json) = match &command {
-                TokenCommand::Create {
-                    name,
-                    scopes,
-                    replace,
-                    json,
-                } => (
-                    serde_json::json!({"action": "create", "name": name, "scopes": scopes, "replace": replace}),
-                    *json,
-                ),
-                TokenCommand::List { json } => (serde_json::json!({"action": "list"}), *json),
-                TokenCommand::Revoke { name } => {
-                    (serde_json::json!({"action": "revoke", "name": name}), false)
-                }
-            };
-            let result = runtime.block_on(client::tokens(&socket, params))?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&result)?);
-                return Ok(());
-            }
-            print!(
-                "{}",
-                client::format_tokens(
-                    match command {
-                        TokenCommand::Create { .. } => client::TokenAction::Create,
-                        TokenCommand::List { .. } => client::TokenAction::List,
-                        TokenCommand::Revoke { .. } => client::TokenAction::Revoke,
-                    },
-                    &result
-                )
-            );
-            Ok(())
-        }
-        Command::Selftest(args) => {
-            logging::init("warn")?;
-            if !(1.0..=300.0).contains(&args.timeout) {
-                anyhow::bail!("--timeout must be 1–300 seconds, got {}", args.timeout);
-            }
-            let (config, _) = Config::load(cli.config.as_deref())?;
-            let options = hark_client::selftest::run::Options {
-                timeout: Duration::from_secs_f64(args.timeout),
-                skip: args.skip,
-                speech: args.speech,
-            };
-            let report = runtime.block_on(hark_client::selftest::run::run(
-                &config.mcp.unix.path,
-                &config.audio,
-                options,
-            ))?;
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", report.text());
-            }
-            if !report.passed {
-                return Err(StepsFailed.into());
-            }
-            Ok(())
-        }
-        Command::Config(ConfigCommand::Check { file }) => {
-            let explicit = file.or(cli.config);
-            let (config, read) = Config::load(explicit.as_deref())?;
-            match read {
-                Some(path) => println!("# {} is valid; effective configuration:", path.display()),
-                None => println!("# no configuration file; built-in defaults:"),
-            }
-            print!("{}", config.to_toml());
-            Ok(())
-        }
-    }
-}
-
-/// The token to present to `target`: `--token` (or `HARK_TOKEN`), else the
-/// one `hark pair` kept for that host. A token file that cannot be read is
-/// said, not fatal: the appliance may not need a token at all.
-fn token_for(given: Option<&str>, target: &str) -> Option<String> {
-    if let Some(token) = given {
-        return Some(token.to_owned());
-    }
-    match hark_client::saved::lookup(target) {
-        Ok(saved) => saved.map(|s| s.token),
-        Err(hark_client::saved::SavedError::NoHome) => None,
-        Err(e) => {
-            eprintln!("warning: {e}");
-            None
-        }
-    }
-}
-
-/// The one appliance on the LAN, for `hark pair` without a host.
-fn discovered_host() -> anyhow::Result<String> {
-    eprintln!("Looking for Hark on the LAN…");
-    let found = hark_mcp::discovery::discover(Duration::from_secs(3), &[])?;
-    match found.as_slice() {
-        [] => anyhow::bail!(
-            "no Hark appliance answered on the LAN; give its address: `hark pair HOST`"
-        ),
-        [one] => {
-            let address = one
-                .address()
-                .with_context(|| format!("{} answered without an address", one.name))?;
-            let port = one.tcp_port.unwrap_or(client::DEFAULT_PORT);
-            eprintln!("Found {} at {address}.", one.name);
-            Ok(match address {
-                std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
-                v4 => format!("{v4}:{port}"),
-            })
-        }
-        several => anyhow::bail!(
-            "several appliances answered; name one: {}",
-            several
-                .iter()
-                .map(|f| format!("`hark pair {}` ({})", f.host, f.name))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        } => commands::transcribe(&globals, file, language, format),
+        Command::Token(command) => commands::token(&globals, command),
+        Command::Selftest(args) => commands::selftest(&globals, args),
+        Command::Config(ConfigCommand::Check { file }) => commands::config_check(&globals, file),
     }
 }

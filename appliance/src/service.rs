@@ -53,35 +53,10 @@ fn notify(states: &[NotifyState]) {
 /// Runs the daemon until `shutdown` resolves.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ServiceError> {
     let token = CancellationToken::new();
-    let grace = config.shutdown_timeout();
-
+    // Bound first, so port 0 and bind errors are known before anything
+    // is announced.
     let mut listeners = Listeners::bind(&config.mcp).await?;
-    // HTTPS: the CA and this start's certificate, made off the runtime. A
-    // failure leaves HTTPS off, said in the log; the rest serves.
-    let mut tls = None;
-    if config.mcp.https.enabled {
-        let (dir, names, addresses) = (
-            config.service.state_dir.join("tls"),
-            hark_mcp::transport::guard::appliance_names(&config.service.hostname),
-            tls_addresses(),
-        );
-        match tokio::task::spawn_blocking(move || hark_mcp::tls::open(&dir, &names, &addresses))
-            .await
-        {
-            Ok(Ok(made)) => {
-                tracing::info!(fingerprint = %made.fingerprint, ca = %made.ca_path.display(), "HTTPS ready");
-                tls = Some(made);
-            }
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "HTTPS is off: its certificate cannot be made");
-                listeners.without_https();
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "HTTPS is off");
-                listeners.without_https();
-            }
-        }
-    }
+    let tls = open_tls(&config, &mut listeners).await;
     let health = Arc::new(Health::default());
     let mut room_config = config.room();
     let Started {
@@ -90,7 +65,6 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         audio,
     } = start_room(&mut room_config, &health, &token).await?;
     let state = Arc::new(state);
-    let tts = Arc::clone(&state.tts);
     let board = start_board(&state, &room_config, board, &token);
     let serving = listeners
         .addresses()
@@ -98,7 +72,88 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         .map(|(transport, address)| format!("{transport}={address}"))
         .collect::<Vec<_>>()
         .join(" ");
-    // Tokens: opening the store reads a database, off the runtime.
+    let (shared, loops) = serve(&config, &state, tls, &health, listeners, &token).await?;
+    // On the LAN by name: advertised once the listeners serve.
+    let advertising = advertise(&shared, config.discovery.clone(), &config.service.hostname).await;
+
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), %serving, "hark is ready");
+    let status = format!("serving {serving}");
+    notify(&[NotifyState::Ready, NotifyState::Status(&status)]);
+    let watchdog = sd_notify::watchdog_enabled().map(|period| {
+        let health = Arc::clone(&health);
+        let token = token.clone();
+        tokio::spawn(feed_watchdog(period / 2, health, token, status.clone()))
+    });
+
+    shutdown.await;
+    tracing::info!("shutting down");
+    notify(&[NotifyState::Stopping, NotifyState::Status("shutting down")]);
+    token.cancel();
+    // Withdrawn first: browsers stop offering an appliance that is going.
+    if let Some(advertising) = advertising {
+        let _ = tokio::task::spawn_blocking(move || drop(advertising)).await;
+    }
+    stop_serving(&shared, loops, config.shutdown_timeout()).await;
+    if let Some(watchdog) = watchdog {
+        watchdog.abort();
+    }
+    // The LEDs go dark and the pins are released.
+    if let Some(board) = board {
+        board.shutdown().await;
+    }
+    // The speech thread first (it feeds the player), then the audio
+    // threads (each wakes within one period).
+    let tts = Arc::clone(&state.tts);
+    let _ = tokio::task::spawn_blocking(move || {
+        tts.shutdown();
+        drop(audio);
+    })
+    .await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// HTTPS's certificate authority and this start's certificate, made off
+/// the runtime; a failure leaves HTTPS off (said in the log) and the rest
+/// serves.
+async fn open_tls(config: &Config, listeners: &mut Listeners) -> Option<hark_mcp::tls::Tls> {
+    if !config.mcp.https.enabled {
+        return None;
+    }
+    let (dir, names, addresses) = (
+        config.service.state_dir.join("tls"),
+        hark_mcp::transport::guard::appliance_names(&config.service.hostname),
+        tls_addresses(),
+    );
+    match tokio::task::spawn_blocking(move || hark_mcp::tls::open(&dir, &names, &addresses)).await {
+        Ok(Ok(made)) => {
+            tracing::info!(fingerprint = %made.fingerprint, ca = %made.ca_path.display(), "HTTPS ready");
+            Some(made)
+        }
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "HTTPS is off: its certificate cannot be made");
+            listeners.without_https();
+            None
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "HTTPS is off");
+            listeners.without_https();
+            None
+        }
+    }
+}
+
+/// The MCP side, serving the room: tokens opened (a database: off the
+/// runtime), its state made, every listener serving with a health check
+/// that its accept loop is alive.
+async fn serve(
+    config: &Config,
+    state: &Arc<hark_room::state::ApplianceState>,
+    tls: Option<hark_mcp::tls::Tls>,
+    health: &Health,
+    listeners: Listeners,
+    token: &CancellationToken,
+) -> Result<(Arc<Shared>, Vec<tokio::task::JoinHandle<()>>), ServiceError> {
     let auth = {
         let (auth_config, dir) = (config.auth.clone(), config.service.state_dir.clone());
         tokio::task::spawn_blocking(move || hark_mcp::auth::Auth::open(&auth_config, &dir))
@@ -106,7 +161,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             .map_err(|e| ServiceError::Start(format!("authentication start-up failed: {e}")))?
     };
     let auth = Arc::new(auth);
-    let room = hark_core::room::Capabilities::of(hark_room::room::Room::new(Arc::clone(&state)));
+    let room = hark_core::room::Capabilities::of(hark_room::room::Room::new(Arc::clone(state)));
     let served = Arc::new(hark_mcp::ServerState {
         bus: state.bus.clone(),
         connections: Default::default(),
@@ -122,11 +177,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         Arc::clone(&served),
         token.clone(),
     ));
-    let discovery = config.discovery.clone();
-    let hostname = config.service.hostname.clone();
     let shared = Arc::new(Shared::new(
         config.mcp.clone(),
-        &hostname,
+        &config.service.hostname,
         config.shutdown_timeout(),
         served,
         room,
@@ -149,31 +202,13 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             alive.store(false, Ordering::Relaxed);
         }));
     }
+    Ok((shared, loops))
+}
 
-    // On the LAN by name: advertised once the listeners serve.
-    let advertising = advertise(&shared, discovery, &hostname).await;
-
-    tracing::info!(version = env!("CARGO_PKG_VERSION"), %serving, "hark is ready");
-    let status = format!("serving {serving}");
-    notify(&[NotifyState::Ready, NotifyState::Status(&status)]);
-
-    let watchdog = sd_notify::watchdog_enabled().map(|period| {
-        let health = Arc::clone(&health);
-        let token = token.clone();
-        tokio::spawn(feed_watchdog(period / 2, health, token, status.clone()))
-    });
-
-    shutdown.await;
-    tracing::info!("shutting down");
-    notify(&[NotifyState::Stopping, NotifyState::Status("shutting down")]);
-    token.cancel();
-    // Withdrawn first: browsers stop offering an appliance that is going.
-    if let Some(advertising) = advertising {
-        let _ = tokio::task::spawn_blocking(move || drop(advertising)).await;
-    }
+/// Stops the MCP side: connections let calls in flight finish within
+/// `grace`, then cancel them (the margin covers closing their sockets).
+async fn stop_serving(shared: &Shared, loops: Vec<tokio::task::JoinHandle<()>>, grace: Duration) {
     shared.tasks.close();
-    // Connections let calls in flight finish within `grace`, then cancel
-    // them; the margin covers closing their sockets.
     if tokio::time::timeout(grace + Duration::from_millis(300), shared.tasks.wait())
         .await
         .is_err()
@@ -186,22 +221,6 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     for handle in loops {
         let _ = handle.await;
     }
-    if let Some(watchdog) = watchdog {
-        watchdog.abort();
-    }
-    // The LEDs go dark and the pins are released.
-    if let Some(board) = board {
-        board.shutdown().await;
-    }
-    // The speech thread first (it feeds the player), then the audio
-    // threads (each wakes within one period).
-    let _ = tokio::task::spawn_blocking(move || {
-        tts.shutdown();
-        drop(audio);
-    })
-    .await;
-    tracing::info!("stopped");
-    Ok(())
 }
 
 async fn feed_watchdog(

@@ -60,10 +60,10 @@ pub enum Chime {
     Triple,
 }
 
-/// The configured agents.
+/// The configured agents: built once at start-up; clones share them.
 #[derive(Debug, Clone, Default)]
 pub struct Agents {
-    configured: BTreeMap<String, AgentConfig>,
+    configured: std::sync::Arc<BTreeMap<String, AgentConfig>>,
 }
 
 /// The form names are compared in: "Claude-Code" and "claude code" are one.
@@ -73,7 +73,9 @@ pub fn plain(name: &str) -> String {
 
 impl Agents {
     pub fn new(configured: BTreeMap<String, AgentConfig>) -> Self {
-        Self { configured }
+        Self {
+            configured: std::sync::Arc::new(configured),
+        }
     }
 
     /// The configured agent `name` is (by its name or an alias).

@@ -327,14 +327,15 @@ impl Default for ConfirmConfig {
 }
 
 impl RoomConfig {
-    /// The voice inbox's settings.
-    pub fn inbox_settings(&self) -> crate::inbox::Settings {
+    /// The voice inbox's settings, with the agents messages are addressed
+    /// to.
+    pub fn inbox_settings(&self, agents: crate::agents::Agents) -> crate::inbox::Settings {
         crate::inbox::Settings {
             keep: Duration::from_secs(self.inbox.keep_minutes * 60),
             max_messages: self.inbox.max_messages,
             default_agent: Some(self.inbox.default_agent.trim().to_owned())
                 .filter(|a| !a.is_empty()),
-            agents: crate::agents::Agents::new(self.agents.clone()),
+            agents,
             listen: Duration::from_secs_f64(self.inbox.listen_seconds),
             announce: self.inbox.announce,
         }

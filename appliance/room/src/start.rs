@@ -34,6 +34,8 @@ pub async fn start_room(
     token: &CancellationToken,
 ) -> Result<Started, StartError> {
     let bus = crate::events::Bus::default();
+    // Built once: speech, the inbox and the room share them.
+    let agents = crate::agents::Agents::new(config.agents.clone());
     let subsystems = hark_core::status::Subsystems::default();
     let (muted, speaking) = (Arc::default(), Arc::default());
     // Which board this is, first: its profile names the sound card the
@@ -63,9 +65,10 @@ pub async fn start_room(
     };
     // Loading ONNX Runtime and the voice reads their files: off the runtime too.
     let (tts, subsystems) = {
-        let (config, bus, player) = (config.clone(), bus.clone(), player.clone());
+        let (config, bus, player, agents) =
+            (config.clone(), bus.clone(), player.clone(), agents.clone());
         tokio::task::spawn_blocking(move || {
-            let tts = crate::tts::TextToSpeech::start(&config, &bus, &subsystems, player);
+            let tts = crate::tts::TextToSpeech::start(&config, &bus, &subsystems, player, agents);
             // Loading read the model and voice files through buffers that
             // are free now.
             crate::memory::release_freed();
@@ -93,7 +96,7 @@ pub async fn start_room(
             }
         });
     }
-    let inbox = open_inbox(config, &bus, &subsystems, token).await;
+    let inbox = open_inbox(config, agents.clone(), &bus, &subsystems, token).await;
     let history = open_history(config, &bus, &subsystems, token).await;
     let state = ApplianceState::new(crate::state::Parts {
         bus,
@@ -108,7 +111,7 @@ pub async fn start_room(
         inbox,
         history,
         yes_no: config.yes_no(),
-        agents: crate::agents::Agents::new(config.agents.clone()),
+        agents,
     });
     Ok(Started {
         state,
@@ -121,6 +124,7 @@ pub async fn start_room(
 /// off the runtime); its subsystem says which.
 async fn open_inbox(
     config: &RoomConfig,
+    agents: crate::agents::Agents,
     bus: &crate::events::Bus,
     subsystems: &hark_core::status::Subsystems,
     token: &CancellationToken,
@@ -131,7 +135,7 @@ async fn open_inbox(
     }
     let (dir, settings, bus) = (
         config.state_dir.clone(),
-        config.inbox_settings(),
+        config.inbox_settings(agents),
         bus.clone(),
     );
     match tokio::task::spawn_blocking(move || crate::inbox::Inbox::open(&dir, settings, bus)).await

@@ -230,6 +230,7 @@ impl TextToSpeech {
         bus: &crate::events::Bus,
         subsystems: &hark_core::status::Subsystems,
         player: Option<Arc<Player>>,
+        agents: Agents,
     ) -> Self {
         let mut synth_config = config.tts.synth();
         if !config.tts.enabled {
@@ -245,7 +246,7 @@ impl TextToSpeech {
             wake: Condvar::new(),
             floor: Mutex::new(None),
             closed: AtomicBool::new(false),
-            agents: Agents::new(config.agents.clone()),
+            agents,
         });
         let worker = match (&player, enabled) {
             (Some(player), true) => {
@@ -338,7 +339,7 @@ impl TextToSpeech {
     pub fn off(bus: &crate::events::Bus) -> Self {
         let mut config = RoomConfig::default();
         config.tts.enabled = false;
-        Self::start(&config, bus, &Default::default(), None)
+        Self::start(&config, bus, &Default::default(), None, Agents::default())
     }
 
     pub fn synthesizer(&self) -> &Arc<Mutex<Synthesizer>> {
