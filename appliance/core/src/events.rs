@@ -176,7 +176,7 @@ pub enum Event {
 }
 
 /// How an agent's speech ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SpeechEnded {
     /// Played to the end.
@@ -197,8 +197,22 @@ impl SpeechEnded {
     }
 }
 
+/// The event log shows these by their names on the wire (`"no_answer"`),
+/// as it did when they were text.
+macro_rules! debug_as_wire_name {
+    ($($kind:ty),*) => {$(
+        impl std::fmt::Debug for $kind {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::Debug::fmt(self.as_str(), f)
+            }
+        }
+    )*};
+}
+
+debug_as_wire_name!(SpeechEnded, Answered, PairingOutcome);
+
 /// How a question (`confirm`, `choose`) ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Answered {
     Yes,
@@ -213,6 +227,20 @@ pub enum Answered {
     None,
     /// The call went away first.
     Cancelled,
+}
+
+impl Answered {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Answered::Yes => "yes",
+            Answered::No => "no",
+            Answered::NoAnswer => "no_answer",
+            Answered::Unclear => "unclear",
+            Answered::Chosen => "chosen",
+            Answered::None => "none",
+            Answered::Cancelled => "cancelled",
+        }
+    }
 }
 
 impl From<crate::room::YesNo> for Answered {
@@ -238,7 +266,7 @@ impl From<crate::room::ChoiceOutcome> for Answered {
 }
 
 /// How a pairing was decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PairingOutcome {
     /// A short press.
@@ -249,6 +277,17 @@ pub enum PairingOutcome {
     TimedOut,
     /// The agent left.
     Cancelled,
+}
+
+impl PairingOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PairingOutcome::Approved => "approved",
+            PairingOutcome::Refused => "refused",
+            PairingOutcome::TimedOut => "timed_out",
+            PairingOutcome::Cancelled => "cancelled",
+        }
+    }
 }
 
 /// An event with its place in the stream and its time.
@@ -566,5 +605,27 @@ mod tests {
         assert_eq!(json["event"], "inbox_taken");
         assert_eq!(json["seq"], 3);
         assert_eq!(json["agent"], "cursor");
+    }
+
+    #[test]
+    fn outcomes_keep_their_wire_names_in_json_and_the_log() {
+        for (answer, name) in [
+            (Answered::NoAnswer, "no_answer"),
+            (Answered::Chosen, "chosen"),
+            (Answered::Cancelled, "cancelled"),
+        ] {
+            assert_eq!(serde_json::to_value(answer).ok(), Some(name.into()));
+            assert_eq!(format!("{answer:?}"), format!("{name:?}"));
+        }
+        assert_eq!(
+            serde_json::to_value(PairingOutcome::TimedOut).ok(),
+            Some("timed_out".into())
+        );
+        assert_eq!(format!("{:?}", SpeechEnded::Stopped), "\"stopped\"");
+        let event = Event::AnswerEnded {
+            ask: 1,
+            answer: crate::room::YesNo::NoAnswer.into(),
+        };
+        assert!(format!("{event:?}").contains("answer: \"no_answer\""));
     }
 }
