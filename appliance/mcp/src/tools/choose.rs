@@ -85,11 +85,13 @@ impl HarkServer {
             args.queue,
         );
         let mut report = CallReport::dialogue(self, context, Doing::Asking);
-        tokio::select! {
-            chosen = self.room.ask.choose(question, args.options, &mut report) => Ok(chosen?),
-            _ = super::call_ended(self, context) => {
-                Err(ToolError::cancelled("choose was cancelled; nothing was chosen"))
-            }
-        }
+        let chosen = self.room.ask.choose(question, args.options, &mut report);
+        super::unless_ended(
+            self,
+            context,
+            chosen,
+            "choose was cancelled; nothing was chosen",
+        )
+        .await
     }
 }

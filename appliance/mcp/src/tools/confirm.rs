@@ -78,11 +78,13 @@ impl HarkServer {
             args.queue,
         );
         let mut report = CallReport::dialogue(self, context, Doing::Asking);
-        tokio::select! {
-            confirmed = self.room.ask.confirm(question, &mut report) => Ok(confirmed?),
-            _ = super::call_ended(self, context) => {
-                Err(ToolError::cancelled("confirm was cancelled; nothing was answered"))
-            }
-        }
+        let confirmed = self.room.ask.confirm(question, &mut report);
+        super::unless_ended(
+            self,
+            context,
+            confirmed,
+            "confirm was cancelled; nothing was answered",
+        )
+        .await
     }
 }

@@ -96,11 +96,7 @@ impl HarkServer {
             listen: args.listen.unwrap_or(true),
         };
         let mut report = CallReport::dialogue(self, context, Doing::Speaking);
-        tokio::select! {
-            conversed = self.room.ask.converse(call, &mut report) => Ok(conversed?),
-            _ = super::call_ended(self, context) => {
-                Err(ToolError::cancelled("converse was cancelled"))
-            }
-        }
+        let conversed = self.room.ask.converse(call, &mut report);
+        super::unless_ended(self, context, conversed, "converse was cancelled").await
     }
 }

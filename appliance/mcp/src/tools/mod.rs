@@ -91,6 +91,21 @@ impl From<Failure> for ToolError {
     }
 }
 
+/// `call` to its end, or `cancelled` (a `CancelledError` saying so) if the
+/// call ends first (see [`call_ended`]); dropping `call` cancels it in the
+/// room.
+pub async fn unless_ended<T>(
+    server: &crate::HarkServer,
+    context: &RequestContext<RoleServer>,
+    call: impl std::future::Future<Output = Result<T, Failure>>,
+    cancelled: &str,
+) -> Result<T, ToolError> {
+    tokio::select! {
+        done = call => Ok(done?),
+        () = call_ended(server, context) => Err(ToolError::cancelled(cancelled)),
+    }
+}
+
 /// Resolves when the call should stop: cancelled by the client
 /// (`notifications/cancelled`), or the client's connection ended.
 pub async fn call_ended(server: &crate::HarkServer, context: &RequestContext<RoleServer>) {
