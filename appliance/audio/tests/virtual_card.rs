@@ -582,6 +582,8 @@ fn held_pause(env: &Env, found: bool) -> (f64, usize, EndReason) {
         quick: 2,
         agree: 2,
         fallback: Duration::from_millis(800),
+        doubt: 0.0,
+        pace: 0.0,
         // The model calls every pause finished; the words decide.
         check: Arc::new(|_| Some(1.0)),
         // Midway ("turn on the") until a second look has been shown, then

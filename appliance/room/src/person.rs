@@ -80,6 +80,7 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>) {
         chime: Chime::Alongside,
         push_to_talk: true,
         turn: Some(turn),
+        expect: listen::Expect::Anything,
     };
     let heard = match listen::listen(&state, request, &mut hark_core::room::Quiet).await {
         Ok(heard) => heard,

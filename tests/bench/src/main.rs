@@ -23,6 +23,7 @@
 mod audio;
 mod client;
 mod daemon;
+mod eot;
 mod figures;
 mod load;
 mod person;
@@ -30,6 +31,7 @@ mod procfs;
 mod report;
 mod room;
 mod server;
+mod speech;
 mod stt;
 mod tts;
 mod turn;
@@ -138,6 +140,9 @@ enum Mode {
     /// live path against whisper with silence and a faster-whisper
     /// pipeline; the pause set; memory; first sound (see [`turn`]).
     Turn(turn::TurnArgs),
+    /// Where the turn ends on real recorded speech: dead air against turns
+    /// cut, for silence, Smart Turn and Hark's rules (see [`eot`]).
+    Eot(eot::EotArgs),
     /// Word errors of the live engine, Hark's whisper and faster-whisper
     /// on the same audio, by six espeak-ng voices and piper's (see
     /// [`wer`]).
@@ -158,6 +163,7 @@ fn main() -> ExitCode {
         Some(Mode::Person(person)) => person::main(person),
         Some(Mode::Room(room)) => room::main(room),
         Some(Mode::Turn(turn)) => turn::main(turn),
+        Some(Mode::Eot(eot)) => eot::main(eot),
         Some(Mode::Wer(wer)) => wer::main(wer),
         None => bench(args),
     };

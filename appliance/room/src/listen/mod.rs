@@ -70,6 +70,26 @@ const TURN_AGREE: u32 = 0;
 /// tens of ms on a few seconds of speech) and the answer are made side by
 /// side.
 const WORDS_AHEAD: Duration = Duration::from_millis(50);
+/// With the live engine's words, a pause where every answer of the model
+/// so far is under this is held open as words stopped midway are. On
+/// recorded people the model gave 0.01–0.05 at the thinking pauses of
+/// monologues whose words the live engine had already closed with a full
+/// stop, and 0.01 inside hesitations ("Montreal forced, um,"); real ends
+/// mostly above 0.5 (docs/benchmarks.md, end of turn on real speech).
+pub const TURN_DOUBT: f32 = 0.1;
+/// The silence that ends a turn is at least this many times the longest
+/// pause the person already came back from in it (their own pace), up to
+/// `audio.vad.max_pause_ms`.
+pub const TURN_PACE: f32 = 1.5;
+/// After an agent's own words (`converse`) the person may think before
+/// answering, and more so mid-reply: the silence rule's share of the end
+/// of turn is this much longer.
+const REPLY_THINK: f32 = 1.5;
+/// An expected answer (a yes or a no, one of the options offered) ends the
+/// turn at the first decision point when it is this many words at most
+/// beyond the option's own: "Yes." and "Yes please." end the turn, "yes,
+/// but only the first one" is a sentence the person may still be in.
+const ANSWER_SLACK_WORDS: usize = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ListenError {
@@ -115,6 +135,60 @@ pub struct Listen {
     /// (the next caller's microphone opens while this one transcribes), and
     /// its `floor.max_hold_seconds` ends the recording.
     pub turn: Option<crate::floor::Turn>,
+    /// What the agent asked for: the end of the turn reads the live words
+    /// with it.
+    pub expect: Expect,
+}
+
+/// What kind of answer the agent waits for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Expect {
+    /// Anything (`transcribe_voice`, the person's own recording).
+    #[default]
+    Anything,
+    /// A yes or a no (`confirm`).
+    YesNo,
+    /// One of these options (`choose`).
+    OneOf(Vec<String>),
+    /// A reply to what the agent just said (`converse`).
+    Reply,
+}
+
+/// How the live words `text` at a pause read for the end of the turn,
+/// given what the agent asked for.
+pub fn words_at_pause(
+    text: &str,
+    expect: &Expect,
+    yes_no: &hark_core::words::YesNo,
+) -> utterance::Words {
+    use hark_core::words::{self, Answer, Choice};
+    let reading = match hark_stt::turn::read(text) {
+        hark_stt::turn::Reading::Finished => utterance::Words::Finished,
+        hark_stt::turn::Reading::Open => utterance::Words::Open,
+        hark_stt::turn::Reading::Midway => return utterance::Words::Midway,
+    };
+    let said = words::words(text).len();
+    let answered = match expect {
+        Expect::YesNo => said <= 1 + ANSWER_SLACK_WORDS && yes_no.classify(text) != Answer::Unclear,
+        Expect::OneOf(options) => {
+            let longest = options
+                .iter()
+                .map(|o| words::words(o).len())
+                .max()
+                .unwrap_or(1);
+            said <= longest + ANSWER_SLACK_WORDS
+                && matches!(
+                    words::choose(text, options),
+                    Choice::Named(_) | Choice::Ordinal(_) | Choice::NoneOfThem
+                )
+        }
+        Expect::Anything | Expect::Reply => false,
+    };
+    if answered {
+        utterance::Words::Answer
+    } else {
+        reading
+    }
 }
 
 /// The rising chime that says "speak now".
@@ -249,7 +323,7 @@ pub async fn listen(
     let mut options = Options::new(request.timeout, mic.preroll, mic.vad.clone());
     let live = stt.live().is_some_and(|live| Arc::ptr_eq(live, &engine));
     let at_pause: AtPause = Arc::default();
-    if let Some(end_of_turn) = end_of_turn(mic, stt, live, &at_pause) {
+    if let Some(end_of_turn) = end_of_turn(state, mic, stt, live, &at_pause, &request.expect) {
         // The model and the words decide at pauses; the detector's own
         // hang-over becomes the longest pause inside a turn.
         options.end_of_turn = Some(end_of_turn);
@@ -426,10 +500,12 @@ pub async fn listen(
 /// asked at pauses, and (with the live engine's words at a pause, in
 /// `at_pause`) the words may hold a pause open.
 fn end_of_turn(
+    state: &ApplianceState,
     mic: &crate::stt::Microphone,
     stt: &crate::stt::SpeechToText,
     live: bool,
     at_pause: &AtPause,
+    expect: &Expect,
 ) -> Option<utterance::EndOfTurn> {
     if mic.vad.end_of_turn != hark_audio::config::EndOfTurnRule::SmartTurn {
         return None;
@@ -437,18 +513,17 @@ fn end_of_turn(
     let model = Arc::clone(stt.turn.as_ref()?);
     let words = (live && stt.speculative).then(|| {
         let at_pause = Arc::clone(at_pause);
+        let (expect, yes_no) = (expect.clone(), state.yes_no());
         let check: utterance::WordsCheck = Arc::new(move |span| {
             let heard = at_pause.lock().unwrap_or_else(PoisonError::into_inner);
-            heard.as_ref().filter(|(at, _)| *at == span).map(
-                |(_, text)| match hark_stt::turn::read(text) {
-                    hark_stt::turn::Reading::Finished => utterance::Words::Finished,
-                    hark_stt::turn::Reading::Open => utterance::Words::Open,
-                    hark_stt::turn::Reading::Midway => utterance::Words::Midway,
-                },
-            )
+            heard
+                .as_ref()
+                .filter(|(at, _)| *at == span)
+                .map(|(_, text)| words_at_pause(text, &expect, &yes_no))
         });
         check
     });
+    let fallback = Duration::from_millis(u64::from(mic.vad.hangover_ms));
     Some(utterance::EndOfTurn {
         pause: Duration::from_millis(u64::from(mic.vad.pause_ms)),
         every: TURN_ASK_EVERY,
@@ -457,7 +532,13 @@ fn end_of_turn(
         quick: TURN_QUICK,
         agree: TURN_AGREE,
         words,
-        fallback: Duration::from_millis(u64::from(mic.vad.hangover_ms)),
+        fallback: if *expect == Expect::Reply {
+            fallback.mul_f32(REPLY_THINK)
+        } else {
+            fallback
+        },
+        doubt: TURN_DOUBT,
+        pace: TURN_PACE,
         check: Arc::new(move |audio: &[f32]| {
             let mut model = model.lock().unwrap_or_else(PoisonError::into_inner);
             let asked = std::time::Instant::now();
@@ -585,5 +666,51 @@ async fn transcribe(
             },
             other => return Ok((other?, engine, from_early)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hark_audio::utterance::Words;
+    use hark_core::words::YesNo;
+
+    use super::{Expect, words_at_pause};
+
+    fn read(text: &str, expect: &Expect) -> Words {
+        words_at_pause(text, expect, &YesNo::default())
+    }
+
+    #[test]
+    fn a_yes_or_a_no_is_the_whole_answer_to_a_yes_no_question() {
+        assert_eq!(read("Yes.", &Expect::YesNo), Words::Answer);
+        assert_eq!(read("No, thanks.", &Expect::YesNo), Words::Answer);
+        // Not a yes or a no, or a sentence that may go on: as read.
+        assert_eq!(read("Let me think.", &Expect::YesNo), Words::Finished);
+        assert_eq!(read("Yes, but", &Expect::YesNo), Words::Midway);
+        assert_eq!(
+            read("Yes, but only the first one on the list.", &Expect::YesNo),
+            Words::Finished
+        );
+        // Without the question, "Yes." is only a finished sentence.
+        assert_eq!(read("Yes.", &Expect::Anything), Words::Finished);
+        assert_eq!(read("Yes.", &Expect::Reply), Words::Finished);
+    }
+
+    #[test]
+    fn one_of_the_options_offered_is_the_whole_answer_to_a_choice() {
+        let options = Expect::OneOf(vec!["Firefox".into(), "Chromium".into(), "six".into()]);
+        assert_eq!(read("Firefox.", &options), Words::Answer);
+        assert_eq!(read("Six.", &options), Words::Answer);
+        assert_eq!(read("The second one.", &options), Words::Answer);
+        assert_eq!(read("None of them.", &options), Words::Answer);
+        assert_eq!(read("Hmm, I wonder.", &options), Words::Finished);
+        assert_eq!(read("Firefox and", &options), Words::Midway);
+        assert_eq!(
+            read(
+                "Firefox, I think, because the other one crashed twice.",
+                &options
+            ),
+            Words::Finished
+        );
     }
 }

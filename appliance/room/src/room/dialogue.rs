@@ -224,7 +224,13 @@ impl<'a> Dialogue<'a> {
     }
 
     /// The request for step 4: the dialogue's floor, its agent.
-    fn request(&mut self, timeout: Duration, chime: Chime, push_to_talk: bool) -> listen::Listen {
+    fn request(
+        &mut self,
+        timeout: Duration,
+        chime: Chime,
+        push_to_talk: bool,
+        expect: listen::Expect,
+    ) -> listen::Listen {
         listen::Listen {
             agent: Some(self.agent.clone()),
             timeout,
@@ -232,6 +238,7 @@ impl<'a> Dialogue<'a> {
             chime,
             push_to_talk,
             turn: self.turn.take(),
+            expect,
         }
     }
 
@@ -250,7 +257,7 @@ impl<'a> Dialogue<'a> {
         chime: Chime,
         button: &mut ButtonAnswer,
     ) -> Result<Listened, Failure> {
-        let request = self.request(timeout, chime, false);
+        let request = self.request(timeout, chime, false, listen::Expect::YesNo);
         let heard = listen::listen(self.state, request, self.report);
         tokio::select! {
             heard = heard => heard.map(Listened::Heard).map_err(failure::listen),
@@ -296,7 +303,7 @@ impl Listen for Room {
             } else {
                 Chime::First
             };
-            let mut request = dialogue.request(timeout, chime, true);
+            let mut request = dialogue.request(timeout, chime, true, listen::Expect::Anything);
             request.language = language;
             dialogue.hear(request).await
         })
@@ -353,7 +360,7 @@ impl Ask for Room {
             } else {
                 Chime::First
             };
-            let request = dialogue.request(dialogue.timeout, chime, true);
+            let request = dialogue.request(dialogue.timeout, chime, true, listen::Expect::Reply);
             conversed.heard = Some(dialogue.hear(request).await?);
             Ok(conversed)
         })
@@ -431,7 +438,12 @@ impl Ask for Room {
                     wait: true,
                 })
                 .await?;
-            let request = dialogue.request(dialogue.timeout, Chime::First, true);
+            let request = dialogue.request(
+                dialogue.timeout,
+                Chime::First,
+                true,
+                listen::Expect::OneOf(options.clone()),
+            );
             let heard = dialogue.hear(request).await?;
             if !heard.speech {
                 asking.answered(ChoiceOutcome::NoAnswer);

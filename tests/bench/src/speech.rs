@@ -1,0 +1,89 @@
+//! The real-speech set `bash tests/setup.sh` builds in `tests/.speech`
+//! (`tests/speech/build.py`): recorded people, each clip with its
+//! transcript from the source package, its subset, source and licence, and
+//! where its speech starts and ends.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde_json::Value;
+
+pub const DEFAULT_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../.speech");
+
+/// Where the real-speech set is.
+#[derive(Debug, clap::Args)]
+pub struct SpeechDir {
+    /// The real-speech set (`bash tests/setup.sh` builds it).
+    #[arg(long, default_value = DEFAULT_DIR)]
+    pub speech: PathBuf,
+}
+
+#[derive(Debug, Clone)]
+pub struct RealClip {
+    pub id: String,
+    pub subset: String,
+    pub language: String,
+    pub text: String,
+    /// 16 kHz mono.
+    pub samples: Vec<f32>,
+    /// Where speech starts and ends, seconds into the clip.
+    pub speech: (f64, f64),
+    /// Kept apart from the pooled figures (its licence, or its speech
+    /// repeating other clips).
+    pub evaluation_only: bool,
+    /// Silences between words of at least 250 ms, where the set has word
+    /// timings: (from, to) seconds.
+    pub pauses: Vec<(f64, f64)>,
+}
+
+impl RealClip {
+    /// The longest pause between the clip's words, seconds (0 without word
+    /// timings).
+    pub fn longest_pause(&self) -> f64 {
+        self.pauses.iter().map(|(a, b)| b - a).fold(0.0, f64::max)
+    }
+}
+
+/// Every clip of the set, resampled to 16 kHz.
+pub fn load(dir: &Path) -> anyhow::Result<Vec<RealClip>> {
+    let manifest = dir.join("manifest.json");
+    let text = std::fs::read_to_string(&manifest).with_context(|| {
+        format!(
+            "cannot read {} (bash tests/setup.sh builds the real-speech set)",
+            manifest.display()
+        )
+    })?;
+    let mut clips = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let entry: Value = serde_json::from_str(line)
+            .with_context(|| format!("{}: line {}", manifest.display(), n + 1))?;
+        let field = |key: &str| -> anyhow::Result<String> {
+            entry[key]
+                .as_str()
+                .map(str::to_owned)
+                .with_context(|| format!("{}: line {} has no {key}", manifest.display(), n + 1))
+        };
+        let file = dir.join(field("file")?);
+        let clip = hark_audio::clip::Clip::read_wav(&file)
+            .and_then(|c| c.resampled(16_000))
+            .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        let span = |v: &Value| -> Option<(f64, f64)> { Some((v[0].as_f64()?, v[1].as_f64()?)) };
+        let speech = span(&entry["speech"]).unwrap_or((0.0, 0.0));
+        let pauses = entry["pauses"]
+            .as_array()
+            .map(|a| a.iter().filter_map(span).collect())
+            .unwrap_or_default();
+        clips.push(RealClip {
+            id: field("id")?,
+            subset: field("subset")?,
+            language: field("language")?,
+            text: field("text")?,
+            samples: clip.samples,
+            speech,
+            evaluation_only: entry["evaluation_only"] == true,
+            pauses,
+        });
+    }
+    anyhow::ensure!(!clips.is_empty(), "{} lists no clips", manifest.display());
+    Ok(clips)
+}
