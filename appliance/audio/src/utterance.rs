@@ -164,8 +164,8 @@ pub struct EndOfTurn {
     pub quick: u32,
     pub agree: u32,
     pub fallback: Duration,
-    /// With words: every ask in a pause so far under this probability
-    /// holds it open as words stopped midway do. On real speech the model
+    /// With words: an answer in a pause under this probability holds it
+    /// open as words stopped midway do. On real speech the model
     /// is surest at a thinking pause (0.01–0.05 where the live engine's
     /// punctuation reads "We're just saying some words."), while the words'
     /// full stop is a guess (docs/benchmarks.md, end of turn). 0: never.
@@ -322,9 +322,9 @@ struct Asked {
     held: bool,
     /// An answer in this pause said "not yet" (below [`NOT_YET`]).
     doubted: bool,
-    /// Whether every answer in this pause so far was under
-    /// [`EndOfTurn::doubt`] (`None`: none yet).
-    sure_not: Option<bool>,
+    /// An answer in this pause was under [`EndOfTurn::doubt`]: the model
+    /// sure the person is not done.
+    sure_not: bool,
     /// The model's answer to the ask made for the decision point `next`:
     /// it waits for the pause to reach the point and for the words, and no
     /// further ask is made meanwhile.
@@ -341,15 +341,11 @@ impl Asked {
         let finished = p.is_some_and(|p| p >= turn.sure);
         let not_yet = p.is_some_and(|p| p < NOT_YET);
         self.in_a_row = if finished { self.in_a_row + 1 } else { 0 };
-        // Every answer in this pause so far sure the person is not done.
-        self.sure_not = Some(match p {
-            Some(p) => self.sure_not.unwrap_or(true) && p < turn.doubt,
-            None => self.sure_not.unwrap_or(false),
-        });
+        self.sure_not |= p.is_some_and(|p| p < turn.doubt);
         self.held = match words {
             // The words decide as they stand: a second look
             // (`Watch::again`) may find the sentence finished.
-            Some(read) => read == Words::Midway || self.sure_not == Some(true),
+            Some(read) => read == Words::Midway || self.sure_not,
             None => self.held || not_yet,
         };
         // Sure at once, or sure again and again: a pause that outlasts the
@@ -464,10 +460,6 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
     // whether it is held open (a sentence stopped midway).
     let mut asked: Option<Asked> = None;
     let mut shown = Shown::default();
-    // The pause now (where its voice stopped, its silence so far), and the
-    // longest the person has come back from: their pace (`EndOfTurn::pace`).
-    let mut this_pause: Option<(u64, u64)> = None;
-    let mut longest_pause: u64 = 0;
 
     let reason = loop {
         match control.state() {
@@ -537,14 +529,6 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                 &mut shown,
             );
         }
-        if let Some((_, voiced_end, quiet)) = segmenter.pause() {
-            if let Some((end, before)) = this_pause
-                && end != voiced_end
-            {
-                longest_pause = longest_pause.max(before);
-            }
-            this_pause = Some((voiced_end, quiet));
-        }
         if let (Some(turn), Some((start, voiced_end, quiet)), false) =
             (&options.end_of_turn, segmenter.pause(), held)
         {
@@ -555,7 +539,7 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     in_a_row: 0,
                     held: false,
                     doubted: false,
-                    sure_not: None,
+                    sure_not: false,
                     pending: None,
                 });
             }
@@ -607,7 +591,7 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     // later ask back.
                     ask.next = (ask.next + duration_to_samples(turn.every).max(1)).max(quiet + 1);
                 }
-                let paced = (longest_pause as f64 * f64::from(turn.pace)) as u64;
+                let paced = (segmenter.longest_pause() as f64 * f64::from(turn.pace)) as u64;
                 if !ask.held && quiet >= duration_to_samples(turn.fallback).max(paced) {
                     speech = Some((start, voiced_end));
                     break EndReason::EndOfSpeech;

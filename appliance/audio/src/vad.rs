@@ -37,6 +37,9 @@ pub struct Segmenter {
     confirmed: bool,
     voiced: u64,
     last_voiced_end: u64,
+    /// The longest silence the voice has come back from since speech
+    /// began (samples).
+    longest_pause: u64,
 }
 
 /// How far above the background a frame must be to count as voiced, dB.
@@ -83,6 +86,7 @@ impl Segmenter {
             confirmed: false,
             voiced: 0,
             last_voiced_end: 0,
+            longest_pause: 0,
         }
     }
 
@@ -97,6 +101,12 @@ impl Segmenter {
                 self.position - self.last_voiced_end,
             )
         })
+    }
+
+    /// The longest pause the voice has come back from since speech began,
+    /// in samples (0 before any): the speaker's own pace.
+    pub fn longest_pause(&self) -> u64 {
+        self.longest_pause
     }
 
     /// Feeds samples; returns the first event they produce, if any. Samples
@@ -145,6 +155,11 @@ impl Segmenter {
             .is_none_or(|peak| level > peak - SPEECH_RANGE_DB);
         if score >= self.threshold && loud && audible {
             self.speech_peak = Some(self.speech_peak.map_or(level, |peak| peak.max(level)));
+            if self.start.is_some() {
+                self.longest_pause = self
+                    .longest_pause
+                    .max(frame_start.saturating_sub(self.last_voiced_end));
+            }
             let start = *self.start.get_or_insert(frame_start);
             self.voiced += FRAME as u64;
             self.last_voiced_end = frame_end;
@@ -163,6 +178,7 @@ impl Segmenter {
         self.speech_peak = None;
         self.confirmed = false;
         self.voiced = 0;
+        self.longest_pause = 0;
         // Too short to be speech (a click, a cough): forget it and go on
         // listening.
         was_speech.then_some(Event::SpeechEnd {
@@ -198,6 +214,30 @@ mod tests {
             out.extend(event);
         }
         out
+    }
+
+    #[test]
+    fn the_longest_pause_is_one_the_voice_came_back_from() {
+        let speech = spoken("Turn on the lights.");
+        let end = true_end(&speech);
+        let mut segmenter = Segmenter::new(
+            &VadConfig {
+                hangover_ms: 2_000,
+                ..VadConfig::default()
+            },
+            0,
+        );
+        let _ = segmenter.push(&speech[..end]);
+        // A 600 ms pause, still going: not one the voice came back from.
+        let _ = segmenter.push(&vec![0.0; 16 * 600]);
+        assert!(
+            segmenter.longest_pause() < 16 * 200,
+            "{}",
+            segmenter.longest_pause()
+        );
+        let _ = segmenter.push(&speech[..end]);
+        let longest = segmenter.longest_pause() as f64 / 16.0;
+        assert!((600.0..900.0).contains(&longest), "{longest:.0} ms");
     }
 
     #[test]

@@ -76,11 +76,11 @@ const WORDS_AHEAD: Duration = Duration::from_millis(50);
 /// monologues whose words the live engine had already closed with a full
 /// stop, and 0.01 inside hesitations ("Montreal forced, um,"); real ends
 /// mostly above 0.5 (docs/benchmarks.md, end of turn on real speech).
-pub const TURN_DOUBT: f32 = 0.1;
+const TURN_DOUBT: f32 = 0.1;
 /// The silence that ends a turn is at least this many times the longest
 /// pause the person already came back from in it (their own pace), up to
 /// `audio.vad.max_pause_ms`.
-pub const TURN_PACE: f32 = 1.5;
+const TURN_PACE: f32 = 1.5;
 /// After an agent's own words (`converse`) the person may think before
 /// answering, and more so mid-reply: the silence rule's share of the end
 /// of turn is this much longer.
@@ -523,9 +523,41 @@ fn end_of_turn(
         });
         check
     });
-    let fallback = Duration::from_millis(u64::from(mic.vad.hangover_ms));
-    Some(utterance::EndOfTurn {
-        pause: Duration::from_millis(u64::from(mic.vad.pause_ms)),
+    let check: utterance::TurnCheck = Arc::new(move |audio: &[f32]| {
+        let mut model = model.lock().unwrap_or_else(PoisonError::into_inner);
+        let asked = std::time::Instant::now();
+        match model.complete(audio) {
+            Ok(p) => {
+                tracing::debug!(
+                    probability = p,
+                    seconds = seconds_of(audio.len()),
+                    ms = asked.elapsed().as_millis() as u64,
+                    "end of turn?"
+                );
+                Some(p)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the end-of-turn model failed; silence decides");
+                None
+            }
+        }
+    });
+    Some(turn_rule(&mic.vad, expect, check, words))
+}
+
+/// The end-of-turn rule for a listen that expects `expect`, with the
+/// model's `check` and (from the live engine) the `words` at a pause: the
+/// listen path's, and `hark-bench eot`'s when it replays the recorder on
+/// recorded people.
+pub fn turn_rule(
+    vad: &hark_audio::config::VadConfig,
+    expect: &Expect,
+    check: utterance::TurnCheck,
+    words: Option<utterance::WordsCheck>,
+) -> utterance::EndOfTurn {
+    let fallback = Duration::from_millis(u64::from(vad.hangover_ms));
+    utterance::EndOfTurn {
+        pause: Duration::from_millis(u64::from(vad.pause_ms)),
         every: TURN_ASK_EVERY,
         lead: TURN_ASK_LEAD,
         sure: TURN_SURE,
@@ -539,26 +571,8 @@ fn end_of_turn(
         },
         doubt: TURN_DOUBT,
         pace: TURN_PACE,
-        check: Arc::new(move |audio: &[f32]| {
-            let mut model = model.lock().unwrap_or_else(PoisonError::into_inner);
-            let asked = std::time::Instant::now();
-            match model.complete(audio) {
-                Ok(p) => {
-                    tracing::debug!(
-                        probability = p,
-                        seconds = seconds_of(audio.len()),
-                        ms = asked.elapsed().as_millis() as u64,
-                        "end of turn?"
-                    );
-                    Some(p)
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "the end-of-turn model failed; silence decides");
-                    None
-                }
-            }
-        }),
-    })
+        check,
+    }
 }
 
 /// What the recorder shows of the speech so far, and when: partial
@@ -671,6 +685,8 @@ async fn transcribe(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use hark_audio::utterance::Words;
     use hark_core::words::YesNo;
 
@@ -694,6 +710,16 @@ mod tests {
         // Without the question, "Yes." is only a finished sentence.
         assert_eq!(read("Yes.", &Expect::Anything), Words::Finished);
         assert_eq!(read("Yes.", &Expect::Reply), Words::Finished);
+    }
+
+    #[test]
+    fn a_reply_to_the_agent_is_given_longer_to_think_than_other_turns() {
+        let vad = hark_audio::config::VadConfig::default();
+        let rule = |expect: &Expect| super::turn_rule(&vad, expect, Arc::new(|_| None), None);
+        let silence = std::time::Duration::from_millis(u64::from(vad.hangover_ms));
+        assert_eq!(rule(&Expect::Anything).fallback, silence);
+        assert_eq!(rule(&Expect::YesNo).fallback, silence);
+        assert_eq!(rule(&Expect::Reply).fallback, silence.mul_f32(1.5));
     }
 
     #[test]
