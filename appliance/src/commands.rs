@@ -10,7 +10,7 @@ use hark::{
     service,
 };
 use hark_client as client;
-use hark_core::{logging, room::BoardControl};
+use hark_core::{logging, methods::TokenRequest, room::BoardControl};
 
 /// What every command may use: the async runtime and the global options.
 pub struct Globals {
@@ -20,8 +20,8 @@ pub struct Globals {
 }
 
 /// `hark run`: the daemon, until SIGTERM or SIGINT.
-pub fn daemon(cli: &Globals) -> anyhow::Result<()> {
-    let (config, file) = Config::load(cli.config.as_deref())?;
+/// `hark run`, with the configuration `main` read (from `file`).
+pub fn daemon(cli: &Globals, config: Config, file: Option<PathBuf>) -> anyhow::Result<()> {
     logging::init(&config.service.log_level)?;
     match file {
         Some(file) => tracing::info!(config = %file.display(), "configuration loaded"),
@@ -264,37 +264,29 @@ pub fn token(cli: &Globals, command: TokenCommand) -> anyhow::Result<()> {
     logging::init("warn")?;
     let (config, _) = Config::load(cli.config.as_deref())?;
     let socket = config.mcp.unix.path.clone();
-    let (params, json) = match &command {
+    let (request, json) = match command {
         TokenCommand::Create {
             name,
             scopes,
             replace,
             json,
         } => (
-            serde_json::json!({"action": "create", "name": name, "scopes": scopes, "replace": replace}),
-            *json,
+            TokenRequest::Create {
+                name,
+                scopes: Some(scopes),
+                replace,
+            },
+            json,
         ),
-        TokenCommand::List { json } => (serde_json::json!({"action": "list"}), *json),
-        TokenCommand::Revoke { name } => {
-            (serde_json::json!({"action": "revoke", "name": name}), false)
-        }
+        TokenCommand::List { json } => (TokenRequest::List, json),
+        TokenCommand::Revoke { name } => (TokenRequest::Revoke { name }, false),
     };
-    let result = cli.runtime.block_on(client::tokens(&socket, params))?;
+    let result = cli.runtime.block_on(client::tokens(&socket, &request))?;
     if json {
         println!("{}", serde_json::to_string_pretty(&result)?);
         return Ok(());
     }
-    print!(
-        "{}",
-        client::format_tokens(
-            match command {
-                TokenCommand::Create { .. } => client::TokenAction::Create,
-                TokenCommand::List { .. } => client::TokenAction::List,
-                TokenCommand::Revoke { .. } => client::TokenAction::Revoke,
-            },
-            &result
-        )
-    );
+    print!("{}", client::format_tokens(&request, &result));
     Ok(())
 }
 

@@ -15,6 +15,7 @@ use std::{
     time::Duration,
 };
 
+use hark_core::config::check_range;
 use hark_room::config::{
     BoardConfig, ConfirmConfig, FloorConfig, HistoryConfig, InboxConfig, RoomConfig, SttConfig,
     TtsConfig,
@@ -211,14 +212,6 @@ impl Config {
     }
 }
 
-fn check_range<T: PartialOrd + std::fmt::Display + Copy>(
-    key: &'static str,
-    value: T,
-    range: (T, T),
-) -> Result<(), ConfigError> {
-    Ok(hark_core::config::check_range(key, value, range)?)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,7 +223,9 @@ mod tests {
     #[test]
     fn empty_file_gives_defaults() {
         let config = parse("").expect("empty config is valid");
-        assert_eq!(config, Config::default());
+        // The room's view of the defaults is the room's own defaults: its
+        // copies of `mcp.record_timeout` and `service.state_dir` agree.
+        assert_eq!(config.room(), hark_room::config::RoomConfig::default());
         assert_eq!(config.mcp.tcp.listen.port(), 7340);
         assert_eq!(config.mcp.http.listen.port(), 7341);
         assert_eq!(config.mcp.max_connections, 32);

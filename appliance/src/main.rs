@@ -44,11 +44,14 @@ fn describe(error: &anyhow::Error) -> String {
 fn run(cli: Cli) -> anyhow::Result<()> {
     // The virtual sound card is set up through the environment, which may
     // only change while this is the process's one thread.
+    // The daemon's configuration, read once.
+    let mut daemon = None;
     if let Command::Run = cli.command {
-        let (config, _) = Config::load(cli.config.as_deref())?;
+        let (config, file) = Config::load(cli.config.as_deref())?;
         if config.audio.enabled && config.audio.virtual_card.enabled {
             audio::prepare_virtual_card(&config.audio)?;
         }
+        daemon = Some((config, file));
     } else {
         // A one-shot command's output piped into `head` ends it quietly, as
         // any Unix tool does, instead of a panic on the closed pipe. Not for
@@ -69,7 +72,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         token: cli.token,
     };
     match cli.command {
-        Command::Run => commands::daemon(&globals),
+        Command::Run => {
+            let (config, file) = daemon.context("the daemon's configuration was read")?;
+            commands::daemon(&globals, config, file)
+        }
         Command::Status { host, json } => commands::status(&globals, host, json),
         Command::Connect { target, name } => commands::connect(&globals, target, name),
         Command::Discover {

@@ -29,8 +29,9 @@ pub enum ServiceError {
     Transport(#[from] TransportError),
     #[error(transparent)]
     Room(#[from] StartError),
-    #[error("{0}")]
-    Start(String),
+    /// Opening the tokens on the blocking pool died (it panicked).
+    #[error("authentication start-up failed")]
+    Auth(#[source] tokio::task::JoinError),
 }
 
 /// Sends a notification to systemd when it is listening (`NOTIFY_SOCKET`).
@@ -52,6 +53,8 @@ fn notify(states: &[NotifyState]) {
 
 /// Runs the daemon until `shutdown` resolves.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ServiceError> {
+    // Uptime counts from here: loading the models is part of it.
+    let started = std::time::Instant::now();
     let token = CancellationToken::new();
     // Bound first, so port 0 and bind errors are known before anything
     // is announced.
@@ -72,7 +75,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         .map(|(transport, address)| format!("{transport}={address}"))
         .collect::<Vec<_>>()
         .join(" ");
-    let (shared, loops) = serve(&config, &state, tls, &health, listeners, &token).await?;
+    let (shared, loops) = serve(&config, &state, tls, &health, listeners, started, &token).await?;
     // On the LAN by name: advertised once the listeners serve.
     let advertising = advertise(&shared, config.discovery.clone(), &config.service.hostname).await;
 
@@ -152,26 +155,22 @@ async fn serve(
     tls: Option<hark_mcp::tls::Tls>,
     health: &Health,
     listeners: Listeners,
+    started: std::time::Instant,
     token: &CancellationToken,
 ) -> Result<(Arc<Shared>, Vec<tokio::task::JoinHandle<()>>), ServiceError> {
     let auth = {
         let (auth_config, dir) = (config.auth.clone(), config.service.state_dir.clone());
         tokio::task::spawn_blocking(move || hark_mcp::auth::Auth::open(&auth_config, &dir))
             .await
-            .map_err(|e| ServiceError::Start(format!("authentication start-up failed: {e}")))?
+            .map_err(ServiceError::Auth)?
     };
-    let auth = Arc::new(auth);
     let room = hark_core::room::Capabilities::of(hark_room::room::Room::new(Arc::clone(state)));
     let served = Arc::new(hark_mcp::ServerState {
-        bus: state.bus.clone(),
-        connections: Default::default(),
         agents_seen: Arc::clone(&state.agents_seen),
         inbox: state.inbox.clone(),
         history: state.history.clone(),
-        auth: Arc::clone(&auth),
         tls,
-        subscribers: Default::default(),
-        sse: Default::default(),
+        ..hark_mcp::ServerState::new(state.bus.clone(), Arc::new(auth), started)
     });
     tokio::spawn(hark_mcp::resources::notify_subscribers(
         Arc::clone(&served),
@@ -183,7 +182,6 @@ async fn serve(
         config.shutdown_timeout(),
         served,
         room,
-        auth,
         token.clone(),
     ));
     let mut loops = Vec::new();
@@ -300,7 +298,7 @@ async fn advertise(
         host: hark_mcp::transport::guard::short_hostname(hostname),
         tcp_port: None,
         http_port: None,
-        auth: shared.auth.mode.as_str(),
+        auth: shared.auth().mode.as_str(),
         version: env!("CARGO_PKG_VERSION"),
     };
     for listener in shared.state.listeners() {

@@ -300,7 +300,8 @@ fn range<T: PartialOrd + std::fmt::Display + Copy>(
     lo: T,
     hi: T,
 ) -> Result<(), ConfigError> {
-    if value < lo || value > hi {
+    // `contains`: NaN (TOML accepts `nan`) is outside every range.
+    if !(lo..=hi).contains(&value) {
         return Err(ConfigError {
             key,
             reason: format!("{value} is outside {lo}–{hi}"),
@@ -432,6 +433,8 @@ mod tests {
         assert_eq!(c.validate().unwrap_err().key, "audio.capture.select");
         let mut c = AudioConfig::default();
         c.vad.sensitivity = 1.5;
+        assert_eq!(c.validate().unwrap_err().key, "audio.vad.sensitivity");
+        c.vad.sensitivity = f32::NAN;
         assert_eq!(c.validate().unwrap_err().key, "audio.vad.sensitivity");
         let mut c = AudioConfig::default();
         c.capture.gains_db = vec![0.0, 1.0];

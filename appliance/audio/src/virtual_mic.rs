@@ -271,10 +271,10 @@ pub fn inject(config: &crate::AudioConfig, wav: &Path) -> Result<f64, InjectErro
     // for reading: the daemon is not running.
     let mut fifo = std::fs::OpenOptions::new()
         .write(true)
-        .custom_flags(0o4000) // O_NONBLOCK
+        .custom_flags(O_NONBLOCK)
         .open(path)
         .map_err(|e| match e.raw_os_error() {
-            Some(6) | Some(2) => InjectError::NoDaemon {
+            Some(libc::ENXIO | libc::ENOENT) => InjectError::NoDaemon {
                 path: display.clone(),
             },
             _ => InjectError::Inject {

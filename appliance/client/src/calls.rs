@@ -3,6 +3,7 @@
 
 use std::{collections::HashSet, time::Duration};
 
+use hark_core::methods::TokenRequest;
 use rmcp::{
     ServiceExt,
     model::{CallToolRequestParams, ClientRequest, CustomRequest, CustomResult, ServerResult},
@@ -388,16 +389,8 @@ pub fn format_status(target: &str, status: &Value) -> String {
     out
 }
 
-/// What `hark token …` did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenAction {
-    Create,
-    List,
-    Revoke,
-}
-
-/// What `hark token …` prints.
-pub fn format_tokens(action: TokenAction, result: &Value) -> String {
+/// What `hark token …` prints for `request`'s `result`.
+pub fn format_tokens(request: &TokenRequest, result: &Value) -> String {
     let scopes = |v: &Value| {
         v["scopes"]
             .as_array()
@@ -409,8 +402,8 @@ pub fn format_tokens(action: TokenAction, result: &Value) -> String {
             })
             .unwrap_or_default()
     };
-    match action {
-        TokenAction::Create => {
+    match request {
+        TokenRequest::Create { .. } => {
             let info = &result["info"];
             let token = result["token"].as_str().unwrap_or("?");
             let name = info["name"].as_str().unwrap_or("?");
@@ -430,7 +423,7 @@ pub fn format_tokens(action: TokenAction, result: &Value) -> String {
                 scopes(info)
             )
         }
-        TokenAction::List => {
+        TokenRequest::List => {
             let tokens = result["tokens"].as_array().cloned().unwrap_or_default();
             if tokens.is_empty() {
                 return "no tokens; `hark token create NAME` makes one\n".to_owned();
@@ -454,7 +447,7 @@ pub fn format_tokens(action: TokenAction, result: &Value) -> String {
             }
             out
         }
-        TokenAction::Revoke => format!(
+        TokenRequest::Revoke { .. } => format!(
             "revoked `{}`: its agent is refused from its next request on\n",
             result["revoked"]["name"].as_str().unwrap_or("?")
         ),
@@ -712,7 +705,11 @@ pub async fn board(
 
 /// Sends one `hark/tokens` request (`hark token …`) over the daemon's Unix
 /// socket and returns its result.
-pub async fn tokens(socket: &std::path::Path, params: Value) -> Result<Value, ClientError> {
+pub async fn tokens(
+    socket: &std::path::Path,
+    request: &TokenRequest,
+) -> Result<Value, ClientError> {
+    let params = serde_json::to_value(request).unwrap_or(Value::Null);
     local_request(socket, hark_core::methods::TOKENS, params).await
 }
 

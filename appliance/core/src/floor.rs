@@ -7,7 +7,7 @@
 //! first.
 //!
 //! While an agent holds the floor, other agents' speech waits
-//! ([`crate::tts`] asks [`Floor::speaker`]): nobody talks over the person
+//! (the room's speech queue asks [`Floor::speaker`]): nobody talks over the person
 //! or between a `converse`'s question and its answer.
 //!
 //! Who holds it and who waits is on the event stream (`floor_granted`,
@@ -24,7 +24,10 @@ use std::{
 
 use tokio::sync::{oneshot, watch};
 
-use crate::events::{Bus, Event};
+use crate::{
+    events::{Bus, Event},
+    room::{Failure, Kind},
+};
 
 /// Who wants the floor.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +79,21 @@ pub enum FloorError {
     TimedOut { holder: String },
 }
 
+/// A floor refusal as a tool's failure: `BusyError`, with who holds the
+/// microphone and how many wait.
+impl From<FloorError> for Failure {
+    fn from(e: FloorError) -> Self {
+        let context = match &e {
+            FloorError::Busy {
+                holder, waiting, ..
+            } => serde_json::json!({ "holder": holder, "waiting": waiting }),
+            FloorError::QueueFull { waiting } => serde_json::json!({ "waiting": waiting }),
+            FloorError::TimedOut { holder } => serde_json::json!({ "holder": holder }),
+        };
+        Failure::new(Kind::Busy, e.to_string()).with_context(context)
+    }
+}
+
 fn waiting_text(waiting: usize) -> String {
     match waiting {
         0 => String::new(),
@@ -83,7 +101,7 @@ fn waiting_text(waiting: usize) -> String {
     }
 }
 
-pub use hark_core::room::{FloorStatus, Place};
+pub use crate::room::{FloorStatus, Place};
 
 struct Entry {
     id: u64,

@@ -21,6 +21,7 @@ pub mod agents;
 pub mod config;
 pub mod events;
 pub mod files;
+pub mod floor;
 pub mod logging;
 pub mod methods;
 pub mod room;

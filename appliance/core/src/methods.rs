@@ -19,3 +19,22 @@ pub const PAIR: &str = "hark/pair";
 /// Presents a token on a stream connection (raw TCP, WebSocket), before or
 /// after `initialize`. Answered by the transport itself.
 pub const AUTH: &str = "hark/auth";
+
+/// A [`TOKENS`] request (`hark token create|list|revoke`): what the
+/// command line sends and the server reads.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "action", rename_all = "lowercase", deny_unknown_fields)]
+pub enum TokenRequest {
+    Create {
+        name: String,
+        /// `listen,speak` (the default), … or `all`.
+        #[serde(default)]
+        scopes: Option<String>,
+        #[serde(default)]
+        replace: bool,
+    },
+    List,
+    Revoke {
+        name: String,
+    },
+}

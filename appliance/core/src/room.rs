@@ -139,6 +139,83 @@ pub fn check_timeout(
     }
 }
 
+/// Longest question `confirm` and `choose` speak, in characters: a
+/// question is a sentence or two; more belongs in `speak_text` first.
+pub const QUESTION_MAX_CHARS: usize = 1000;
+
+/// The question checked: not empty, not over [`QUESTION_MAX_CHARS`].
+pub fn check_question(question: &str) -> Result<String, Failure> {
+    let trimmed = question.trim();
+    if trimmed.is_empty() {
+        return Err(Failure::invalid(
+            "question is empty; give the question to ask the person",
+        ));
+    }
+    let chars = trimmed.chars().count();
+    if chars > QUESTION_MAX_CHARS {
+        return Err(Failure::invalid(format!(
+            "question is {chars} characters; a question may have at most {QUESTION_MAX_CHARS}: say the details with speak_text first"
+        ))
+        .with_context(serde_json::json!({ "characters": chars, "limit": QUESTION_MAX_CHARS })));
+    }
+    Ok(trimmed.to_owned())
+}
+
+const NUMBERS: [&str; 8] = [
+    "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight",
+];
+
+/// What `choose` reads out: the question, then each option with its
+/// number.
+pub fn prompt(question: &str, options: &[String]) -> String {
+    let mut text = question.trim().to_owned();
+    if !text.ends_with(['?', '.', '!']) {
+        text.push('?');
+    }
+    for (number, option) in NUMBERS.iter().zip(options) {
+        let option = option
+            .trim()
+            .trim_end_matches(['.', '!', '?', ',', ';', ':']);
+        text.push_str(&format!(" {number}: {option}."));
+    }
+    text
+}
+
+/// Text to speak checked: not empty, at most `max_chars` (`tts.max_chars`).
+/// What of it can be spoken is the voice engine's to say.
+pub fn check_text(text: &str, max_chars: usize) -> Result<(), Failure> {
+    if text.trim().is_empty() {
+        return Err(Failure::invalid("text is empty; give the words to speak"));
+    }
+    let chars = text.chars().count();
+    if chars > max_chars {
+        return Err(Failure::invalid(format!(
+            "text is {chars} characters; the limit is {max_chars} (tts.max_chars): split it into several calls"
+        ))
+        .with_context(serde_json::json!({ "characters": chars, "limit": max_chars })));
+    }
+    Ok(())
+}
+
+/// `rate` checked: 0.5–2.0; `None`: the agent's own or 1.
+pub fn check_rate(rate: Option<f64>) -> Result<Option<f32>, Failure> {
+    match rate {
+        None => Ok(None),
+        Some(r) if (0.5..=2.0).contains(&r) => Ok(Some(r as f32)),
+        Some(r) => Err(Failure::invalid(format!(
+            "rate must be between 0.5 and 2.0, got {r}"
+        ))),
+    }
+}
+
+/// A volume checked: 0–100.
+pub fn check_volume(volume: i64) -> Result<u8, Failure> {
+    u8::try_from(volume)
+        .ok()
+        .filter(|v| *v <= 100)
+        .ok_or_else(|| Failure::invalid(format!("volume must be 0–100, got {volume}")))
+}
+
 /// What a call is doing, as it goes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Progress {
@@ -1080,5 +1157,51 @@ impl Capabilities {
             hands: room.clone(),
             pair: room,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn questions_are_checked() {
+        assert!(check_question("  ").is_err());
+        let long = "why ".repeat(5000);
+        let e = check_question(&long).unwrap_err();
+        assert!(e.message.contains("at most 1000"), "{}", e.message);
+        assert_eq!(check_question(" Delete it? ").unwrap(), "Delete it?");
+    }
+
+    #[test]
+    fn the_options_are_read_out_numbered() {
+        let options = vec![
+            "Pizza.".to_owned(),
+            "  sushi ".to_owned(),
+            "tacos".to_owned(),
+        ];
+        assert_eq!(
+            prompt("What shall we eat", &options),
+            "What shall we eat? One: Pizza. Two: sushi. Three: tacos."
+        );
+        assert_eq!(
+            prompt("Pick one.", &options[..2]),
+            "Pick one. One: Pizza. Two: sushi."
+        );
+    }
+
+    #[test]
+    fn rates_and_volumes_are_checked() {
+        assert_eq!(check_rate(None).unwrap(), None);
+        assert_eq!(check_rate(Some(1.5)).unwrap(), Some(1.5));
+        assert!(
+            check_rate(Some(2.5))
+                .unwrap_err()
+                .message
+                .contains("0.5 and 2.0")
+        );
+        assert_eq!(check_volume(100).unwrap(), 100);
+        assert!(check_volume(101).is_err());
+        assert!(check_volume(-1).is_err());
     }
 }

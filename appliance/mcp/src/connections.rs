@@ -182,6 +182,7 @@ impl Listener {
 
 /// The connections and listeners, from the daemon's start.
 pub struct Connections {
+    /// When the daemon started (before its models loaded), for uptime.
     started: Instant,
     next_client: AtomicU64,
     clients: [AtomicUsize; TransportKind::COUNT],
@@ -190,19 +191,18 @@ pub struct Connections {
     listeners: Mutex<Vec<Listener>>,
 }
 
-impl Default for Connections {
-    fn default() -> Self {
+impl Connections {
+    /// Nobody connected yet, in a daemon that started at `started`.
+    pub fn new(started: Instant) -> Self {
         Self {
-            started: Instant::now(),
+            started,
             next_client: AtomicU64::new(1),
             clients: Default::default(),
             connections: Mutex::new(BTreeMap::new()),
             listeners: Mutex::new(Vec::new()),
         }
     }
-}
 
-impl Connections {
     pub fn uptime_seconds(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
     }
@@ -304,7 +304,7 @@ mod tests {
 
     #[test]
     fn connection_guard_counts_per_transport() {
-        let state = Arc::new(Connections::default());
+        let state = Arc::new(Connections::new(Instant::now()));
         let a = state.connect(TransportKind::Tcp, "1.2.3.4:5".into());
         let b = state.connect(TransportKind::Tcp, "1.2.3.4:6".into());
         let c = state.connect(TransportKind::Websocket, "x".into());

@@ -30,7 +30,7 @@ pub mod tools;
 pub mod transport;
 pub mod transports;
 
-pub use server::{BOARD_METHOD, HarkServer, SELFTEST_METHOD};
+pub use server::HarkServer;
 
 use std::sync::Arc;
 
@@ -62,12 +62,13 @@ pub struct ServerState {
 }
 
 impl ServerState {
-    /// The state of a server on `bus` with `auth`, nobody connected yet,
-    /// without stores or HTTPS (the daemon fills those in).
-    pub fn new(bus: Bus, auth: Arc<auth::Auth>) -> Self {
+    /// The state of a server on `bus` with `auth` in a daemon that started
+    /// at `started`, nobody connected yet, without stores or HTTPS (the
+    /// daemon fills those in).
+    pub fn new(bus: Bus, auth: Arc<auth::Auth>, started: std::time::Instant) -> Self {
         Self {
             bus,
-            connections: Default::default(),
+            connections: Arc::new(connections::Connections::new(started)),
             agents_seen: Default::default(),
             inbox: None,
             history: None,

@@ -17,7 +17,7 @@ use rmcp::{
 };
 use tracing::Instrument;
 
-use hark_core::room::Refusal;
+use hark_core::{methods, room::Refusal};
 
 use super::resources;
 use crate::{ServerState, connections::ClientIdentity};
@@ -47,8 +47,6 @@ pub const METHODS: &[&str] = &[
     "resources/unsubscribe",
     "subscriptions/listen",
 ];
-
-pub use hark_core::methods::{BOARD as BOARD_METHOD, SELFTEST as SELFTEST_METHOD};
 
 #[derive(Clone)]
 pub struct HarkServer {
@@ -233,8 +231,6 @@ fn refused(refusal: Refusal) -> ErrorData {
 /// scope), and of a token refused.
 pub const AUTH_ERROR: i32 = -32001;
 
-pub use hark_core::methods::{AUTH as AUTH_METHOD, PAIR as PAIR_METHOD, TOKENS as TOKENS_METHOD};
-
 /// The name of an agent that gave none.
 pub const UNNAMED: &str = "unnamed client";
 
@@ -268,7 +264,7 @@ impl HarkServer {
             params.unwrap_or_else(|| serde_json::json!({})),
         )
         .map_err(|e| {
-            ErrorData::invalid_params(format!("Invalid params for `{PAIR_METHOD}`: {e}"), None)
+            ErrorData::invalid_params(format!("Invalid params for `{}`: {e}", methods::PAIR), None)
         })?;
         let auth = &self.state.auth;
         let identity = self.identity(context);
@@ -562,7 +558,7 @@ impl ServerHandler for HarkServer {
         let local = self
             .identity(&context)
             .is_some_and(|i| i.transport == crate::connections::TransportKind::Unix);
-        if request.method == BOARD_METHOD && local {
+        if request.method == methods::BOARD && local {
             let control: hark_core::room::BoardControl =
                 serde_json::from_value(request.params.unwrap_or_default()).map_err(|e| {
                     ErrorData::invalid_params(
@@ -580,7 +576,7 @@ impl ServerHandler for HarkServer {
         }
         // `hark selftest`: it records the room and takes the button, so it
         // is for the appliance's own administrators, like `hark/board`.
-        if request.method == SELFTEST_METHOD && local {
+        if request.method == methods::SELFTEST && local {
             let params = request.params.unwrap_or_default();
             let step = params
                 .get("step")
@@ -603,13 +599,13 @@ impl ServerHandler for HarkServer {
         }
         // Tokens: the appliance's own administrators, or an agent given
         // the admin scope.
-        if request.method == TOKENS_METHOD {
+        if request.method == methods::TOKENS {
             self.require(&context, crate::auth::Scope::Admin, "the tokens")?;
             return crate::auth::manage(&self.state, request.params)
                 .await
                 .map(CustomResult);
         }
-        if request.method == PAIR_METHOD {
+        if request.method == methods::PAIR {
             return self.pair(request.params, &context).await.map(CustomResult);
         }
         // rmcp's default answer carries only the method name as its message.
@@ -685,6 +681,22 @@ impl ServerHandler for HarkServer {
                 )
                 .into_result()
                 .into());
+            }
+            // Every failure of Hark's own is typed; one without a type is
+            // rmcp's own refusal of the arguments (a missing field, a value
+            // not in an enum, an item of the wrong type): typed here, once.
+            if let Ok(CallToolResponse::Complete(r)) = &result
+                && r.is_error == Some(true)
+                && r.structured_content.is_none()
+            {
+                let text: Vec<&str> = r
+                    .content
+                    .iter()
+                    .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+                    .collect();
+                result = Ok(super::tools::ToolError::invalid(text.join(" "))
+                    .into_result()
+                    .into());
             }
             // Answers at debug: agents may poll get_status many times a
             // minute. Failures are worth a line at info.

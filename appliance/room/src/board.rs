@@ -315,7 +315,7 @@ impl crate::conductor::Stage for Arc<ApplianceState> {
     }
 
     fn floor_held_by_agent(&self) -> bool {
-        self.floor().held_by_agent()
+        self.floor.held_by_agent()
     }
 
     fn pairing_waiting(&self) -> bool {

@@ -71,6 +71,14 @@ impl RoomConfig {
             (0.0, 1.0),
         )?;
         check_range("stt.queue", self.stt.queue, (1, 256))?;
+        check_range("floor.max_queue", self.floor.max_queue, MAX_QUEUE_RANGE)?;
+        check_range(
+            "floor.max_hold_seconds",
+            self.floor.max_hold_seconds,
+            MAX_HOLD_RANGE,
+        )?;
+        check_range("history.max_rows", self.history.max_rows, MAX_ROWS_RANGE)?;
+        check_range("history.keep_days", self.history.keep_days, KEEP_DAYS_RANGE)?;
         if self.stt.partial_ms != 0 {
             check_range("stt.partial_ms", self.stt.partial_ms, (200, 10_000))?;
         }
@@ -616,5 +624,42 @@ impl SttConfig {
             // load, the first listen loads it, in under 0.1 s).
             lazy: !self.live_model.trim().is_empty(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_pass() {
+        assert_eq!(RoomConfig::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn every_ranged_key_is_checked_and_named() {
+        let refused = |change: &dyn Fn(&mut RoomConfig)| {
+            let mut config = RoomConfig::default();
+            change(&mut config);
+            config.validate().map_err(|e| e.key)
+        };
+        assert_eq!(refused(&|c| c.floor.max_queue = 0), Err("floor.max_queue"));
+        assert_eq!(
+            refused(&|c| c.floor.max_hold_seconds = 0),
+            Err("floor.max_hold_seconds")
+        );
+        assert_eq!(
+            refused(&|c| c.history.max_rows = 1),
+            Err("history.max_rows")
+        );
+        assert_eq!(
+            refused(&|c| c.history.keep_days = u64::MAX),
+            Err("history.keep_days")
+        );
+        assert_eq!(refused(&|c| c.stt.queue = 0), Err("stt.queue"));
+        assert_eq!(
+            refused(&|c| c.audio.vad.sensitivity = f32::NAN),
+            Err("audio.vad.sensitivity")
+        );
     }
 }

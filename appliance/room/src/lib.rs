@@ -7,7 +7,7 @@
 //! - [`audio`]: the audio engine (crate `hark-audio`) in the room;
 //! - [`stt`], [`tts`]: speech to text (crate `hark-stt`) and text to speech
 //!   (crate `hark-tts`) in the room;
-//! - [`floor`]: whose turn it is with the person;
+//! - [`floor`] (the core's): whose turn it is with the person;
 //! - [`listen`]: one listen (chime, recording, transcription), shared by
 //!   the tools that hear the person and by the person's own recording;
 //! - [`person`]: the person starts: a press records a message for the
@@ -25,7 +25,6 @@ pub mod audio;
 pub mod board;
 pub mod conductor;
 pub mod config;
-pub mod floor;
 pub mod listen;
 pub mod memory;
 pub mod person;
@@ -37,6 +36,6 @@ pub mod stt;
 pub mod tts;
 
 // The core's parts, under the names the room's modules use.
-pub use hark_core::{agents, events, logging, words};
+pub use hark_core::{agents, events, floor, words};
 // The stores, likewise.
 pub use hark_store::{history, inbox};

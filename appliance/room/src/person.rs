@@ -61,11 +61,7 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>) {
         .as_ref()
         .map_or(Duration::ZERO, |mic| mic.preroll);
     // The person goes first: before every agent waiting for the floor.
-    let turn = match state
-        .floor()
-        .take(Who::Person, "button", true, timeout)
-        .await
-    {
+    let turn = match state.floor.take(Who::Person, "button", true, timeout).await {
         Ok(turn) => turn,
         Err(e) => {
             tracing::warn!(error = %e, "the person's press found the floor busy");

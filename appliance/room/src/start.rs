@@ -14,8 +14,13 @@ use crate::{config::RoomConfig, state::ApplianceState};
 pub enum StartError {
     #[error(transparent)]
     Audio(#[from] crate::audio::AudioError),
-    #[error("{0}")]
-    Start(String),
+    /// A start-up task on the blocking pool died (it panicked).
+    #[error("{what} start-up failed")]
+    Join {
+        what: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
 }
 
 /// The room made, the board it will serve (resolved, not yet started: its
@@ -53,29 +58,24 @@ pub async fn start_room(
     )?;
     let player = audio.player().cloned();
     let microphone = audio.microphone.take();
-    // Loading the model reads the whole file: off the runtime's threads.
-    let (stt, subsystems) = {
-        let (config, bus) = (config.clone(), bus.clone());
-        tokio::task::spawn_blocking(move || {
-            let stt = crate::stt::SpeechToText::start(&config, &bus, &subsystems);
-            (stt, subsystems)
-        })
-        .await
-        .map_err(|e| StartError::Start(format!("speech-to-text start-up failed: {e}")))?
-    };
-    // Loading ONNX Runtime and the voice reads their files: off the runtime too.
-    let (tts, subsystems) = {
+    // Loading the speech models, ONNX Runtime and the voice reads their
+    // files: off the runtime's threads, one after the other.
+    let (stt, tts, subsystems) = {
         let (config, bus, player, agents) =
             (config.clone(), bus.clone(), player.clone(), agents.clone());
         tokio::task::spawn_blocking(move || {
+            let stt = crate::stt::SpeechToText::start(&config, &bus, &subsystems);
             let tts = crate::tts::TextToSpeech::start(&config, &bus, &subsystems, player, agents);
             // Loading read the model and voice files through buffers that
             // are free now.
             crate::memory::release_freed();
-            (tts, subsystems)
+            (stt, tts, subsystems)
         })
         .await
-        .map_err(|e| StartError::Start(format!("text-to-speech start-up failed: {e}")))?
+        .map_err(|source| StartError::Join {
+            what: "speech",
+            source,
+        })?
     };
     let tts = Arc::new(tts);
     let floor = Arc::new(crate::floor::Floor::new(
@@ -120,8 +120,7 @@ pub async fn start_room(
     })
 }
 
-/// The voice inbox, when it is on and opens (opening reads its database:
-/// off the runtime); its subsystem says which.
+/// The voice inbox, when it is on and opens; its subsystem says which.
 async fn open_inbox(
     config: &RoomConfig,
     agents: crate::agents::Agents,
@@ -138,29 +137,17 @@ async fn open_inbox(
         config.inbox_settings(agents),
         bus.clone(),
     );
-    match tokio::task::spawn_blocking(move || crate::inbox::Inbox::open(&dir, settings, bus)).await
-    {
-        Ok(Ok(inbox)) => {
-            let inbox = Arc::new(inbox);
-            let status = Arc::clone(&inbox);
-            subsystems.set(
-                Subsystem::Inbox,
-                Arc::new(move || SubsystemState::Running(status.status())),
-            );
-            tokio::spawn(Arc::clone(&inbox).expire(token.clone()));
-            Some(inbox)
-        }
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "the voice inbox is unavailable");
-            subsystems.set(Subsystem::Inbox, fixed(SubsystemState::unavailable(&e)));
-            None
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "the voice inbox failed to start");
-            subsystems.set(Subsystem::Inbox, fixed(SubsystemState::unavailable(&e)));
-            None
-        }
-    }
+    let inbox = open_store(subsystems, Subsystem::Inbox, "the voice inbox", move || {
+        crate::inbox::Inbox::open(&dir, settings, bus)
+    })
+    .await?;
+    let status = Arc::clone(&inbox);
+    subsystems.set(
+        Subsystem::Inbox,
+        Arc::new(move || SubsystemState::Running(status.status())),
+    );
+    tokio::spawn(Arc::clone(&inbox).expire(token.clone()));
+    Some(inbox)
 }
 
 /// The history, likewise; it records what the event stream says.
@@ -175,31 +162,40 @@ async fn open_history(
         return None;
     }
     let (dir, settings) = (config.state_dir.clone(), config.history.settings());
-    match tokio::task::spawn_blocking(move || crate::history::History::open(&dir, settings)).await {
-        Ok(Ok(history)) => {
-            let history = Arc::new(history);
-            let status = Arc::clone(&history);
-            subsystems.set(
-                Subsystem::History,
-                Arc::new(move || SubsystemState::Running(status.status())),
-            );
-            tokio::spawn(crate::history::record(
-                Arc::clone(&history),
-                bus.clone(),
-                token.clone(),
-            ));
-            Some(history)
-        }
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "the history is unavailable");
-            subsystems.set(Subsystem::History, fixed(SubsystemState::unavailable(&e)));
-            None
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "the history failed to start");
-            subsystems.set(Subsystem::History, fixed(SubsystemState::unavailable(&e)));
-            None
-        }
+    let history = open_store(subsystems, Subsystem::History, "the history", move || {
+        crate::history::History::open(&dir, settings)
+    })
+    .await?;
+    let status = Arc::clone(&history);
+    subsystems.set(
+        Subsystem::History,
+        Arc::new(move || SubsystemState::Running(status.status())),
+    );
+    tokio::spawn(crate::history::record(
+        Arc::clone(&history),
+        bus.clone(),
+        token.clone(),
+    ));
+    Some(history)
+}
+
+/// Opens a store with `open` (it reads its database: off the runtime); one
+/// that cannot open is reported as `which`'s state and left out.
+async fn open_store<T: Send + 'static, E: std::fmt::Display + Send + 'static>(
+    subsystems: &hark_core::status::Subsystems,
+    which: Subsystem,
+    what: &'static str,
+    open: impl FnOnce() -> Result<T, E> + Send + 'static,
+) -> Option<Arc<T>> {
+    let failed = |e: &dyn std::fmt::Display| {
+        tracing::error!(error = %e, "{what} is unavailable");
+        subsystems.set(which, fixed(SubsystemState::unavailable(e)));
+        None
+    };
+    match tokio::task::spawn_blocking(open).await {
+        Ok(Ok(store)) => Some(Arc::new(store)),
+        Ok(Err(e)) => failed(&e),
+        Err(e) => failed(&e),
     }
 }
 

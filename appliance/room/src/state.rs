@@ -126,7 +126,6 @@ impl Default for ApplianceState {
 }
 
 impl ApplianceState {
-    /// True while any recording has the microphone open.
     pub fn new(parts: Parts) -> Self {
         let (conductor, conductor_task) = crate::conductor::Conductor::new();
         Self {
@@ -155,10 +154,6 @@ impl ApplianceState {
         }
     }
 
-    pub fn recording(&self) -> bool {
-        self.bus.snapshot().recording()
-    }
-
     /// Marks the microphone open until the guard is dropped. `agent`: who
     /// listens (`None`: the person started it with the button).
     pub fn start_recording(self: &Arc<Self>, agent: Option<String>) -> RecordingGuard {
@@ -171,20 +166,6 @@ impl ApplianceState {
             speech: false,
             reason: hark_core::room::EndReason::Cancelled,
         }
-    }
-
-    /// The floor (made with the default limits if the daemon has not set
-    /// it up from the config: unit tests).
-    pub fn floor(&self) -> Arc<crate::floor::Floor> {
-        Arc::clone(&self.floor)
-    }
-
-    pub fn agents(&self) -> crate::agents::Agents {
-        self.agents.clone()
-    }
-
-    pub fn yes_no(&self) -> crate::words::YesNo {
-        self.yes_no.clone()
     }
 
     pub fn player(&self) -> Option<Arc<hark_audio::playback::Player>> {

@@ -18,7 +18,6 @@ use crate::{
 };
 
 /// What `transcribe_voice` needs from the audio engine.
-#[derive(Clone)]
 pub struct Microphone {
     pub ring: Arc<Ring>,
     pub vad: hark_audio::config::VadConfig,
@@ -110,12 +109,19 @@ impl SpeechToText {
                 }
             }
         };
-        let live = if config.stt.enabled {
+        // The live engine and the end-of-turn model serve the microphone
+        // only: without one (or without speech to text) they are not loaded.
+        let hears = config.stt.enabled && config.audio.enabled;
+        let live = if hears {
             start_live(config, bus, subsystems)
         } else {
             None
         };
-        let turn = start_turn(config, subsystems);
+        let turn = if hears {
+            start_turn(config, subsystems)
+        } else {
+            None
+        };
         if let Some(live) = &live {
             // The status line says both.
             let live = Arc::clone(live);

@@ -20,8 +20,9 @@ use std::{
     time::{Duration, Instant},
 };
 
+use hark_core::methods::TokenRequest;
 use rmcp::model::ErrorData;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -361,33 +362,15 @@ impl Auth {
     }
 }
 
-/// A `hark/tokens` request (`hark token create|list|revoke`).
-#[derive(Debug, Deserialize)]
-#[serde(tag = "action", rename_all = "lowercase", deny_unknown_fields)]
-pub enum TokenCommand {
-    Create {
-        name: String,
-        /// `listen,speak` (the default), … or `all`.
-        #[serde(default)]
-        scopes: Option<String>,
-        #[serde(default)]
-        replace: bool,
-    },
-    List,
-    Revoke {
-        name: String,
-    },
-}
-
 /// Serves a `hark/tokens` request.
 pub async fn manage(state: &crate::ServerState, params: Option<Value>) -> Result<Value, ErrorData> {
     let invalid = |message: String| ErrorData::invalid_params(message, None);
-    let command: TokenCommand = serde_json::from_value(params.unwrap_or(Value::Null))
+    let command: TokenRequest = serde_json::from_value(params.unwrap_or(Value::Null))
         .map_err(|e| invalid(format!("hark/tokens: {e}")))?;
     let auth = &state.auth;
     let store = auth.store().map_err(|e| invalid(e.to_string()))?;
     match command {
-        TokenCommand::Create {
+        TokenRequest::Create {
             name,
             scopes,
             replace,
@@ -406,8 +389,8 @@ pub async fn manage(state: &crate::ServerState, params: Option<Value>) -> Result
             tracing::info!(token = %info.name, scopes = %scopes, "token created");
             Ok(json!({ "token": token, "info": info }))
         }
-        TokenCommand::List => Ok(json!({ "tokens": store.list() })),
-        TokenCommand::Revoke { name } => {
+        TokenRequest::List => Ok(json!({ "tokens": store.list() })),
+        TokenRequest::Revoke { name } => {
             let info = store
                 .revoke(&name)
                 .await

@@ -35,7 +35,6 @@ use crate::{
     {
         HarkServer,
         framing::{self, Decoded},
-        server::AUTH_METHOD,
     },
 };
 
@@ -202,7 +201,7 @@ where
         };
         let id = request.id.clone();
         let (token, answer_here) = match &mut request.request {
-            ClientRequest::CustomRequest(custom) if custom.method == AUTH_METHOD => {
+            ClientRequest::CustomRequest(custom) if custom.method == hark_core::methods::AUTH => {
                 let token = custom
                     .params
                     .as_ref()
@@ -214,7 +213,10 @@ where
                     None => {
                         self.reply = Some(ServerJsonRpcMessage::error(
                             rmcp::model::ErrorData::invalid_params(
-                                format!("{AUTH_METHOD} takes {{\"token\": \"hark_…\"}}"),
+                                format!(
+                                    "{} takes {{\"token\": \"hark_…\"}}",
+                                    hark_core::methods::AUTH
+                                ),
                                 None,
                             ),
                             Some(id),
@@ -464,7 +466,7 @@ pub async fn serve<S>(
         let activity = Activity::new();
         let transport = FramedTransport::new(frames, out, Arc::clone(&activity), limit)
             .cancel_on_end(identity.gone.clone())
-            .authenticate(Arc::clone(&shared.auth), Arc::clone(&identity));
+            .authenticate(Arc::clone(shared.auth()), Arc::clone(&identity));
         let handler = HarkServer::new(
             Arc::clone(&shared.state),
             shared.room.clone(),

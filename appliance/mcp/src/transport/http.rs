@@ -126,7 +126,8 @@ async fn handle(
     {
         return Ok(text_response(StatusCode::BAD_REQUEST, why));
     }
-    let grant = match bearer::authorize(&shared.auth, &identity, request.uri(), request.headers()) {
+    let grant = match bearer::authorize(shared.auth(), &identity, request.uri(), request.headers())
+    {
         Ok(grant) => grant,
         Err(refused) => return Ok(*refused),
     };

@@ -58,8 +58,6 @@ pub struct Shared {
     pub room: hark_core::room::Capabilities,
     pub tools: Arc<ToolRouter<HarkServer>>,
     pub hosts: guard::HostPolicy,
-    /// Tokens and trust.
-    pub auth: Arc<crate::auth::Auth>,
     /// Cancelled when the daemon shuts down.
     pub shutdown: CancellationToken,
     /// Every connection task, so shutdown can wait for them.
@@ -76,7 +74,6 @@ impl Shared {
         shutdown_timeout: std::time::Duration,
         state: Arc<ServerState>,
         room: hark_core::room::Capabilities,
-        auth: Arc<crate::auth::Auth>,
         shutdown: CancellationToken,
     ) -> Self {
         let hosts =
@@ -89,7 +86,6 @@ impl Shared {
             room,
             tools: HarkServer::router(),
             hosts,
-            auth,
             shutdown,
             tasks: TaskTracker::new(),
             budget,
@@ -114,6 +110,11 @@ impl Shared {
         guard
     }
 
+    /// Tokens and trust (the server state's).
+    pub fn auth(&self) -> &Arc<crate::auth::Auth> {
+        &self.state.auth
+    }
+
     /// A slot for a connection from `address` over `transport` (trusted
     /// clients and paired agents share `mcp.max_connections`, the unpaired
     /// have their own budget), or why not. `paired`: the connection
@@ -124,7 +125,7 @@ impl Shared {
         address: Option<std::net::IpAddr>,
         paired: bool,
     ) -> Result<Admitted, crate::budget::Refusal> {
-        let base = self.auth.base(transport, address);
+        let base = self.auth().base(transport, address);
         let trusted = paired || matches!(base.principal, crate::auth::Principal::Trusted(_));
         let close = CancellationToken::new();
         let slot = self.budget.admit(trusted, address, &close)?;

@@ -164,7 +164,7 @@ fn page_grant(
     if grant.principal != Principal::Unpaired {
         return grant;
     }
-    match session(headers).map(|token| shared.auth.present(&token, identity.address)) {
+    match session(headers).map(|token| shared.auth().present(&token, identity.address)) {
         Some(Ok(paired)) => {
             // As for a bearer token: a paired browser's connection leaves
             // the unpaired budget (a browser opens several).
@@ -277,7 +277,7 @@ pub async fn handle(
                 Ok(l) => l,
                 Err(r) => return *r,
             };
-            return match shared.auth.present(login.token.trim(), identity.address) {
+            return match shared.auth().present(login.token.trim(), identity.address) {
                 Ok(g) if g.scopes.contains(Scope::Admin) => {
                     let mut r = json_response(StatusCode::OK, &json!({ "as": g.paired_name() }));
                     set_cookie(&mut r, login.token.trim(), secure, 31_536_000);
@@ -356,7 +356,7 @@ pub async fn handle(
                 Ok(d) => d,
                 Err(r) => return *r,
             };
-            match shared.auth.pairings.decide(decision.approve) {
+            match shared.auth().pairings.decide(decision.approve) {
                 Some(agent) => json_response(
                     StatusCode::OK,
                     &json!({ "agent": agent, "approved": decision.approve }),
@@ -420,11 +420,11 @@ async fn pair(
     };
     let gone = identity.gone.clone();
     match shared
-        .auth
+        .auth()
         .pairings
         .pair(
             shared.room.pair.as_ref(),
-            shared.auth.store(),
+            shared.auth().store(),
             pair,
             identity.address,
             gone,
@@ -454,7 +454,7 @@ async fn page_state(shared: &Arc<Shared>, grant: &Grant) -> Value {
     let status =
         crate::tools::get_status::Status::for_grant(state, shared.room.observe.as_ref(), grant);
     let tokens = shared
-        .auth
+        .auth()
         .store()
         .map(|store| store.list())
         .unwrap_or_default();
@@ -475,7 +475,7 @@ async fn page_state(shared: &Arc<Shared>, grant: &Grant) -> Value {
         "status": status,
         "lights": room.lights,
         "tokens": tokens,
-        "pairing": shared.auth.pairings.pending(),
+        "pairing": shared.auth().pairings.pending(),
         "history": history,
         "log": hark_core::logging::recent(40),
         "simulated_board": room.simulated_board,

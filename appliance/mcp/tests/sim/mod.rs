@@ -1,12 +1,11 @@
-//! A simulated room for the MCP side's tests: it keeps the device's rules
-//! (one call at a time on the microphone, the queue or `BusyError`, the
-//! timeout's range, yes/no and options matched by the core's words, the
-//! volume's range, events on the bus as the room publishes them) with a
-//! scripted person instead of a microphone and a transcript of what the
-//! speaker said instead of sound. No models: the file tools answer as a
-//! device without them does.
-
-#![allow(dead_code)] // each test file uses the part it needs
+//! A simulated room for the MCP side's tests: the device's rules are the
+//! core's own (the floor — one call at a time on the microphone, the queue
+//! or `BusyError`, its events —, the timeout's, question's, rate's and
+//! volume's checks, `choose`'s spoken prompt, yes/no and options matched by
+//! the core's words), with a scripted person instead of a microphone and a
+//! transcript of what the speaker said instead of sound. No models: the
+//! file tools answer as a device without them does, and the text rules
+//! that need the voice engine (what is speakable) are not kept.
 
 use std::{
     collections::VecDeque,
@@ -19,18 +18,22 @@ use std::{
 
 use hark_core::{
     events::{Bus, Event},
+    floor::{Floor, Turn, Who},
     room::{
         Ask, BoardControl, BoxFuture, Chosen, Confirmed, ConverseCall, Conversed, Detected,
-        EndReason, Engine, Failure, Files, FloorStatus, Hands, Heard, InstallCall, InstalledVoice,
-        Kind, Listen, ListenCall, NO_SPEECH, Observe, Pair, PairAsk, PairRefusal, Place, Progress,
-        Question, RECORD_TIMEOUT_RANGE, Refusal, RemovedVoice, Report, RoomStatus, Speak,
-        SpeakCall, SpeechEnd, SpeechStatus, Spoken, SynthesizeCall, Transcription, Voices, Volume,
-        VolumeSet, check_timeout,
+        EndReason, Engine, Failure, Files, Hands, Heard, InstallCall, InstalledVoice, Kind, Listen,
+        ListenCall, NO_SPEECH, Observe, Pair, PairAsk, PairRefusal, Progress, Question,
+        RECORD_TIMEOUT_RANGE, Refusal, RemovedVoice, Report, RoomStatus, Speak, SpeakCall,
+        SpeechEnd, SpeechStatus, Spoken, SynthesizeCall, Transcription, Voices, Volume, VolumeSet,
+        check_question, check_rate, check_text, check_timeout, check_volume, prompt,
     },
     status::{Subsystem, SubsystemState},
     words,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
+
+/// `tts.max_chars`'s default.
+const MAX_CHARS: usize = 20_000;
 
 /// What the person says next: `text` once `after` has passed since the
 /// microphone opened.
@@ -43,33 +46,24 @@ pub struct Utterance {
 pub struct SimRoom {
     bus: Bus,
     person: Mutex<VecDeque<Utterance>>,
-    /// The microphone: one call at a time.
-    floor: tokio::sync::Mutex<()>,
-    holder: Mutex<Option<Place>>,
-    queue: Mutex<Vec<Place>>,
+    /// The microphone: the room's floor, with its default limits.
+    floor: Arc<Floor>,
     spoken: Mutex<Vec<String>>,
     volume: AtomicU8,
     listens: AtomicU64,
     speeches: AtomicU64,
-    presses: Mutex<Vec<BoardControl>>,
-    /// How the person answers a pairing: `None`, they never press.
-    pair_answer: Mutex<Option<bool>>,
 }
 
 impl SimRoom {
     pub fn new(bus: Bus) -> Arc<Self> {
         Arc::new(Self {
+            floor: Arc::new(Floor::new(bus.clone(), 8, Duration::from_secs(600))),
             bus,
             person: Mutex::default(),
-            floor: tokio::sync::Mutex::new(()),
-            holder: Mutex::default(),
-            queue: Mutex::default(),
             spoken: Mutex::default(),
             volume: AtomicU8::new(70),
             listens: AtomicU64::new(0),
             speeches: AtomicU64::new(0),
-            presses: Mutex::default(),
-            pair_answer: Mutex::default(),
         })
     }
 
@@ -86,53 +80,27 @@ impl SimRoom {
         lock(&self.spoken).clone()
     }
 
-    pub fn presses(&self) -> Vec<BoardControl> {
-        lock(&self.presses).clone()
+    /// What the person has yet to say.
+    pub fn waiting_utterances(&self) -> usize {
+        lock(&self.person).len()
     }
 
-    pub fn answer_pairing(&self, approve: bool) {
-        *lock(&self.pair_answer) = Some(approve);
-    }
-
-    /// Takes the microphone for `who` doing `tool`, waiting in the queue
-    /// or refused as the device does.
+    /// Takes the microphone for `who` doing `tool`, on the room's floor.
     async fn take_floor(
         &self,
         who: &str,
-        tool: &str,
+        tool: &'static str,
         queue: bool,
+        timeout: Duration,
         report: &mut dyn Report,
-    ) -> Result<Floor<'_>, Failure> {
-        let place = Place {
-            who: who.to_owned(),
-            tool: tool.to_owned(),
-            since: "2026-12-04T00:00:00Z".into(),
-        };
-        let guard = match self.floor.try_lock() {
-            Ok(guard) => guard,
-            Err(_) if !queue => {
-                let holder = lock(&self.holder).clone();
-                return Err(Failure::new(
-                    Kind::Busy,
-                    "the microphone is in use; call again, or with queue: true to wait",
-                )
-                .with_context(json!({ "holder": holder.map(|p| p.who) })));
-            }
-            Err(_) => {
-                lock(&self.queue).push(place.clone());
-                report.report(Progress::WaitingForFloor).await;
-                let queued = Queued(self, who.to_owned());
-                let guard = self.floor.lock().await;
-                drop(queued);
-                guard
-            }
-        };
-        *lock(&self.holder) = Some(place);
+    ) -> Result<Turn, Failure> {
+        report.report(Progress::WaitingForFloor).await;
+        let turn = self
+            .floor
+            .take(Who::Agent(who.to_owned()), tool, queue, timeout)
+            .await?;
         report.report(Progress::Granted).await;
-        Ok(Floor {
-            _guard: guard,
-            room: self,
-        })
+        Ok(turn)
     }
 
     async fn hear(&self, agent: &str, timeout: Duration, report: &mut dyn Report) -> Heard {
@@ -213,27 +181,6 @@ impl SimRoom {
     }
 }
 
-/// Holding the microphone; dropped, it is free again.
-struct Floor<'a> {
-    _guard: tokio::sync::MutexGuard<'a, ()>,
-    room: &'a SimRoom,
-}
-
-impl Drop for Floor<'_> {
-    fn drop(&mut self) {
-        *lock(&self.room.holder) = None;
-    }
-}
-
-/// A place in the floor's queue until dropped.
-struct Queued<'a>(&'a SimRoom, String);
-
-impl Drop for Queued<'_> {
-    fn drop(&mut self) {
-        lock(&self.0.queue).retain(|p| p.who != self.1);
-    }
-}
-
 /// Publishes the end of a listen, `Cancelled` if the call went away.
 struct Ended<'a> {
     bus: &'a Bus,
@@ -286,13 +233,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn check_text(text: &str) -> Result<(), Failure> {
-    match text.trim().is_empty() {
-        true => Err(Failure::invalid("text is empty; give something to say")),
-        false => Ok(()),
-    }
-}
-
 fn listen_timeout(timeout: Option<f64>) -> Result<Duration, Failure> {
     check_timeout(timeout, Duration::from_secs(15), RECORD_TIMEOUT_RANGE)
 }
@@ -306,7 +246,7 @@ impl Listen for SimRoom {
         Box::pin(async move {
             let timeout = listen_timeout(call.timeout)?;
             let _floor = self
-                .take_floor(&call.agent, "transcribe_voice", call.queue, report)
+                .take_floor(&call.agent, "transcribe_voice", call.queue, timeout, report)
                 .await?;
             Ok(self.hear(&call.agent, timeout, report).await)
         })
@@ -320,12 +260,8 @@ impl Speak for SimRoom {
         report: &'a mut dyn Report,
     ) -> BoxFuture<'a, Result<Spoken, Failure>> {
         Box::pin(async move {
-            check_text(&call.text)?;
-            if let Some(rate) = call.rate.filter(|r| !(0.5..=2.0).contains(r)) {
-                return Err(Failure::invalid(format!(
-                    "rate must be 0.5–2.0, got {rate}"
-                )));
-            }
+            check_text(&call.text, MAX_CHARS)?;
+            check_rate(call.rate)?;
             let sentences = split(&call.text).len();
             let mut spoken = Spoken {
                 status: SpeechStatus::Queued,
@@ -363,13 +299,12 @@ impl SimRoom {
         &self,
         question: &Question,
         spoken: &str,
-        tool: &str,
+        tool: &'static str,
         report: &mut dyn Report,
     ) -> Result<(Heard, f64), Failure> {
-        check_text(&question.text)?;
         let timeout = listen_timeout(question.timeout)?;
         let _floor = self
-            .take_floor(&question.agent, tool, question.queue, report)
+            .take_floor(&question.agent, tool, question.queue, timeout, report)
             .await?;
         let seconds = self.say(Some(&question.agent), spoken, report).await;
         Ok((self.hear(&question.agent, timeout, report).await, seconds))
@@ -384,16 +319,14 @@ impl Ask for SimRoom {
     ) -> BoxFuture<'a, Result<Conversed, Failure>> {
         Box::pin(async move {
             let q = &call.question;
+            check_text(&q.text, MAX_CHARS)?;
             let (heard, seconds) = match call.listen {
                 true => {
                     let (heard, seconds) =
                         self.ask_and_hear(q, &q.text, "converse", report).await?;
                     (Some(heard), seconds)
                 }
-                false => {
-                    check_text(&q.text)?;
-                    (None, self.say(Some(&q.agent), &q.text, report).await)
-                }
+                false => (None, self.say(Some(&q.agent), &q.text, report).await),
             };
             Ok(Conversed {
                 spoken: q.text.clone(),
@@ -412,8 +345,9 @@ impl Ask for SimRoom {
         report: &'a mut dyn Report,
     ) -> BoxFuture<'a, Result<Confirmed, Failure>> {
         Box::pin(async move {
+            let text = check_question(&question.text)?;
             let (heard, _) = self
-                .ask_and_hear(&question, &question.text, "confirm", report)
+                .ask_and_hear(&question, &text, "confirm", report)
                 .await?;
             if !heard.speech {
                 return Ok(Confirmed::no_answer());
@@ -430,8 +364,9 @@ impl Ask for SimRoom {
         report: &'a mut dyn Report,
     ) -> BoxFuture<'a, Result<Chosen, Failure>> {
         Box::pin(async move {
+            let text = check_question(&question.text)?;
             words::check_options(&options).map_err(|e| Failure::invalid(e.to_string()))?;
-            let said = format!("{} {}.", question.text, options.join(", "));
+            let said = prompt(&text, &options);
             let (heard, _) = self
                 .ask_and_hear(&question, &said, "choose", report)
                 .await?;
@@ -451,10 +386,7 @@ impl Volume for SimRoom {
 
     fn set_volume(&self, volume: i64) -> BoxFuture<'_, Result<VolumeSet, Failure>> {
         Box::pin(async move {
-            let volume = u8::try_from(volume)
-                .ok()
-                .filter(|v| *v <= 100)
-                .ok_or_else(|| Failure::invalid(format!("volume must be 0–100, got {volume}")))?;
+            let volume = check_volume(volume)?;
             self.volume.store(volume, Ordering::Relaxed);
             Ok(VolumeSet {
                 volume,
@@ -466,17 +398,14 @@ impl Volume for SimRoom {
 
 impl Observe for SimRoom {
     fn status(&self) -> RoomStatus {
-        let holder = lock(&self.holder).clone();
+        let floor = self.floor.status();
         RoomStatus {
-            lights: if holder.is_some() {
+            lights: if floor.holder.is_some() {
                 "listening"
             } else {
                 "idle"
             },
-            floor: FloorStatus {
-                holder,
-                queue: lock(&self.queue).clone(),
-            },
+            floor,
             volume: self.volume(),
             capture: None,
             simulated_board: true,
@@ -548,7 +477,6 @@ impl Hands for SimRoom {
             if control.button.is_none() && control.mute.is_none() {
                 return Err(Refusal::Invalid("give button or mute".into()));
             }
-            lock(&self.presses).push(control.clone());
             Ok(serde_json::to_value(control).unwrap_or(Value::Null))
         })
     }
@@ -565,16 +493,10 @@ impl Hands for SimRoom {
 impl Pair for SimRoom {
     fn ask(&self, ask: PairAsk) -> BoxFuture<'_, Result<(), PairRefusal>> {
         Box::pin(async move {
+            // Nobody presses the button in these tests.
             lock(&self.spoken).push(ask.prompt);
-            let answer = *lock(&self.pair_answer);
-            match answer {
-                Some(true) => Ok(()),
-                Some(false) => Err(PairRefusal::Refused),
-                None => {
-                    tokio::time::sleep(ask.timeout).await;
-                    Err(PairRefusal::TimedOut)
-                }
-            }
+            tokio::time::sleep(ask.timeout).await;
+            Err(PairRefusal::TimedOut)
         })
     }
 

@@ -13,8 +13,10 @@ use std::{
     time::Duration,
 };
 
-use hark_audio::utterance;
+use hark_audio::{config::PIPELINE_RATE, utterance};
 use hark_stt::engine::{Engine, Request, SttError, Transcript};
+
+use super::seconds_of;
 
 /// Audio kept before the detected start of speech: the detector decides a
 /// little after the first sound.
@@ -26,7 +28,7 @@ const TAIL: Duration = Duration::from_millis(400);
 /// the first look had after the voice (it is shown a pause 150 ms in).
 /// The rest of the pause is left out, as the live engine reads words
 /// into quiet.
-const QUIET_AFTER_SOUND: usize = 16_000 * 150 / 1000;
+const QUIET_AFTER_SOUND: usize = PIPELINE_RATE as usize * 150 / 1000;
 /// The live transcript of the speech up to a pause, and that pause's span.
 pub(super) type AtPause = Arc<std::sync::Mutex<Option<((Duration, Duration), String)>>>;
 
@@ -43,7 +45,7 @@ impl Drop for AbandonOnDrop {
 /// speech span, from [`LEAD`] before it to [`TAIL`] after (as far as the
 /// recording goes), as sample offsets.
 pub(super) fn clip_range((start, end): (Duration, Duration), len: usize) -> std::ops::Range<usize> {
-    let rate = 16_000.0;
+    let rate = f64::from(PIPELINE_RATE);
     let from = (start.saturating_sub(LEAD).as_secs_f64() * rate) as usize;
     let to = (((end + TAIL).as_secs_f64() * rate) as usize).min(len);
     from.min(to)..to
@@ -369,10 +371,6 @@ impl Ahead {
             kept
         })
     }
-}
-
-fn seconds_of(samples: usize) -> f64 {
-    samples as f64 / 16_000.0
 }
 
 #[cfg(test)]

@@ -266,9 +266,9 @@ fn tone(chime: hark_core::agents::Chime) -> hark_audio::earcon::Tone {
     }
 }
 
-/// Seconds of 16 kHz samples.
+/// Seconds of samples at the pipeline's rate.
 fn seconds_of(samples: usize) -> f64 {
-    samples as f64 / 16_000.0
+    samples as f64 / f64::from(hark_audio::config::PIPELINE_RATE)
 }
 
 fn seconds(d: Duration) -> f64 {
@@ -292,7 +292,7 @@ pub async fn listen(
     let mic = state.microphone.as_ref().ok_or(ListenError::NoMicrophone)?;
     let turn = request.turn;
     let deadline = turn.as_ref().map(|t| t.deadline);
-    let max_hold = state.floor().max_hold.as_secs();
+    let max_hold = state.floor.max_hold.as_secs();
     // Watched from before the check, so a mute between the two is seen.
     let mut mute = state.bus.watch();
     if state.muted.load(Ordering::Acquire) || mute.borrow_and_update().muted {
@@ -300,7 +300,7 @@ pub async fn listen(
     }
     // Each agent's own chime, so the person hears who listens.
     let chime = match &request.agent {
-        Some(agent) => Earcon::ListenStartIn(tone(state.agents().earcon(agent))),
+        Some(agent) => Earcon::ListenStartIn(tone(state.agents.earcon(agent))),
         None => Earcon::ListenStart,
     };
     if request.chime == Chime::First {
@@ -416,9 +416,7 @@ pub async fn listen(
     if utterance.reason == EndReason::CaptureStalled {
         return Err(ListenError::Stalled);
     }
-    let recorded = seconds(Duration::from_secs_f64(
-        utterance.samples.len() as f64 / 16_000.0,
-    ));
+    let recorded = seconds(Duration::from_secs_f64(seconds_of(utterance.samples.len())));
     let Some((start, end)) = utterance.speech else {
         return Ok(Heard {
             text: NO_SPEECH.into(),
@@ -513,7 +511,7 @@ fn end_of_turn(
     let model = Arc::clone(stt.turn.as_ref()?);
     let words = (live && stt.speculative).then(|| {
         let at_pause = Arc::clone(at_pause);
-        let (expect, yes_no) = (expect.clone(), state.yes_no());
+        let (expect, yes_no) = (expect.clone(), state.yes_no.clone());
         let check: utterance::WordsCheck = Arc::new(move |span| {
             let heard = at_pause.lock().unwrap_or_else(PoisonError::into_inner);
             heard

@@ -22,7 +22,7 @@ use hark_core::{
     room::{
         Ask, BoxFuture, ChoiceOutcome, Chosen, Confirmed, ConverseCall, Conversed, Failure, Heard,
         Listen, ListenCall, Progress, Question, RECORD_TIMEOUT_RANGE, Report, SpeakCall, SpeechEnd,
-        SpeechStatus, Spoken, YesNo, check_timeout,
+        SpeechStatus, Spoken, YesNo, check_question, check_timeout, prompt,
     },
     words::{self, Answer},
 };
@@ -35,48 +35,6 @@ use crate::{
     listen::{self, Chime, ListenError},
     state::ApplianceState,
 };
-
-/// Longest question `confirm` and `choose` speak, in characters: a
-/// question is a sentence or two; more belongs in `speak_text` first.
-pub const QUESTION_MAX_CHARS: usize = 1000;
-
-/// The question checked: not empty, not over [`QUESTION_MAX_CHARS`].
-pub fn check_question(question: &str) -> Result<String, Failure> {
-    let trimmed = question.trim();
-    if trimmed.is_empty() {
-        return Err(Failure::invalid(
-            "question is empty; give the question to ask the person",
-        ));
-    }
-    let chars = trimmed.chars().count();
-    if chars > QUESTION_MAX_CHARS {
-        return Err(Failure::invalid(format!(
-            "question is {chars} characters; a question may have at most {QUESTION_MAX_CHARS}: say the details with speak_text first"
-        ))
-        .with_context(serde_json::json!({ "characters": chars, "limit": QUESTION_MAX_CHARS })));
-    }
-    Ok(trimmed.to_owned())
-}
-
-const NUMBERS: [&str; 8] = [
-    "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight",
-];
-
-/// What `choose` reads out: the question, then each option with its
-/// number.
-pub fn prompt(question: &str, options: &[String]) -> String {
-    let mut text = question.trim().to_owned();
-    if !text.ends_with(['?', '.', '!']) {
-        text.push('?');
-    }
-    for (number, option) in NUMBERS.iter().zip(options) {
-        let option = option
-            .trim()
-            .trim_end_matches(['.', '!', '?', ',', ';', ':']);
-        text.push_str(&format!(" {number}: {option}."));
-    }
-    text
-}
 
 /// Marks an agent's question as waiting for the person on the event
 /// stream (the "asking" light) until it drops.
@@ -155,10 +113,10 @@ impl<'a> Dialogue<'a> {
         let turn = if listens {
             report.report(Progress::WaitingForFloor).await;
             let turn = state
-                .floor()
+                .floor
                 .take(Who::Agent(agent.clone()), tool, queue, timeout)
                 .await
-                .map_err(failure::floor)?;
+                .map_err(Failure::from)?;
             Some(turn)
         } else {
             None
@@ -410,7 +368,7 @@ impl Ask for Room {
                 asking.answered(YesNo::NoAnswer);
                 return Ok(Confirmed::no_answer());
             }
-            let answer = self.state.yes_no().classify(&heard.text);
+            let answer = self.state.yes_no.classify(&heard.text);
             let confirmed = Confirmed::by_voice(answer, heard);
             asking.answered(confirmed.answer);
             Ok(confirmed)
@@ -454,36 +412,5 @@ impl Ask for Room {
             asking.answered(chosen.outcome);
             Ok(chosen)
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn questions_are_checked() {
-        assert!(check_question("  ").is_err());
-        let long = "why ".repeat(5000);
-        let e = check_question(&long).unwrap_err();
-        assert!(e.message.contains("at most 1000"), "{}", e.message);
-        assert_eq!(check_question(" Delete it? ").unwrap(), "Delete it?");
-    }
-
-    #[test]
-    fn the_options_are_read_out_numbered() {
-        let options = vec![
-            "Pizza.".to_owned(),
-            "  sushi ".to_owned(),
-            "tacos".to_owned(),
-        ];
-        assert_eq!(
-            prompt("What shall we eat", &options),
-            "What shall we eat? One: Pizza. Two: sushi. Three: tacos."
-        );
-        assert_eq!(
-            prompt("Pick one.", &options[..2]),
-            "Pick one. One: Pizza. Two: sushi."
-        );
     }
 }

@@ -228,7 +228,7 @@ impl Files for Room {
         Box::pin(async move {
             let tts = speech::tts(&self.state)?;
             let speakable = speech::check_text(&call.text, tts.max_chars)?;
-            let rate = speech::check_rate(call.rate)?.unwrap_or(1.0);
+            let rate = hark_core::room::check_rate(call.rate)?.unwrap_or(1.0);
             // Checked before the work, so a bad path costs nothing.
             let target = match &call.output_path {
                 Some(path) => Some(

@@ -99,7 +99,7 @@ impl Pair for Room {
             // questions (and their button answers) and speech out of the
             // way meanwhile.
             let turn = state
-                .floor()
+                .floor
                 .take(Who::Hark, "pair", true, ask.timeout)
                 .await
                 .map_err(|_| PairRefusal::Busy)?;

@@ -35,17 +35,13 @@ impl Room {
     pub fn new(state: Arc<ApplianceState>) -> Arc<Room> {
         Arc::new(Room { state })
     }
-
-    pub fn state(&self) -> &Arc<ApplianceState> {
-        &self.state
-    }
 }
 
 impl Observe for Room {
     fn status(&self) -> RoomStatus {
         let state = &self.state;
         RoomStatus {
-            floor: state.floor().status(),
+            floor: state.floor.status(),
             volume: state.player().map(|p| p.volume()),
             capture: state.microphone.as_ref().map(|mic| CaptureCounters {
                 periods: mic.stats.periods.load(Ordering::Relaxed),
@@ -68,10 +64,7 @@ impl Volume for Room {
 
     fn set_volume(&self, volume: i64) -> BoxFuture<'_, Result<VolumeSet, Failure>> {
         Box::pin(async move {
-            let volume = u8::try_from(volume)
-                .ok()
-                .filter(|v| *v <= 100)
-                .ok_or_else(|| Failure::invalid(format!("volume must be 0–100, got {volume}")))?;
+            let volume = hark_core::room::check_volume(volume)?;
             let player = self.state.player().ok_or_else(|| {
                 Failure::new(
                     Kind::Speech,
@@ -106,9 +99,8 @@ pub mod failure {
     use hark_core::room::{Failure, Kind};
     use hark_stt::engine::SttError;
     use hark_tts::{synth::TtsError, voices::VoicesError};
-    use serde_json::json;
 
-    use crate::{floor::FloorError, listen::ListenError, tts::SpeakError};
+    use crate::{listen::ListenError, tts::SpeakError};
 
     pub fn stt(e: SttError) -> Failure {
         let kind = match &e {
@@ -155,17 +147,6 @@ pub mod failure {
             ListenError::HeldTooLong(_) => Kind::FloorTimeout,
         };
         Failure::new(kind, e.to_string())
-    }
-
-    pub fn floor(e: FloorError) -> Failure {
-        let context = match &e {
-            FloorError::Busy {
-                holder, waiting, ..
-            } => json!({ "holder": holder, "waiting": waiting }),
-            FloorError::QueueFull { waiting } => json!({ "waiting": waiting }),
-            FloorError::TimedOut { holder } => json!({ "holder": holder }),
-        };
-        Failure::new(Kind::Busy, e.to_string()).with_context(context)
     }
 
     pub fn speak(e: SpeakError) -> Failure {

@@ -28,16 +28,7 @@ pub fn tts(state: &crate::state::ApplianceState) -> Result<Arc<TextToSpeech>, Fa
 
 /// The text made speakable, or why it cannot be spoken.
 pub fn check_text(text: &str, max_chars: usize) -> Result<String, Failure> {
-    if text.trim().is_empty() {
-        return Err(Failure::invalid("text is empty; give the words to speak"));
-    }
-    let chars = text.chars().count();
-    if chars > max_chars {
-        return Err(Failure::invalid(format!(
-            "text is {chars} characters; the limit is {max_chars} (tts.max_chars): split it into several calls"
-        ))
-        .with_context(serde_json::json!({ "characters": chars, "limit": max_chars })));
-    }
+    hark_core::room::check_text(text, max_chars)?;
     let speakable = hark_tts::text::speakable(text);
     if !speakable.chars().any(char::is_alphanumeric) {
         return Err(Failure::invalid(
@@ -45,17 +36,6 @@ pub fn check_text(text: &str, max_chars: usize) -> Result<String, Failure> {
         ));
     }
     Ok(speakable)
-}
-
-/// `rate` checked: 0.5–2.0; `None`: the agent's own or 1.
-pub fn check_rate(rate: Option<f64>) -> Result<Option<f32>, Failure> {
-    match rate {
-        None => Ok(None),
-        Some(r) if (0.5..=2.0).contains(&r) => Ok(Some(r as f32)),
-        Some(r) => Err(Failure::invalid(format!(
-            "rate must be between 0.5 and 2.0, got {r}"
-        ))),
-    }
 }
 
 pub fn engine(kind: EngineKind) -> Engine {
@@ -107,7 +87,7 @@ pub async fn say(
                     None => std::future::pending().await,
                 }
             } => {
-                let max = state.floor().max_hold.as_secs();
+                let max = state.floor.max_hold.as_secs();
                 return Err(Failure::new(Kind::FloorTimeout, format!(
                     "this call held the floor longer than floor.max_hold_seconds ({max} s) and was cut off; its speech was stopped"
                 )));
@@ -153,7 +133,7 @@ async fn queue(
         ..
     } = call;
     let speakable = check_text(&text, tts.max_chars)?;
-    let rate = check_rate(rate)?;
+    let rate = hark_core::room::check_rate(rate)?;
     // Planning reads phonemes, and the voice's model if it is not loaded.
     let accepted = {
         let tts = Arc::clone(tts);

@@ -18,7 +18,7 @@ use hark_board::{
     led::{Light, Pattern, Rgb},
     status::Status,
 };
-pub use hark_core::selftest::LightSeen;
+use hark_core::selftest::LightSeen;
 use tokio::{sync::oneshot, time::Instant};
 
 /// How often a showing status's frame is looked at.

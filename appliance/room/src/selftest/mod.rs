@@ -27,7 +27,7 @@ use hark_audio::clip::Clip;
 use hark_board::Board;
 use tokio::sync::mpsc;
 
-pub use lights::{LightSeen, LightsRequest};
+pub use lights::LightsRequest;
 
 /// The daemon's side of the self-test, in `ApplianceState`.
 #[derive(Default)]

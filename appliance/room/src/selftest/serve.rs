@@ -184,7 +184,7 @@ fn value<T: serde::Serialize>(answer: Result<T, StepError>) -> Result<Value, Ste
 
 pub(super) async fn take_floor(state: &ApplianceState) -> Result<Turn, StepError> {
     Ok(state
-        .floor()
+        .floor
         .take(Who::Hark, "selftest", true, FLOOR_WAIT)
         .await?)
 }
@@ -546,40 +546,5 @@ async fn link(state: &ApplianceState) -> Result<LinkState, StepError> {
             source,
         }),
         Err(_) => Err(StepError::Cancelled),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn requests_are_checked_by_name_and_range() {
-        let parse = |v: Value| serde_json::from_value::<Request>(v);
-        assert_eq!(
-            parse(serde_json::json!({"step": "record", "ms": 1000})).unwrap(),
-            Request::Record {
-                ms: 1000,
-                chime: false
-            }
-        );
-        assert!(parse(serde_json::json!({"step": "dance"})).is_err());
-        assert!(parse(serde_json::json!({"step": "record", "ms": 1000, "loud": 1})).is_err());
-        let e = Request::Record {
-            ms: 60_000,
-            chime: false,
-        }
-        .check()
-        .unwrap_err();
-        assert!(e.to_string().contains("200–10000"), "{e}");
-        assert!(Request::Speak { text: " ".into() }.check().is_err());
-        let wire = serde_json::to_value(Request::Button {
-            expect: Press::LongPress,
-            simulate: true,
-            timeout_ms: 5000,
-        })
-        .unwrap();
-        assert_eq!(wire["step"], "button");
-        assert_eq!(wire["expect"], "long_press");
     }
 }

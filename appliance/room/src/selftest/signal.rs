@@ -3,6 +3,10 @@
 
 pub use hark_core::selftest::signal::*;
 
+// The core judges recordings at its own copy of the pipeline's rate (it
+// has no audio engine below it): the build fails if the two ever differ.
+const _: () = assert!(RATE == hark_audio::config::PIPELINE_RATE);
+
 /// The test tone: `hz` for `ms` at `amplitude`, with 20 ms raised-cosine
 /// fades so it starts and ends without a click, at [`RATE`].
 pub fn tone(hz: f32, ms: u32, amplitude: f32) -> hark_audio::clip::Clip {
