@@ -31,6 +31,7 @@ use std::{
     time::Instant,
 };
 
+use crate::fallback;
 use serde::Serialize;
 use whisper_rs::{
     FullParams, SamplingStrategy, WhisperContext, WhisperContextParameters, WhisperState,
@@ -676,6 +677,7 @@ impl Whisper {
                 }
                 keep
             })
+            .map(cut_loop)
             // Padding is silence; nothing said can end after the audio does.
             .map(|mut s| {
                 s.end = s.end.min(duration);
@@ -741,6 +743,15 @@ impl Whisper {
         params.set_no_context(true);
         params.set_token_timestamps(words);
         params.set_no_speech_thold(self.config.no_speech_threshold);
+        // whisper.cpp's temperature fallback (its own defaults, set here so
+        // that both engines follow the rules of `crate::fallback`): a pass
+        // whose tokens average under −1 log-probability, or whose last
+        // tokens' entropy falls under 2.4 (its stand-in for whisper's
+        // compression ratio: a loop), is decoded again 0.2 warmer.
+        params.set_temperature(0.0);
+        params.set_temperature_inc(fallback::TEMPERATURES[0]);
+        params.set_entropy_thold(fallback::WHISPER_ENTROPY_MIN);
+        params.set_logprob_thold(fallback::MEAN_LOG_PROB_MIN as f32);
         params.set_print_progress(false);
         params.set_print_realtime(false);
         params.set_print_special(false);
@@ -972,6 +983,34 @@ pub fn is_annotation(text: &str) -> bool {
 /// Signs that whisper lost its way, as it does when the encoder context is
 /// a little too small for the audio: the same run of words repeated back to
 /// back, or more words than anyone says in the time.
+/// A segment still looping after whisper.cpp's fallback (every
+/// temperature failed, and it keeps the last) loses the loop at its end:
+/// the words said once are kept ([`fallback::loop_cut`]). Only a segment
+/// that compresses like a loop is touched, so a person's own "no, no, no"
+/// stays.
+fn cut_loop(mut segment: Segment) -> Segment {
+    if fallback::compression_ratio(&segment.text) <= fallback::COMPRESSION_RATIO_MAX {
+        return segment;
+    }
+    let said: Vec<&str> = segment.text.split_whitespace().collect();
+    let words: Vec<String> = said
+        .iter()
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+        })
+        .collect();
+    if let Some(at) = fallback::loop_cut(&words) {
+        tracing::debug!(text = %segment.text, kept = at, "a looping segment cut");
+        let kept = said[..at].join(" ");
+        segment.text = format!(" {}", kept.trim_end_matches([',', ';']));
+        if let Some(timed) = segment.words.as_mut() {
+            timed.truncate(at);
+        }
+    }
+    segment
+}
+
 pub fn looks_degenerate(segments: &[Segment], duration: f64) -> bool {
     let text: String = segments
         .iter()
@@ -1006,6 +1045,36 @@ pub fn looks_degenerate(segments: &[Segment], duration: f64) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    fn segment(text: &str) -> super::Segment {
+        super::Segment {
+            start: 0.0,
+            end: 5.0,
+            text: text.into(),
+            confidence: 0.5,
+            no_speech_probability: 0.0,
+            words: None,
+        }
+    }
+
+    #[test]
+    fn a_segment_still_looping_keeps_what_was_said_once() {
+        let looped = segment(
+            " I am a slave of the slave of the slave of the slave of the slave of the slave of the slave of the slave,",
+        );
+        assert_eq!(super::cut_loop(looped).text, " I am a slave of the");
+        let runaway = segment(
+            " Montreal, forced, a line, a line, a line, a line, a line, a line, a line, a line, a line, a line, a line, a line, a",
+        );
+        assert_eq!(super::cut_loop(runaway).text, " Montreal, forced, a line");
+        // A person repeating themselves does not compress like a loop.
+        for said in [
+            " No, no, no, not that one.",
+            " Word, another word, here's some more word, word, word, word.",
+        ] {
+            assert_eq!(super::cut_loop(segment(said)).text, said);
+        }
+    }
 
     #[test]
     fn a_cancelled_encoder_is_no_error_in_the_log() {

@@ -7,11 +7,13 @@
 //!   worker thread behind a bounded queue.
 //! - [`mel`], [`vocab`]: the mel filterbank and the byte-level vocabulary
 //!   the ggml format carries.
+//! - [`fallback`]: when a pass is not trusted and what is tried then.
 //! - [`moonshine`]: the live engine; [`turn`]: the end-of-turn model and
 //!   what the words up to a pause say; [`level`]: where a clip has sound.
 
 pub mod ct2;
 pub mod engine;
+pub mod fallback;
 pub mod import;
 pub mod level;
 pub mod mel;

@@ -10,7 +10,9 @@
 //! key/value cache carried between steps, and a token budget per second of
 //! audio so a confused model cannot run on. A greedy pass that had to guess
 //! at a token is decoded again by a beam search ([`BEAMS`] hypotheses side
-//! by side in one batch), as whisper decodes again when unsure.
+//! by side in one batch), as whisper decodes again when unsure; a pass
+//! still in doubt (a loop, a guess) falls back to warmer ones as whisper's
+//! does ([`crate::fallback`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +23,7 @@ use ort::session::Session;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::value::{Tensor, TensorRef};
 
-use crate::level;
+use crate::{fallback, level};
 
 // The model store checks a Moonshine directory for the same files.
 pub const ENCODER: &str = hark_models::kind::MOONSHINE_FILES[0];
@@ -212,6 +214,11 @@ pub struct LiveTranscript {
     /// The greedy pass was unsure and the beam search's transcript is kept
     /// ([`UNSURE_BELOW`]).
     pub searched: bool,
+    /// The temperature of the pass kept: above 0 when the first was in
+    /// doubt ([`fallback`]).
+    pub temperature: f32,
+    /// A loop at the transcript's end was cut ([`fallback::loop_cut`]).
+    pub looped: bool,
     /// Seconds of quiet at the clip's start the model was not given
     /// ([`onset`]).
     pub skipped: f64,
@@ -463,11 +470,134 @@ impl Moonshine {
         let encoder_ms = started.elapsed().as_secs_f64() * 1000.0;
         let decode_started = Instant::now();
         let budget = ((seconds * TOKENS_PER_SECOND).ceil() as usize).max(MIN_TOKENS);
-        let mut tokens = vec![START];
-        let mut probability = 0.0f64;
-        let mut least = 1.0f32;
-        let mut truncated = true;
         let hidden = (hidden_shape.as_slice(), hidden.as_slice());
+        let mut kept = self.pass(hidden, (samples, &mask), budget, cancel, None)?;
+        // Unsure somewhere: search. A runaway pass is left to the fallback
+        // below (the search would have the same budget).
+        let mut searched = false;
+        if search
+            && !kept.truncated
+            && kept.least < UNSURE_BELOW
+            && kept.tokens.len() > 1
+            && let Some(found) = self.search(hidden, samples, budget, cancel)?
+        {
+            tracing::debug!(
+                greedy = %self.tokenizer.decode(&kept.tokens),
+                searched = %self.tokenizer.decode(&found.tokens),
+                least = kept.least,
+                "an unsure greedy pass decoded again by a beam search"
+            );
+            kept = Pass {
+                least: kept.least,
+                ..found
+            };
+            searched = true;
+        }
+        // Still in doubt (a loop, a guess): whisper's temperature fallback.
+        // Drafts are read for their words while the person speaks and are
+        // not worth the time; a loop at their end is still cut below.
+        let mut temperature = 0.0;
+        if search && let Some(first) = self.doubt(&kept) {
+            let mut sampler = fallback::Sampler::new();
+            let mut tried = vec![kept];
+            let mut settled = None;
+            for t in fallback::TEMPERATURES {
+                let pass = self.pass(
+                    hidden,
+                    (samples, &mask),
+                    budget,
+                    cancel,
+                    Some((t, &mut sampler)),
+                )?;
+                if self.doubt(&pass).is_none() {
+                    settled = Some((t, pass));
+                    break;
+                }
+                tried.push(pass);
+            }
+            let (t, pass) = settled.unwrap_or_else(|| least_doubtful(tried));
+            tracing::debug!(
+                doubt = ?first,
+                temperature = t,
+                kept = %self.tokenizer.decode(&pass.tokens),
+                "a doubtful pass decoded again at higher temperatures"
+            );
+            temperature = t;
+            kept = pass;
+        }
+        let mut looped = false;
+        if kept.truncated {
+            // Mostly the partial passes, on speech cut off mid-word; the
+            // listen path warns when a turn's own transcript is cut.
+            tracing::debug!(
+                tokens = kept.tokens.len() - 1,
+                seconds,
+                "Moonshine ran out of its token budget; the transcript is cut"
+            );
+            let words: Vec<String> = kept.tokens[1..]
+                .iter()
+                .map(|&t| self.tokenizer.decode(&[t]).to_lowercase())
+                .collect();
+            if let Some(at) = fallback::loop_cut(&words) {
+                kept.tokens.truncate(at + 1);
+                kept.probs.truncate(at);
+                looped = true;
+            }
+        }
+        let produced = kept.tokens.len() - 1;
+        let mut text = self.tokenizer.decode(&kept.tokens);
+        if looped {
+            // "Six, six, six" cut to "Six,": the comma led into the loop.
+            text = text
+                .trim_end_matches(|c: char| c == ',' || c == ';' || c.is_whitespace())
+                .to_owned();
+        }
+        Ok(LiveTranscript {
+            text,
+            confidence: if produced == 0 {
+                0.0
+            } else {
+                (kept.probs.iter().map(|&p| f64::from(p)).sum::<f64>() / produced as f64) as f32
+            },
+            tokens: kept.tokens[1..].to_vec(),
+            truncated: kept.truncated,
+            searched,
+            temperature,
+            looped,
+            skipped: skip as f64 / SAMPLE_RATE as f64,
+            encoder_ms,
+            decoder_ms: decode_started.elapsed().as_secs_f64() * 1000.0,
+        })
+    }
+
+    /// Why `pass` is not trusted ([`fallback::doubt`]), or None.
+    fn doubt(&self, pass: &Pass) -> Option<fallback::Doubt> {
+        fallback::doubt(fallback::Judged {
+            text: &self.tokenizer.decode(&pass.tokens),
+            mean_log_prob: pass.mean_log_prob(),
+            truncated: pass.truncated,
+        })
+    }
+
+    /// One pass of the decoder from the start token, the cache carried
+    /// between steps, until the end token or `budget` tokens: the most
+    /// likely token each step, or with `sampling` one drawn at its
+    /// temperature.
+    fn pass(
+        &mut self,
+        hidden: (&[usize], &[f32]),
+        mask: (usize, &[i64]),
+        budget: usize,
+        cancel: &AtomicBool,
+        mut sampling: Option<(f32, &mut fallback::Sampler)>,
+    ) -> Result<Pass, MoonshineError> {
+        let mut pass = Pass {
+            tokens: vec![START],
+            probs: Vec::new(),
+            log_probability: 0.0,
+            least: 1.0,
+            truncated: true,
+        };
         // The cache: none before the first step; the encoder's part is
         // made by the first step and carried on, the decoder's grows.
         let mut cache = None;
@@ -475,59 +605,79 @@ impl Moonshine {
             if cancel.load(Ordering::Relaxed) {
                 return Err(MoonshineError::Cancelled);
             }
-            let last = [*tokens.last().unwrap_or(&START)];
-            let step = self.step(&last, hidden, (samples, &mask), cache.take())?;
-            let (best, p) = softmax_best(&step.logits)?;
+            let last = [*pass.tokens.last().unwrap_or(&START)];
+            let step = self.step(&last, hidden, mask, cache.take())?;
+            let (token, log_p) = match sampling.as_mut() {
+                None => top_log_probabilities(&step.logits, 1)?
+                    .first()
+                    .copied()
+                    .ok_or_else(|| MoonshineError::Output("no logits".into()))?,
+                Some((t, sampler)) => sampler
+                    .draw(&step.logits, *t)
+                    .map(|(i, lp)| (i as i64, lp))
+                    .ok_or_else(|| MoonshineError::Output("the logits are not finite".into()))?,
+            };
             cache = Some(step.present);
-            least = least.min(p);
-            if best == END {
-                truncated = false;
+            let p = log_p.exp();
+            pass.least = pass.least.min(p);
+            pass.log_probability += f64::from(log_p);
+            if token == END {
+                pass.truncated = false;
                 break;
             }
-            probability += f64::from(p);
-            tokens.push(best);
+            pass.probs.push(p);
+            pass.tokens.push(token);
         }
-        // Unsure somewhere: search. A runaway pass is left as it is (the
-        // caller hands it on); the search would have the same budget.
-        let mut searched = false;
-        if search && !truncated && least < UNSURE_BELOW && tokens.len() > 1 {
-            drop(cache);
-            if let Some(found) = self.search(hidden, samples, budget, cancel)? {
-                tracing::debug!(
-                    greedy = %self.tokenizer.decode(&tokens),
-                    searched = %self.tokenizer.decode(&found.tokens),
-                    least,
-                    "an unsure greedy pass decoded again by a beam search"
-                );
-                probability = found.probability;
-                tokens = found.tokens;
-                searched = true;
-            }
-        }
-        let produced = tokens.len() - 1;
-        if truncated {
-            // Mostly the partial passes, on speech cut off mid-word; the
-            // listen path warns when a turn's own transcript is cut.
-            tracing::debug!(
-                tokens = produced,
-                seconds,
-                "Moonshine ran out of its token budget; the transcript is cut"
-            );
-        }
-        Ok(LiveTranscript {
-            text: self.tokenizer.decode(&tokens),
-            confidence: if produced == 0 {
-                0.0
-            } else {
-                (probability / produced as f64) as f32
-            },
-            tokens: tokens[1..].to_vec(),
-            truncated,
-            searched,
-            skipped: skip as f64 / SAMPLE_RATE as f64,
-            encoder_ms,
-            decoder_ms: decode_started.elapsed().as_secs_f64() * 1000.0,
+        Ok(pass)
+    }
+}
+
+/// Of passes that all failed, the one to keep: one that ended before one
+/// that ran out, then the likeliest per token; and the temperature it was
+/// decoded at (the first pass's is 0).
+fn least_doubtful(tried: Vec<Pass>) -> (f32, Pass) {
+    let temperatures = std::iter::once(0.0).chain(fallback::TEMPERATURES);
+    tried
+        .into_iter()
+        .zip(temperatures)
+        .map(|(pass, t)| (t, pass))
+        .max_by(|(_, a), (_, b)| {
+            (!a.truncated)
+                .cmp(&!b.truncated)
+                .then(a.mean_log_prob().total_cmp(&b.mean_log_prob()))
         })
+        .unwrap_or_else(|| {
+            (
+                0.0,
+                Pass {
+                    tokens: vec![START],
+                    probs: Vec::new(),
+                    log_probability: 0.0,
+                    least: 0.0,
+                    truncated: true,
+                },
+            )
+        })
+}
+
+/// A decoder pass: its tokens (the start token first, no end token), their
+/// probabilities (one a token after the start; the end token's is no
+/// word's), the sum of their log-probabilities (the end token's in), the
+/// least likely token's probability, and whether the budget ran out first.
+#[derive(Debug, Clone, PartialEq)]
+struct Pass {
+    tokens: Vec<i64>,
+    probs: Vec<f32>,
+    log_probability: f64,
+    least: f32,
+    truncated: bool,
+}
+
+impl Pass {
+    /// Mean log-probability per token, the end token's counted.
+    fn mean_log_prob(&self) -> f64 {
+        let n = self.tokens.len() - 1 + usize::from(!self.truncated);
+        self.log_probability / n.max(1) as f64
     }
 }
 
@@ -632,7 +782,7 @@ impl Moonshine {
         samples: usize,
         budget: usize,
         cancel: &AtomicBool,
-    ) -> Result<Option<Found>, MoonshineError> {
+    ) -> Result<Option<Pass>, MoonshineError> {
         // The rows share the audio: its states once per row.
         let rows = hidden.1.repeat(BEAMS);
         let hidden = (hidden.0, &rows[..]);
@@ -697,14 +847,6 @@ fn reorder(present: Vec<Cache>, parents: &[usize], names: &[String], rows: usize
         .collect()
 }
 
-/// A transcript a beam search found: its tokens (the start token first,
-/// no end token) and the sum of their probabilities.
-#[derive(Debug, Clone, PartialEq)]
-struct Found {
-    tokens: Vec<i64>,
-    probability: f64,
-}
-
 /// A hypothesis: its tokens (the start token first), the sum of their
 /// log-probabilities and of their probabilities (the end token's not in
 /// the latter: it is no word).
@@ -712,7 +854,7 @@ struct Found {
 struct Hypothesis {
     tokens: Vec<i64>,
     log_probability: f64,
-    probability: f64,
+    probs: Vec<f32>,
 }
 
 impl Hypothesis {
@@ -736,7 +878,7 @@ impl Beams {
         let start = Hypothesis {
             tokens: vec![START],
             log_probability: 0.0,
-            probability: 0.0,
+            probs: Vec::new(),
         };
         Self {
             width,
@@ -776,19 +918,19 @@ impl Beams {
             tokens.push(token);
             if token == END {
                 if self.ended.len() < self.width {
-                    let probability = parent.probability;
                     self.ended.push(Hypothesis {
                         tokens,
                         log_probability,
-                        probability,
+                        probs: parent.probs.clone(),
                     });
                 }
             } else {
-                let probability = parent.probability + f64::from(lp.exp());
+                let mut probs = parent.probs.clone();
+                probs.push(lp.exp());
                 going.push(Hypothesis {
                     tokens,
                     log_probability,
-                    probability,
+                    probs,
                 });
                 parents.push(row);
             }
@@ -802,16 +944,20 @@ impl Beams {
         self.ended.len() >= self.width || self.going.is_empty()
     }
 
-    /// The ended hypothesis with the best score, its end token dropped.
-    fn best(&self) -> Option<Found> {
+    /// The ended hypothesis with the best score as a pass, its end token
+    /// dropped (the search keeps no least probability: 0).
+    fn best(&self) -> Option<Pass> {
         let best = self
             .ended
             .iter()
             .max_by(|a, b| a.score().total_cmp(&b.score()))?;
         let tokens = best.tokens[..best.tokens.len() - 1].to_vec();
-        Some(Found {
+        Some(Pass {
             tokens,
-            probability: best.probability,
+            probs: best.probs.clone(),
+            log_probability: best.log_probability,
+            least: 0.0,
+            truncated: false,
         })
     }
 }
@@ -941,16 +1087,6 @@ impl crate::engine::Recognizer for MoonshineRecognizer {
             model: self.info.name.clone(),
         })
     }
-}
-
-/// The most likely token and its probability.
-fn softmax_best(row: &[f32]) -> Result<(i64, f32), MoonshineError> {
-    let top = top_log_probabilities(row, 1)?;
-    let (best, log_p) = top
-        .first()
-        .copied()
-        .ok_or_else(|| MoonshineError::Output("no logits".into()))?;
-    Ok((best, log_p.exp()))
 }
 
 #[cfg(test)]
@@ -1085,7 +1221,8 @@ mod tests {
         // "11 21" (0.342 in all, over three tokens) beats "10" (0.40 over
         // two): by mean log-probability per token.
         assert_eq!(found.tokens, [START, 11, 21]);
-        assert!((found.probability - 1.3).abs() < 1e-5, "{found:?}");
+        let sum: f32 = found.probs.iter().sum();
+        assert!((sum - 1.3).abs() < 1e-5, "{found:?}");
     }
 
     #[test]
@@ -1123,11 +1260,38 @@ mod tests {
         );
     }
 
+    fn pass(tokens: usize, log_probability: f64, truncated: bool) -> Pass {
+        Pass {
+            tokens: std::iter::once(START)
+                .chain((0..tokens as i64).map(|t| 10 + t))
+                .collect(),
+            probs: Vec::new(),
+            log_probability,
+            least: 0.0,
+            truncated,
+        }
+    }
+
     #[test]
-    fn the_best_token_and_its_probability() {
-        let (best, p) = softmax_best(&[0.0, 2.0, 0.0]).unwrap();
-        assert_eq!(best, 1);
-        assert!((p - 0.787).abs() < 0.01, "{p}");
-        assert!(softmax_best(&[f32::NAN]).is_err());
+    fn a_pass_is_judged_per_token_with_its_end() {
+        // Three words and the end token: four tokens.
+        assert!((pass(3, -2.0, false).mean_log_prob() + 0.5).abs() < 1e-9);
+        // Ran out: no end token to count.
+        assert!((pass(4, -2.0, true).mean_log_prob() + 0.5).abs() < 1e-9);
+        assert_eq!(pass(0, 0.0, true).mean_log_prob(), 0.0);
+    }
+
+    #[test]
+    fn of_failed_passes_one_that_ended_is_kept_then_the_likeliest() {
+        let (t, kept) = least_doubtful(vec![
+            pass(12, -1.0, true),
+            pass(3, -6.0, false),
+            pass(3, -5.0, false),
+            pass(12, -0.5, true),
+        ]);
+        // The third: ended, and -1.25 a token against -1.5.
+        assert_eq!((t, kept.log_probability), (0.4, -5.0));
+        let (t, kept) = least_doubtful(vec![pass(12, -9.0, true), pass(12, -1.0, true)]);
+        assert_eq!((t, kept.log_probability), (0.2, -1.0));
     }
 }

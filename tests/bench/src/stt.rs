@@ -635,13 +635,79 @@ fn peer_memory(
     parse_memory(&output)
 }
 
-/// Lower-case words without punctuation.
+/// Lower-case words without punctuation, numbers spelled out and the
+/// common titles written whole: the reference transcripts of the real set
+/// spell everything ("ten of clubs", "mister john"), the engines write
+/// "10 of clubs" and "Mr. John", and neither is a word wrong.
 fn words(text: &str) -> Vec<String> {
-    text.to_lowercase()
+    let mut out = Vec::new();
+    for w in text
+        .to_lowercase()
+        .replace('\u{2019}', "'")
         .split(|c: char| !c.is_alphanumeric() && c != '\'')
-        .map(|w| w.trim_matches('\'').to_owned())
+        .map(|w| w.trim_matches('\''))
         .filter(|w| !w.is_empty())
-        .collect()
+    {
+        match w {
+            "mr" => out.push("mister".to_owned()),
+            "mrs" => out.push("missus".to_owned()),
+            "dr" => out.push("doctor".to_owned()),
+            _ => match w.parse::<u64>() {
+                Ok(n) if n < 1_000_000 => spell(n, &mut out),
+                _ => out.push(w.to_owned()),
+            },
+        }
+    }
+    out
+}
+
+/// `n` (under a million) in English words, pushed onto `out`.
+fn spell(n: u64, out: &mut Vec<String>) {
+    const ONES: [&str; 20] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+    ];
+    const TENS: [&str; 10] = [
+        "", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+    ];
+    if n >= 1000 {
+        spell(n / 1000, out);
+        out.push("thousand".to_owned());
+        if !n.is_multiple_of(1000) {
+            spell(n % 1000, out);
+        }
+    } else if n >= 100 {
+        spell(n / 100, out);
+        out.push("hundred".to_owned());
+        if !n.is_multiple_of(100) {
+            spell(n % 100, out);
+        }
+    } else if n >= 20 {
+        out.push(TENS[(n / 10) as usize].to_owned());
+        if !n.is_multiple_of(10) {
+            out.push(ONES[(n % 10) as usize].to_owned());
+        }
+    } else {
+        out.push(ONES[n as usize].to_owned());
+    }
 }
 
 /// Word error rate of `hypothesis` against `reference`, in percent.
@@ -802,4 +868,26 @@ fn render(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_titles_are_the_words_said() {
+        assert_eq!(word_errors("ten of clubs", "10 of clubs."), (0, 3));
+        assert_eq!(
+            word_errors("and mister john dashwood", "And Mr. John Dashwood"),
+            (0, 4)
+        );
+        assert_eq!(
+            words("1234 and 70"),
+            [
+                "one", "thousand", "two", "hundred", "thirty", "four", "and", "seventy"
+            ]
+        );
+        // A wrong number is still a wrong word.
+        assert_eq!(word_errors("five five", "5, 6"), (1, 2));
+    }
 }
