@@ -2,13 +2,19 @@
 from two PyPI packages the set-up joins) imported by Hark's own importer,
 then German and Spanish spoken by espeak-ng: `detect_language` names them,
 `transcribe_audio` writes them down, and with the English-only live engine
-on, a German request to the microphone goes to whisper."""
+on, a German request to the microphone goes to whisper.
+
+With the defaults (tiny.en for English, base-q8_0 beside it as
+`stt.multilingual_model`), people recorded speaking Spanish, Swedish and
+Japanese (the real-speech set, tests/.speech) are heard in their language
+when asked in `auto`, on files and at the microphone; without a
+multilingual model, `auto` is a LanguageError, never invented English."""
 
 import subprocess
 
 import pytest
 
-from harness import HARK, REPO, LineClient, call, status_of
+from harness import HARK, MODELS, REPO, LineClient, call, status_of
 from test_live import MOONSHINE, listen
 from test_stt import words
 
@@ -60,3 +66,62 @@ def test_the_english_live_engine_hands_german_to_whisper(start_daemon, base_mode
     s = listen(d, wav, language="de")["structuredContent"]
     assert s["model"] == "base-q8_0" and s["language"] == "de", s
     assert {"guten", "morgen"} <= set(words(s["text"])), s
+
+
+SPEECH = REPO / "tests" / ".speech" / "clips"
+# Recorded people (tests/speech/README.md has each clip's source and
+# licence): the language, and words of the reference transcript any fair
+# hearing has.
+OTHERS = [
+    ("13697-11991-000000", "es", {"sorpresa", "disgusto", "gesto"}),
+    ("se10x016-08071999-1334-u0016003", "sv", {"har", "du", "sett", "barnbarn"}),
+]
+
+
+def real_clip(name):
+    path = SPEECH / f"{name}.wav"
+    assert path.is_file(), "run tests/setup.sh (it builds the real-speech set)"
+    return path
+
+
+def test_auto_answers_in_the_language_spoken_with_the_default_models(start_daemon):
+    assert (MODELS / "ggml-base-q8_0.bin").is_file(), "appliance/setup-models installs base-q8_0"
+    d = start_daemon({"stt": {"audio_dirs": [str(SPEECH)]}})
+    c = LineClient.tcp(d, timeout=180)
+    c.initialize()
+    stt = status_of(c)["subsystems"]["stt"]
+    assert "model tiny.en-q8_0" in stt and "other languages: base-q8_0" in stt, stt
+    for name, lang, expect in OTHERS:
+        r = call(c, "transcribe_audio", {"audio_path": str(real_clip(name)), "language": "auto"}, id=2)
+        assert not r["isError"], r
+        s = r["structuredContent"]
+        assert (s["language"], s["model"]) == (lang, "base-q8_0"), s
+        assert expect <= set(words(s["text"])), s
+        guesses = call(c, "detect_language", {"audio_path": str(real_clip(name))}, id=3)
+        assert not guesses["isError"] and guesses["structuredContent"]["language"] == lang, guesses
+    # English by default goes to the English model, as before.
+    r = call(c, "transcribe_audio", {"audio_path": str(real_clip("ps-librivox-0880"))}, id=4)
+    s = r["structuredContent"]
+    assert (s["language"], s["model"]) == ("en", "tiny.en-q8_0"), s
+    assert {"ill", "disposed", "young", "man"} <= set(words(s["text"])), s
+    c.close()
+
+
+def test_auto_at_the_microphone_goes_past_the_english_live_engine(start_daemon):
+    d = start_daemon({"stt": {"live_model": str(MOONSHINE)}})
+    name, lang, expect = OTHERS[1]
+    s = listen(d, real_clip(name), language="auto")["structuredContent"]
+    assert (s["language"], s["model"]) == (lang, "base-q8_0"), s
+    assert len(expect & set(words(s["text"]))) >= 3, s
+
+
+def test_without_a_multilingual_model_auto_is_a_language_error(start_daemon):
+    d = start_daemon({"stt": {"audio_dirs": [str(SPEECH)], "multilingual_model": ""}})
+    c = LineClient.tcp(d, timeout=120)
+    c.initialize()
+    r = call(c, "transcribe_audio", {"audio_path": str(real_clip(OTHERS[0][0])), "language": "auto"}, id=2)
+    assert r["isError"], r
+    text = r["content"][0]["text"]
+    assert r["structuredContent"]["error"]["type"] == "LanguageError", r
+    assert "English only" in text and "`auto`" in text, r
+    c.close()

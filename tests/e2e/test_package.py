@@ -35,13 +35,16 @@ VERSION = tomllib.loads((REPO / "Cargo.toml").read_text())["workspace"]["package
 ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), "amd64")
 MODEL = "tiny.en-q8_0"
 MODEL_FILE = f"ggml-{MODEL}.bin"
+# The multilingual model beside it (stt.multilingual_model).
+OTHER = "base-q8_0"
+OTHER_FILE = f"ggml-{OTHER}.bin"
 # The live engine and the end-of-turn model appliance/setup-models installs.
 LIVE = "moonshine-tiny-en"
 LIVE_FILES = ["LICENSE", "decoder_model_merged.ort", "encoder_model.ort", "tokenizer.bin"]
 TURN = "smart-turn-v3.2"
 TURN_FILE = f"{TURN}.onnx"
 # Every model file the package ships, relative to the models directory.
-MODEL_FILES = [MODEL_FILE, TURN_FILE, *(f"{LIVE}/{f}" for f in LIVE_FILES)]
+MODEL_FILES = [MODEL_FILE, OTHER_FILE, TURN_FILE, *(f"{LIVE}/{f}" for f in LIVE_FILES)]
 VOICE = "en_US-joe-medium"
 # The Debian package that provides each library a Hark binary may need.
 LIBRARY_PACKAGES = {
@@ -258,9 +261,10 @@ def test_packaged_manifest_describes_the_packaged_models(root):
     model_dir = root / "usr/share/hark/models"
     manifest = json.loads((model_dir / "manifest.json").read_text())
     entries = {m["name"]: m for m in manifest["models"]}
-    assert sorted(entries) == sorted([MODEL, LIVE, TURN]), manifest
+    assert sorted(entries) == sorted([MODEL, OTHER, LIVE, TURN]), manifest
     assert manifest["version"] == 2, "kinds other than whisper need version 2"
-    expected = {MODEL: ("whisper", MODEL_FILE, "en"), LIVE: ("moonshine", LIVE, "en"), TURN: ("smart-turn", TURN_FILE, "any")}
+    expected = {MODEL: ("whisper", MODEL_FILE, "en"), OTHER: ("whisper", OTHER_FILE, "multilingual"),
+                LIVE: ("moonshine", LIVE, "en"), TURN: ("smart-turn", TURN_FILE, "any")}
     for name, (kind, file, language) in expected.items():
         entry = entries[name]
         assert (entry.get("kind", "whisper"), entry["file"], entry["language"]) == (kind, file, language), entry
@@ -343,6 +347,7 @@ def test_tmpfiles_links_the_packaged_model_and_voice_into_the_stores(root, accou
         assert d.stat().st_uid == uid, f"{d} not owned by hark"
     links = {
         state / "models" / MODEL_FILE: f"/usr/share/hark/models/{MODEL_FILE}",
+        state / "models" / OTHER_FILE: f"/usr/share/hark/models/{OTHER_FILE}",
         state / "models" / LIVE: f"/usr/share/hark/models/{LIVE}",
         state / "models" / TURN_FILE: f"/usr/share/hark/models/{TURN_FILE}",
         state / "voices" / f"{VOICE}.onnx": f"/usr/share/hark/voices/{VOICE}.onnx",

@@ -189,12 +189,17 @@ def test_transcribe_audio_bad_inputs(stt_daemon, audio_dir, tmp_path):
     assert KEY_WORDS <= set(words(r["content"][0]["text"]))
 
 
-def test_detect_language_needs_a_multilingual_model(stt_daemon, audio_dir):
+def test_other_languages_need_a_multilingual_model(start_daemon, audio_dir):
+    d = start_daemon({"stt": {"audio_dirs": [str(audio_dir)], "multilingual_model": ""}})
     wav = speak(audio_dir / "lang.wav")
-    kind, message = error_of(call(stt_daemon, "detect_language", {"audio_path": str(wav)}))
+    kind, message = error_of(call(d, "detect_language", {"audio_path": str(wav)}))
     assert kind == "LanguageError" and "tiny.en-q8_0" in message and "English only" in message
-    kind, message = error_of(call(stt_daemon, "transcribe_audio", {"audio_path": str(wav), "language": "de"}))
-    assert kind == "LanguageError" and "English only" in message
+    for language in ("de", "auto"):
+        kind, message = error_of(call(d, "transcribe_audio", {"audio_path": str(wav), "language": language}))
+        assert kind == "LanguageError" and "English only" in message and f"`{language}`" in message
+    # English is still heard.
+    r = call(d, "transcribe_audio", {"audio_path": str(wav)})
+    assert KEY_WORDS <= set(words(r["content"][0]["text"]))
 
 
 def test_transcribe_batch_one_result_or_error_per_file(stt_daemon, audio_dir):

@@ -492,9 +492,18 @@ pub struct SttConfig {
     /// Beam search width (1–16); 1 decodes greedily, faster but worse on
     /// short clips.
     pub beam_size: u8,
-    /// Default language: `auto` (detected by multilingual models) or an ISO
-    /// 639-1 code. English-only models (`.en`) always use `en`.
+    /// Default language: an ISO 639-1 code (`en` by default), or `auto`:
+    /// the language spoken, detected by the multilingual model. English
+    /// goes to `model` and the live engine; `auto` and other languages to
+    /// `multilingual_model` when `model` is English-only (slower: it
+    /// detects the language first, docs/benchmarks.md).
     pub language: String,
+    /// A multilingual whisper model beside an English-only `model`, by
+    /// name in `models_dir` or by path: it serves `auto`, other languages
+    /// and `detect_language`, and loads when first asked. Empty: none, and
+    /// those requests are a language error. The set-up installs
+    /// `base-q8_0` (whisper base, 78 MiB).
+    pub multilingual_model: String,
     /// Cut whisper's encoder context to short inputs: 2–3× faster on a
     /// few seconds of speech, but tiny.en loses words (docs/benchmarks.md);
     /// off by default. Results that look degenerate are decoded again at
@@ -555,6 +564,7 @@ impl Default for SttConfig {
             threads: engine.threads,
             beam_size: engine.beam_size,
             language: engine.language,
+            multilingual_model: "base-q8_0".into(),
             fit_audio_ctx: engine.fit_audio_ctx,
             audio_ctx_margin: engine.audio_ctx_margin,
             no_speech_threshold: engine.no_speech_threshold,
@@ -605,12 +615,28 @@ impl SttConfig {
             .unwrap_or_else(|_| self.models_dir.join(kind.file_name(&self.model)))
     }
 
+    /// The multilingual model's file, if one is configured (a name the
+    /// store cannot find becomes the file it would have, which the engine
+    /// then reports missing).
+    pub fn multilingual_model_path(&self) -> Option<PathBuf> {
+        let name = self.multilingual_model.trim();
+        if name.is_empty() {
+            return None;
+        }
+        let kind = hark_models::ModelKind::Whisper;
+        Some(
+            hark_models::resolve(&self.models_dir, name, kind)
+                .unwrap_or_else(|_| self.models_dir.join(kind.file_name(name))),
+        )
+    }
+
     pub fn engine(&self) -> hark_stt::engine::EngineConfig {
         hark_stt::engine::EngineConfig {
             model: self.model_path(),
             threads: self.threads,
             beam_size: self.beam_size,
             language: self.language.clone(),
+            multilingual: self.multilingual_model_path(),
             fit_audio_ctx: self.fit_audio_ctx,
             audio_ctx_margin: self.audio_ctx_margin,
             no_speech_threshold: self.no_speech_threshold,

@@ -81,16 +81,14 @@ impl SpeechToText {
                             } else {
                                 "ready".to_owned()
                             };
+                            let languages = match (&info.other_languages, info.multilingual) {
+                                (Some(other), _) => format!(", English; other languages: {other}"),
+                                (None, true) => ", multilingual".to_owned(),
+                                (None, false) => ", English".to_owned(),
+                            };
                             SubsystemState::Running(format!(
-                                "{activity}; model {} ({} {}{})",
-                                info.name,
-                                info.kind,
-                                info.quantisation,
-                                if info.multilingual {
-                                    ", multilingual"
-                                } else {
-                                    ", English"
-                                }
+                                "{activity}; model {} ({} {}{languages})",
+                                info.name, info.kind, info.quantisation,
                             ))
                         }),
                     );
@@ -184,14 +182,15 @@ impl SpeechToText {
     }
 
     /// The engine that hears the microphone in `language` (`None`: the
-    /// configured one): the live engine for English, else whisper.
+    /// configured one): the live engine for English, else whisper (`auto`
+    /// included: the live engine cannot tell the language spoken).
     pub fn microphone(&self, language: Option<&str>) -> Result<&Arc<Engine>, &str> {
         let language = language
             .filter(|l| !l.is_empty())
             .unwrap_or(&self.language)
             .to_ascii_lowercase();
         match &self.live {
-            Some(live) if language == "auto" || language == "en" => Ok(live),
+            Some(live) if language == "en" => Ok(live),
             _ => self.engine(),
         }
     }
@@ -384,6 +383,7 @@ mod tests {
             confidence: 1.0,
             no_speech_probability: 0.0,
             words: None,
+            mean_log_prob: 0.0,
         };
         let t = Transcript {
             text: "Hello there. General Kenobi.".into(),
@@ -400,6 +400,8 @@ mod tests {
             refit: false,
             elapsed_ms: 1,
             truncated: false,
+            doubt: None,
+            model: "tiny.en-q8_0".into(),
         };
         assert_eq!(
             subtitles(&t, false),

@@ -61,7 +61,7 @@ pub enum SttError {
     #[error("transcription was cancelled")]
     Cancelled,
     #[error(
-        "language `{language}` is not available: the model {model} understands English only (use a multilingual model for other languages)"
+        "language `{language}` is not available: the model {model} understands English only (`stt.multilingual_model`, base-q8_0 by default, serves other languages and `auto`; `hark models list` shows what is installed)"
     )]
     EnglishOnly { language: String, model: String },
     #[error("unknown language `{0}`: use an ISO 639-1 code such as `en`, `de` or `es`, or `auto`")]
@@ -83,9 +83,14 @@ pub struct EngineConfig {
     pub threads: u16,
     /// Beam search width; 1 decodes greedily (faster, worse on short clips).
     pub beam_size: u8,
-    /// Default language: `auto` (multilingual models detect it) or an ISO
-    /// 639-1 code. English-only models always use `en`.
+    /// Default language: an ISO 639-1 code, or `auto` (the language
+    /// spoken, detected by a multilingual model).
     pub language: String,
+    /// A multilingual model for what an English-only `model` cannot do:
+    /// requests in `auto` or another language, and language detection.
+    /// Loaded when first needed (its header is checked at start); without
+    /// one, such requests are a [`SttError::EnglishOnly`].
+    pub multilingual: Option<PathBuf>,
     /// Fit the encoder context to short inputs (see the module docs). Off
     /// by default: measured on tiny.en (docs/benchmarks.md) it is 2–3×
     /// faster on 3 s utterances but loses words (word error rate 7.7 % at
@@ -141,7 +146,8 @@ impl Default for EngineConfig {
                 .map(|n| n.get().min(4) as u16)
                 .unwrap_or(2),
             beam_size: 5,
-            language: "auto".into(),
+            language: "en".into(),
+            multilingual: None,
             fit_audio_ctx: false,
             audio_ctx_margin: 512,
             no_speech_threshold: 0.6,
@@ -167,6 +173,10 @@ pub struct ModelInfo {
     /// Weight format (f32, f16, q8_0, q5_1, …).
     pub quantisation: String,
     pub load_ms: u64,
+    /// The multilingual model beside an English-only one
+    /// ([`EngineConfig::multilingual`]): other languages go to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub other_languages: Option<String>,
 }
 
 /// One transcription request.
@@ -218,6 +228,10 @@ pub struct Segment {
     pub no_speech_probability: f32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub words: Option<Vec<Word>>,
+    /// Mean log-probability of its text tokens: what whisper's fallback
+    /// judges a pass by (`crate::fallback`). Not in any tool's result.
+    #[serde(skip)]
+    pub mean_log_prob: f32,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -245,6 +259,16 @@ pub struct Transcript {
     /// the text stops there. For the caller's log, not any tool's result.
     #[serde(skip)]
     pub truncated: bool,
+    /// The transcript is still in doubt by whisper's rules
+    /// (`crate::fallback`) after every temperature was tried: a loop, or
+    /// tokens averaging under −1 log-probability (speech the model does
+    /// not know, often another language). Not in any tool's result.
+    #[serde(skip)]
+    pub doubt: Option<fallback::Doubt>,
+    /// The model that transcribed it (an English-only model's
+    /// multilingual partner serves other languages).
+    #[serde(skip)]
+    pub model: String,
 }
 
 /// A detected language with its probability.
@@ -311,32 +335,43 @@ impl Engine {
             after_request: config.after_request,
             on_busy: config.on_busy.clone(),
         };
-        if config.lazy {
-            let header =
-                hark_models::ggml::read_header(&config.model).map_err(|e| SttError::ModelLoad {
-                    path: config.model.clone(),
-                    reason: e.to_string(),
-                })?;
-            let info = ModelInfo {
-                path: config.model.clone(),
-                name: model_name(&config.model),
-                kind: header.kind.to_owned(),
-                multilingual: header.language == hark_models::Language::Multilingual,
-                quantisation: header.quantisation,
-                load_ms: 0,
-            };
-            tracing::info!(model = %info.path.display(), "speech-to-text model checked; it loads when first needed");
-            return Self::from_recognizer(
-                Box::new(LazyWhisper {
-                    config,
-                    info,
-                    loaded: None,
-                }),
-                hooks,
-            );
+        let other = config.multilingual.clone();
+        let main: Box<dyn Recognizer> = if config.lazy {
+            Box::new(LazyWhisper::checked(config.clone())?)
+        } else {
+            Box::new(Whisper::load(config.clone())?)
+        };
+        let recognizer = match other {
+            Some(path) if !main.info().multilingual => match Self::other_languages(&config, path) {
+                Ok(other) => Box::new(Paired::new(main, other, &config.language)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no multilingual model: speech to text is English only");
+                    main
+                }
+            },
+            _ => main,
+        };
+        Self::from_recognizer(recognizer, hooks)
+    }
+
+    /// The multilingual model beside an English-only one, checked (not
+    /// loaded).
+    fn other_languages(config: &EngineConfig, path: PathBuf) -> Result<LazyWhisper, SttError> {
+        if !path.is_file() {
+            return Err(SttError::ModelMissing { path });
         }
-        let whisper = Whisper::load(config)?;
-        Self::from_recognizer(Box::new(whisper), hooks)
+        let other = LazyWhisper::checked(EngineConfig {
+            model: path,
+            multilingual: None,
+            ..config.clone()
+        })?;
+        if !other.info.multilingual {
+            return Err(SttError::ModelLoad {
+                path: other.info.path.clone(),
+                reason: "it is English only, not multilingual".into(),
+            });
+        }
+        Ok(other)
     }
 
     /// Starts a worker for any recogniser (the live engine).
@@ -472,6 +507,30 @@ struct LazyWhisper {
 }
 
 impl LazyWhisper {
+    /// The model's header read and checked; nothing loaded yet.
+    fn checked(config: EngineConfig) -> Result<Self, SttError> {
+        let header =
+            hark_models::ggml::read_header(&config.model).map_err(|e| SttError::ModelLoad {
+                path: config.model.clone(),
+                reason: e.to_string(),
+            })?;
+        let info = ModelInfo {
+            path: config.model.clone(),
+            name: model_name(&config.model),
+            kind: header.kind.to_owned(),
+            multilingual: header.language == hark_models::Language::Multilingual,
+            quantisation: header.quantisation,
+            load_ms: 0,
+            other_languages: None,
+        };
+        tracing::info!(model = %info.path.display(), "speech-to-text model checked; it loads when first needed");
+        Ok(Self {
+            config,
+            info,
+            loaded: None,
+        })
+    }
+
     fn whisper(&mut self) -> Result<&mut Whisper, SttError> {
         let whisper = match self.loaded.take() {
             Some(whisper) => whisper,
@@ -492,6 +551,58 @@ impl Recognizer for LazyWhisper {
 
     fn detect(&mut self, audio: &[f32]) -> Result<Vec<LanguageGuess>, SttError> {
         self.whisper()?.detect(audio)
+    }
+}
+
+/// An English-only model and a multilingual one behind one worker (one
+/// inference at a time, as ever): English goes to the first, which is
+/// faster for the same words (docs/benchmarks.md), and `auto`, other
+/// languages and detection to the second.
+struct Paired {
+    english: Box<dyn Recognizer>,
+    other: LazyWhisper,
+    /// `stt.language`, for requests that name none.
+    language: String,
+    info: ModelInfo,
+}
+
+impl Paired {
+    fn new(english: Box<dyn Recognizer>, other: LazyWhisper, language: &str) -> Self {
+        // The engine as a whole serves every language.
+        let info = ModelInfo {
+            other_languages: Some(other.info.name.clone()),
+            multilingual: true,
+            ..english.info().clone()
+        };
+        Self {
+            english,
+            other,
+            language: language.to_ascii_lowercase(),
+            info,
+        }
+    }
+}
+
+impl Recognizer for Paired {
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    fn transcribe(&mut self, request: Request) -> Result<Transcript, SttError> {
+        let language = request
+            .language
+            .as_deref()
+            .filter(|l| !l.is_empty())
+            .map_or_else(|| self.language.clone(), str::to_ascii_lowercase);
+        if language == "en" {
+            self.english.transcribe(request)
+        } else {
+            self.other.transcribe(request)
+        }
+    }
+
+    fn detect(&mut self, audio: &[f32]) -> Result<Vec<LanguageGuess>, SttError> {
+        self.other.detect(audio)
     }
 }
 
@@ -586,6 +697,7 @@ impl Whisper {
             multilingual: ctx.is_multilingual(),
             quantisation: hark_models::ggml::ftype_name(ctx.model_ftype()),
             load_ms: started.elapsed().as_millis() as u64,
+            other_languages: None,
         };
         tracing::info!(model = %info.path.display(), kind = %info.kind, quantisation = %info.quantisation,
             multilingual = info.multilingual, load_ms = info.load_ms, "speech-to-text model loaded");
@@ -605,9 +717,11 @@ impl Whisper {
             .unwrap_or(&self.config.language)
             .to_ascii_lowercase();
         if !self.multilingual {
-            return if wanted == "auto" || wanted == "en" {
+            // `auto` asks for the language spoken, which an English-only
+            // model cannot tell: it would write any speech as English.
+            return if wanted == "en" {
                 Ok(Some("en".into()))
-            } else if whisper_rs::get_lang_id(&wanted).is_some() {
+            } else if wanted == "auto" || whisper_rs::get_lang_id(&wanted).is_some() {
                 Err(SttError::EnglishOnly {
                     language: wanted,
                     model: self.name.clone(),
@@ -701,6 +815,18 @@ impl Whisper {
             (None, Some((l, p))) => (l, Some(p)),
             (None, None) => ("en".into(), None),
         };
+        // After whisper.cpp's own fallback: the kept segments judged as a
+        // whole, by the same rules.
+        let doubt = (!kept.is_empty())
+            .then(|| {
+                fallback::doubt(fallback::Judged {
+                    text: &text,
+                    mean_log_prob: kept.iter().map(|s| f64::from(s.mean_log_prob)).sum::<f64>()
+                        / kept.len() as f64,
+                    truncated: false,
+                })
+            })
+            .flatten();
         Ok(Transcript {
             text,
             language,
@@ -713,6 +839,8 @@ impl Whisper {
             refit,
             elapsed_ms: started.elapsed().as_millis() as u64,
             truncated: false,
+            doubt,
+            model: self.name.clone(),
         })
     }
 
@@ -785,6 +913,7 @@ impl Whisper {
                 .map(|t| t.into_owned())
                 .unwrap_or_default();
             let mut probs = Vec::new();
+            let mut log_probs = 0.0f32;
             let mut word_list: Vec<Word> = Vec::new();
             for i in 0..segment.n_tokens() {
                 let Some(token) = segment.get_token(i) else {
@@ -797,6 +926,7 @@ impl Whisper {
                     continue;
                 }
                 probs.push(data.p);
+                log_probs += data.plog;
                 if words {
                     let piece = token
                         .to_str_lossy()
@@ -834,6 +964,7 @@ impl Whisper {
                 confidence,
                 no_speech_probability: segment.no_speech_probability(),
                 words: words.then_some(word_list),
+                mean_log_prob: log_probs / probs.len().max(1) as f32,
             });
         }
         let detected = if language.is_none() {
@@ -1003,7 +1134,7 @@ fn cut_loop(mut segment: Segment) -> Segment {
     if let Some(at) = fallback::loop_cut(&words) {
         tracing::debug!(text = %segment.text, kept = at, "a looping segment cut");
         let kept = said[..at].join(" ");
-        segment.text = format!(" {}", kept.trim_end_matches([',', ';']));
+        segment.text = kept.trim_end_matches([',', ';']).to_owned();
         if let Some(timed) = segment.words.as_mut() {
             timed.truncate(at);
         }
@@ -1054,6 +1185,7 @@ mod tests {
             confidence: 0.5,
             no_speech_probability: 0.0,
             words: None,
+            mean_log_prob: 0.0,
         }
     }
 
@@ -1062,11 +1194,11 @@ mod tests {
         let looped = segment(
             " I am a slave of the slave of the slave of the slave of the slave of the slave of the slave of the slave,",
         );
-        assert_eq!(super::cut_loop(looped).text, " I am a slave of the");
+        assert_eq!(super::cut_loop(looped).text, "I am a slave of the");
         let runaway = segment(
             " Montreal, forced, a line, a line, a line, a line, a line, a line, a line, a line, a line, a line, a line, a line, a",
         );
-        assert_eq!(super::cut_loop(runaway).text, " Montreal, forced, a line");
+        assert_eq!(super::cut_loop(runaway).text, "Montreal, forced, a line");
         // A person repeating themselves does not compress like a loop.
         for said in [
             " No, no, no, not that one.",
@@ -1110,6 +1242,7 @@ mod tests {
             confidence: 0.9,
             no_speech_probability: 0.0,
             words: None,
+            mean_log_prob: 0.0,
         }
     }
 

@@ -219,6 +219,9 @@ pub struct LiveTranscript {
     pub temperature: f32,
     /// A loop at the transcript's end was cut ([`fallback::loop_cut`]).
     pub looped: bool,
+    /// Why the pass kept is still not trusted, after every temperature (a
+    /// draft's: its greedy pass's), or None.
+    pub doubt: Option<fallback::Doubt>,
     /// Seconds of quiet at the clip's start the model was not given
     /// ([`onset`]).
     pub skipped: f64,
@@ -525,6 +528,7 @@ impl Moonshine {
             temperature = t;
             kept = pass;
         }
+        let doubt = self.doubt(&kept);
         let mut looped = false;
         if kept.truncated {
             // Mostly the partial passes, on speech cut off mid-word; the
@@ -564,6 +568,7 @@ impl Moonshine {
             searched,
             temperature,
             looped,
+            doubt,
             skipped: skip as f64 / SAMPLE_RATE as f64,
             encoder_ms,
             decoder_ms: decode_started.elapsed().as_secs_f64() * 1000.0,
@@ -1006,6 +1011,7 @@ impl MoonshineRecognizer {
                 multilingual: false,
                 quantisation: "int8".into(),
                 load_ms: started.elapsed().as_millis() as u64,
+                other_languages: None,
             },
         })
     }
@@ -1025,9 +1031,11 @@ impl crate::engine::Recognizer for MoonshineRecognizer {
             .language
             .as_deref()
             .filter(|l| !l.is_empty())
-            .unwrap_or("auto")
+            .unwrap_or("en")
             .to_ascii_lowercase();
-        if language != "auto" && language != "en" {
+        // `auto` included: it cannot tell the language spoken, and would
+        // write any speech as English.
+        if language != "en" {
             return Err(SttError::EnglishOnly {
                 language,
                 model: self.info.name.clone(),
@@ -1061,6 +1069,7 @@ impl crate::engine::Recognizer for MoonshineRecognizer {
                 confidence: live.confidence,
                 no_speech_probability: 0.0,
                 words: None,
+                mean_log_prob: 0.0,
             }]
         };
         Ok(Transcript {
@@ -1075,6 +1084,8 @@ impl crate::engine::Recognizer for MoonshineRecognizer {
             refit: false,
             elapsed_ms: started.elapsed().as_millis() as u64,
             truncated: live.truncated,
+            doubt: live.doubt,
+            model: self.info.name.clone(),
         })
     }
 

@@ -230,6 +230,16 @@ fn silence_noise_cancellation_queue_language_and_words() {
         }
         other => panic!("expected EnglishOnly, got {other:?}"),
     }
+    // `auto` asks for the language spoken, which it cannot tell.
+    let mut request = Request::new(speech.clone());
+    request.language = Some("auto".into());
+    assert!(
+        matches!(
+            engine.transcribe_blocking(request),
+            Err(SttError::EnglishOnly { ref language, .. }) if language == "auto"
+        ),
+        "auto on an English-only model"
+    );
     let mut request = Request::new(speech.clone());
     request.language = Some("klingon".into());
     assert!(matches!(

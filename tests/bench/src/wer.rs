@@ -54,6 +54,10 @@ pub struct WerArgs {
     /// Skip faster-whisper.
     #[arg(long)]
     no_peer: bool,
+    /// The multilingual whisper base q8_0 (`appliance/setup-models`
+    /// installs it), heard with language `auto`; skipped when missing.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.models/store/ggml-base-q8_0.bin"))]
+    base: PathBuf,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -64,11 +68,12 @@ enum Set {
     Synthetic,
 }
 
-const SYSTEMS: [&str; 4] = [
+const SYSTEMS: [&str; 5] = [
     "Hark live: Moonshine tiny-en (as the daemon runs it)",
     "Moonshine tiny-en, greedy only",
     "Hark whisper tiny.en q8_0 (beam 5)",
     "faster-whisper tiny.en int8 (beam 5)",
+    "Hark whisper base q8_0, multilingual, language auto (beam 5)",
 ];
 
 /// A clip: its group (the voice that spoke it, or the real set's subset),
@@ -81,6 +86,8 @@ struct Clip {
     samples: Vec<f32>,
     raw: PathBuf,
     evaluation_only: bool,
+    /// ISO 639-1; the tables of errors count English only.
+    language: String,
 }
 
 /// What one system made of one clip.
@@ -92,6 +99,10 @@ struct Heard {
     text: String,
     /// More than twice the words said, plus three: a decoder loop.
     runaway: bool,
+    /// The language the system answered in (or its error).
+    language: String,
+    /// The engine still doubted its transcript after its fallback.
+    doubt: bool,
 }
 
 pub fn main(args: WerArgs) -> anyhow::Result<()> {
@@ -123,6 +134,21 @@ pub fn main(args: WerArgs) -> anyhow::Result<()> {
             language: "en".into(),
             ..EngineConfig::default()
         })?,
+        base: if tidy(&args.base).is_file() {
+            Some(Engine::start(EngineConfig {
+                model: tidy(&args.base),
+                threads: args.threads,
+                beam_size: args.beam,
+                language: "auto".into(),
+                ..EngineConfig::default()
+            })?)
+        } else {
+            eprintln!(
+                "[wer] no {}: whisper base not measured",
+                args.base.display()
+            );
+            None
+        },
         peer: if args.no_peer {
             None
         } else {
@@ -169,10 +195,7 @@ pub fn main(args: WerArgs) -> anyhow::Result<()> {
 /// The real set's English clips with words to say.
 fn real_clips(dir: &Path, set: &[RealClip]) -> anyhow::Result<Vec<Clip>> {
     let mut clips = Vec::new();
-    for clip in set
-        .iter()
-        .filter(|c| c.language == "en" && !c.text.trim().is_empty())
-    {
+    for clip in set.iter().filter(|c| !c.text.trim().is_empty()) {
         let mut made = clip_of(
             dir,
             clips.len(),
@@ -182,6 +205,7 @@ fn real_clips(dir: &Path, set: &[RealClip]) -> anyhow::Result<Vec<Clip>> {
         )?;
         made.id.clone_from(&clip.id);
         made.evaluation_only = clip.evaluation_only;
+        made.language.clone_from(&clip.language);
         clips.push(made);
     }
     anyhow::ensure!(!clips.is_empty(), "the real set has no English clips");
@@ -226,6 +250,7 @@ struct Systems {
     moonshine: hark_stt::moonshine::Moonshine,
     whisper: Engine,
     peer: Option<turn::Peer>,
+    base: Option<Engine>,
 }
 
 impl Systems {
@@ -243,23 +268,35 @@ impl Systems {
             }
             let started = Instant::now();
             let live = self.moonshine.transcribe(&clip.samples)?;
-            heard[0].push(score(clip, started, live.text));
+            let mut h = score(clip, started, live.text);
+            if let Some(d) = live.doubt {
+                h.language = format!("en ({d:?})");
+                h.doubt = true;
+            }
+            heard[0].push(h);
             let started = Instant::now();
             let greedy =
                 self.moonshine
                     .transcribe_until(&clip.samples, &AtomicBool::new(false), false)?;
             heard[1].push(score(clip, started, greedy.text));
             let started = Instant::now();
-            let text = self
+            // English only: a clip in another language is asked in
+            // `auto` as an agent would, and what comes back (invented
+            // English or an error) is the answer.
+            let answer = self
                 .whisper
-                .transcribe_blocking(Request::new(clip.samples.clone()))?
-                .text;
-            heard[2].push(score(clip, started, text));
+                .transcribe_blocking(Request::new(clip.samples.clone()));
+            heard[2].push(answered(clip, started, answer));
             if let Some(peer) = self.peer.as_mut() {
                 let (took, text) = peer.transcribe(&clip.raw)?;
                 let mut h = score(clip, Instant::now(), text);
                 h.ms = took;
                 heard[3].push(h);
+            }
+            if let Some(base) = self.base.as_ref() {
+                let started = Instant::now();
+                let answer = base.transcribe_blocking(Request::new(clip.samples.clone()));
+                heard[4].push(answered(clip, started, answer));
             }
         }
         Ok(heard)
@@ -286,6 +323,7 @@ fn clip_of(
         samples: audio.samples,
         raw,
         evaluation_only: false,
+        language: "en".into(),
     })
 }
 
@@ -298,6 +336,31 @@ fn score(clip: &Clip, started: Instant, text: String) -> Heard {
         ms: started.elapsed().as_secs_f64() * 1000.0,
         runaway: said > 2 * words + 3,
         text,
+        language: "en".into(),
+        doubt: false,
+    }
+}
+
+/// [`score`] for an engine's answer: its text and language, or its error
+/// as the text.
+fn answered(
+    clip: &Clip,
+    started: Instant,
+    answer: Result<hark_stt::engine::Transcript, hark_stt::engine::SttError>,
+) -> Heard {
+    match answer {
+        Ok(t) => Heard {
+            doubt: t.doubt.is_some(),
+            language: match t.doubt {
+                Some(d) => format!("{} ({d:?})", t.language),
+                None => t.language,
+            },
+            ..score(clip, started, t.text)
+        },
+        Err(e) => Heard {
+            language: "error".into(),
+            ..score(clip, started, format!("[{e}]"))
+        },
     }
 }
 
@@ -334,7 +397,7 @@ fn synthetic_rows(clips: &[Clip], piper_takes: usize) -> (String, Vec<(String, P
 /// evaluation only say so.
 fn groups(clips: &[Clip]) -> Vec<(String, Pick<'_>)> {
     let mut rows: Vec<(String, Pick)> = Vec::new();
-    for clip in clips {
+    for clip in clips.iter().filter(|c| c.language == "en") {
         if !rows
             .iter()
             .any(|(_, p)| matches!(p, Pick::Voice(v) if *v == clip.voice))
@@ -375,7 +438,43 @@ fn report(
     table(&mut out, clips, heard, rows);
     times(&mut out, heard);
     differences(&mut out, clips, heard);
+    other_languages(&mut out, clips, heard);
     out
+}
+
+/// What every system answered to speech in other languages: the English
+/// models asked in `auto`, as an agent would, and the multilingual one.
+fn other_languages(out: &mut String, clips: &[Clip], heard: &[Vec<Heard>]) {
+    let others: Vec<usize> = (0..clips.len())
+        .filter(|&i| clips[i].language != "en")
+        .collect();
+    if others.is_empty() {
+        return;
+    }
+    let systems = present(heard);
+    let _ = write!(
+        out,
+        "\n#### Other languages, asked in `auto`\n\n| clip | said |"
+    );
+    for &s in &systems {
+        let _ = write!(out, " {} |", SYSTEMS[s]);
+    }
+    let _ = writeln!(out, "\n|---|---|{}", "---|".repeat(systems.len()));
+    for i in others {
+        let clip = &clips[i];
+        let _ = write!(
+            out,
+            "| {} ({}) | {} |",
+            clip.id,
+            clip.language,
+            cell(&clip.text)
+        );
+        for &s in &systems {
+            let h = &heard[s][i];
+            let _ = write!(out, " {}: {} |", h.language, cell(&h.text));
+        }
+        let _ = writeln!(out);
+    }
 }
 
 /// The systems that heard the clips (the peer may have been skipped).
@@ -394,13 +493,18 @@ fn table(out: &mut String, clips: &[Clip], heard: &[Vec<Heard>], rows: Vec<(Stri
     }
     let _ = writeln!(out);
     let _ = writeln!(out, "|---|--:|{}", "--:|".repeat(systems.len()));
-    let sum = |s: usize, pick: &Pick| -> (usize, usize, usize) {
+    let sum = |s: usize, pick: &Pick| -> (usize, usize, usize, usize) {
         clips
             .iter()
             .zip(&heard[s])
             .filter(|(c, _)| pick.takes(c))
-            .fold((0, 0, 0), |(e, w, r), (_, h)| {
-                (e + h.errors, w + h.words, r + usize::from(h.runaway))
+            .fold((0, 0, 0, 0), |(e, w, r, d), (_, h)| {
+                (
+                    e + h.errors,
+                    w + h.words,
+                    r + usize::from(h.runaway),
+                    d + usize::from(h.doubt),
+                )
             })
     };
     for (name, pick) in rows {
@@ -408,12 +512,14 @@ fn table(out: &mut String, clips: &[Clip], heard: &[Vec<Heard>], rows: Vec<(Stri
         let words = sum(systems[0], &pick).1;
         let _ = write!(out, "| {name} ({n}) | {words} |");
         for &s in &systems {
-            let (e, w, r) = sum(s, &pick);
-            let runaway = if r > 0 {
-                format!(", {r} runaway")
-            } else {
-                String::new()
-            };
+            let (e, w, r, d) = sum(s, &pick);
+            let mut runaway = String::new();
+            if r > 0 {
+                let _ = write!(runaway, ", {r} runaway");
+            }
+            if d > 0 {
+                let _ = write!(runaway, ", {d} in doubt");
+            }
             let _ = write!(
                 out,
                 " {e} ({:.1} %{runaway}) |",
@@ -451,6 +557,9 @@ fn differences(out: &mut String, clips: &[Clip], heard: &[Vec<Heard>]) {
     );
     let none = Heard::default();
     for (i, clip) in clips.iter().enumerate() {
+        if clip.language != "en" {
+            continue;
+        }
         let live = &heard[0][i];
         let whisper = heard[2].get(i).unwrap_or(&none);
         let peer = heard[3].get(i).unwrap_or(&none);
@@ -500,7 +609,7 @@ impl Pick<'_> {
             Pick::Voice(v) => clip.voice == *v,
             Pick::Espeak => !clip.voice.starts_with("piper"),
             Pick::Piper => clip.voice.starts_with("piper"),
-            Pick::Pooled => !clip.evaluation_only,
+            Pick::Pooled => !clip.evaluation_only && clip.language == "en",
         }
     }
 }

@@ -392,6 +392,8 @@ mod tests {
             refit: false,
             elapsed_ms: 40,
             truncated,
+            doubt: None,
+            model: "moonshine-tiny-en".into(),
         }
     }
 

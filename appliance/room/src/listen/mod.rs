@@ -446,7 +446,7 @@ pub async fn listen(
     if let Some(history) = state.history.as_ref() {
         history.stash_audio(listen_id, &clip);
     }
-    let (transcript, engine, from_early) =
+    let (transcript, from_early) =
         transcribe(stt, engine, clip, early, request.language.clone()).await?;
     let offset = seconds_of(from);
     let text = if transcript.text.is_empty() {
@@ -476,7 +476,7 @@ pub async fn listen(
         speech_end: Some(seconds(end)),
         segments,
         confidence: Some(transcript.confidence),
-        model: Some(engine.info().name.clone()),
+        model: Some(transcript.model.clone()),
         transcribe_ms: Some(transcript.elapsed_ms),
         speculative: from_early,
         listen: listen_id,
@@ -614,15 +614,15 @@ fn watch(
 
 /// The turn's transcript: the early pass's when it holds it, else a pass
 /// on `clip`; whisper takes over a clip the live engine fails on or runs
-/// away with. Also which engine transcribed, and whether the early pass
-/// was used.
+/// away with (the transcript names the model that wrote it). Also whether
+/// the early pass was used.
 async fn transcribe(
     stt: &crate::stt::SpeechToText,
     engine: Arc<Engine>,
     clip: Vec<f32>,
     mut early: Option<Speculative>,
     language: Option<String>,
-) -> Result<(Transcript, Arc<Engine>, bool), ListenError> {
+) -> Result<(Transcript, bool), ListenError> {
     // Only when whisper could take over is a copy of the clip kept for it.
     let mut retry = stt
         .engine()
@@ -673,10 +673,10 @@ async fn transcribe(
                         seconds = cut.duration,
                         "the live engine ran out of its token budget on this turn and whisper is not there; the transcript is cut"
                     );
-                    return Ok((cut, engine, from_early));
+                    return Ok((cut, from_early));
                 }
             },
-            other => return Ok((other?, engine, from_early)),
+            other => return Ok((other?, from_early)),
         }
     }
 }

@@ -173,7 +173,7 @@ impl Files for Room {
                     .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
                     .collect(),
                 confidence: transcript.confidence,
-                model: engine.info().name.clone(),
+                model: transcript.model.clone(),
                 transcribe_ms: transcript.elapsed_ms,
                 input: source,
             };
@@ -193,7 +193,7 @@ impl Files for Room {
                 return Err(Failure::new(
                     Kind::Language,
                     format!(
-                        "the model {} understands English only and cannot detect languages; set stt.model to a multilingual model (e.g. `hark models fetch base`)",
+                        "the model {} understands English only and cannot detect languages; set stt.multilingual_model (base-q8_0 by default) or stt.model to a multilingual model",
                         engine.info().name
                     ),
                 ));
