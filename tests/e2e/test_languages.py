@@ -96,6 +96,7 @@ def test_auto_answers_in_the_language_spoken_with_the_default_models(start_daemo
         assert not r["isError"], r
         s = r["structuredContent"]
         assert (s["language"], s["model"]) == (lang, "base-q8_0"), s
+        assert s["language_confidence"] > 0.5, s
         assert expect <= set(words(s["text"])), s
         guesses = call(c, "detect_language", {"audio_path": str(real_clip(name))}, id=3)
         assert not guesses["isError"] and guesses["structuredContent"]["language"] == lang, guesses

@@ -54,7 +54,7 @@ def test_handshake_list_and_status(daemon, transport):
         inbox.endswith("inbox.sqlite3"), inbox
     assert structured["subsystems"] == {
         "audio": "capturing; speaker ready",
-        "stt": "ready; model tiny.en-q8_0 (tiny q8_0, English)",
+        "stt": "ready; model tiny.en-q8_0 (tiny q8_0, English; other languages: base-q8_0)",
         "tts": "ready; piper, voice en_US-joe-medium; loaded: en_US-joe-medium; 0 queued",
     }
     # No GPIO on this machine: the simulated board, idle.

@@ -74,7 +74,7 @@ fn the_speech_ends_where_the_voice_falls_silent() {
         );
         let onset = lead + true_start(&speech);
         assert!(
-            start < onset + 1_600,
+            (start as usize) < onset + 1_600,
             "{text}: began at {start}, the voice at {onset}"
         );
         lateness.push(late_ms);

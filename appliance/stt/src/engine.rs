@@ -741,11 +741,24 @@ impl Whisper {
 
     fn transcribe(&mut self, request: Request) -> Result<Transcript, SttError> {
         let started = Instant::now();
-        let language = self.language(request.language.as_deref())?;
+        let mut language = self.language(request.language.as_deref())?;
         let duration = request.audio.len() as f64 / f64::from(SAMPLE_RATE);
         let mut audio = request.audio;
         if audio.len() < MIN_INPUT {
             audio.resize(MIN_INPUT, 0.0);
+        }
+        // `auto`: one encoder pass names the language, with its
+        // probability, and the transcription runs in it. Left to
+        // whisper.cpp, `auto` detects in an encoder pass of its own and
+        // keeps no probability, which took a third pass.
+        let mut detected = None;
+        if language.is_none() {
+            let top =
+                self.detect(&audio)?.into_iter().next().ok_or_else(|| {
+                    SttError::Whisper("language detection gave no language".into())
+                })?;
+            language = Some(top.language.clone());
+            detected = Some((top.language, top.probability));
         }
         let full = self.ctx.model_n_audio_ctx().max(1) as u32;
         let fitted = fitted_ctx(
@@ -762,10 +775,10 @@ impl Whisper {
             &request.cancel,
         )?;
         let mut refit = false;
-        if fitted < full && looks_degenerate(&result.0, duration) {
+        if fitted < full && looks_degenerate(&result, duration) {
             tracing::debug!(
                 audio_ctx = fitted,
-                text = %result.0.iter().map(|s| s.text.as_str()).collect::<String>(),
+                text = %result.iter().map(|s| s.text.as_str()).collect::<String>(),
                 "fitted encoder context gave a degenerate result; decoding at the full context"
             );
             result = self.decode(
@@ -777,7 +790,7 @@ impl Whisper {
             )?;
             refit = true;
         }
-        let (segments, detected) = result;
+        let segments = result;
         let total = segments.len();
         let threshold = self.config.no_speech_threshold;
         let kept: Vec<Segment> = segments
@@ -810,10 +823,9 @@ impl Whisper {
         } else {
             kept.iter().map(|s| s.confidence).sum::<f32>() / kept.len() as f32
         };
-        let (language, language_probability) = match (language, detected) {
-            (Some(l), _) => (l, None),
-            (None, Some((l, p))) => (l, Some(p)),
-            (None, None) => ("en".into(), None),
+        let (language, language_probability) = match detected {
+            Some((l, p)) => (l, Some(p)),
+            None => (language.unwrap_or_else(|| "en".into()), None),
         };
         // After whisper.cpp's own fallback: the kept segments judged as a
         // whole, by the same rules.
@@ -844,9 +856,7 @@ impl Whisper {
         })
     }
 
-    /// One whisper.cpp pass. Returns the segments and, when the language was
-    /// detected, the language with its probability.
-    #[allow(clippy::type_complexity)]
+    /// One whisper.cpp pass in `language`: the segments.
     fn decode(
         &mut self,
         audio: &[f32],
@@ -854,7 +864,7 @@ impl Whisper {
         audio_ctx: u32,
         words: bool,
         cancel: &Arc<AtomicBool>,
-    ) -> Result<(Vec<Segment>, Option<(String, f32)>), SttError> {
+    ) -> Result<Vec<Segment>, SttError> {
         let strategy = if self.config.beam_size > 1 {
             SamplingStrategy::BeamSearch {
                 beam_size: i32::from(self.config.beam_size),
@@ -967,27 +977,7 @@ impl Whisper {
                 mean_log_prob: log_probs / probs.len().max(1) as f32,
             });
         }
-        let detected = if language.is_none() {
-            let id = state.full_lang_id_from_state();
-            whisper_rs::get_lang_str(id).map(|l| (l.to_owned(), f32::NAN))
-        } else {
-            None
-        };
-        // The probability is not kept by `full`; a detection pass gives it.
-        let detected = match detected {
-            Some((l, _)) => {
-                let p = state
-                    .lang_detect(0, usize::from(self.config.threads.max(1)))
-                    .ok()
-                    .and_then(|(_, probs)| {
-                        whisper_rs::get_lang_id(&l).and_then(|id| probs.get(id as usize).copied())
-                    })
-                    .unwrap_or(0.0);
-                Some((l, p))
-            }
-            None => None,
-        };
-        Ok((segments, detected))
+        Ok(segments)
     }
 
     fn fresh_state(&self) -> Result<WhisperState, SttError> {

@@ -280,9 +280,8 @@ impl Systems {
                     .transcribe_until(&clip.samples, &AtomicBool::new(false), false)?;
             heard[1].push(score(clip, started, greedy.text));
             let started = Instant::now();
-            // English only: a clip in another language is asked in
-            // `auto` as an agent would, and what comes back (invented
-            // English or an error) is the answer.
+            // English only, asked in English: on a clip in another
+            // language, what it invents is the answer.
             let answer = self
                 .whisper
                 .transcribe_blocking(Request::new(clip.samples.clone()));
@@ -310,7 +309,13 @@ fn clip_of(
     text: &str,
     samples: Vec<f32>,
 ) -> anyhow::Result<Clip> {
-    let raw = dir.join(format!("clip-{index}.raw"));
+    // The sets share the scratch directory: each file is named by its
+    // group too, so one set's clips never overwrite another's.
+    let group: String = voice
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let raw = dir.join(format!("{group}-{index}.raw"));
     let audio = hark_audio::clip::Clip {
         samples,
         rate: 16_000,
@@ -443,7 +448,8 @@ fn report(
 }
 
 /// What every system answered to speech in other languages: the English
-/// models asked in `auto`, as an agent would, and the multilingual one.
+/// models asked in English (in `auto` they refuse with a language error),
+/// the multilingual one in `auto`.
 fn other_languages(out: &mut String, clips: &[Clip], heard: &[Vec<Heard>]) {
     let others: Vec<usize> = (0..clips.len())
         .filter(|&i| clips[i].language != "en")
@@ -454,7 +460,7 @@ fn other_languages(out: &mut String, clips: &[Clip], heard: &[Vec<Heard>]) {
     let systems = present(heard);
     let _ = write!(
         out,
-        "\n#### Other languages, asked in `auto`\n\n| clip | said |"
+        "\n#### Other languages: the English models asked in English, base in `auto`\n\n| clip | said |"
     );
     for &s in &systems {
         let _ = write!(out, " {} |", SYSTEMS[s]);
