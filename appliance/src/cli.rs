@@ -98,7 +98,8 @@ pub enum Command {
     /// configured model, in this process.
     Transcribe {
         file: PathBuf,
-        /// Language spoken (ISO 639-1) or `auto`.
+        /// Language spoken (ISO 639-1), or `auto` to have it detected;
+        /// default `stt.language` (`en`).
         #[arg(long)]
         language: Option<String>,
         /// text, json, srt or vtt.

@@ -849,7 +849,7 @@ pub enum Subtitles {
 #[derive(Debug, Clone)]
 pub struct TranscribeCall {
     pub audio: AudioInput,
-    /// ISO 639-1 or `auto`; `None`: `auto`.
+    /// ISO 639-1 or `auto`; `None`: `stt.language`.
     pub language: Option<String>,
     pub word_timestamps: bool,
     /// Subtitles to make of it, if any.

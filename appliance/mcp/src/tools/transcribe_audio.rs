@@ -38,8 +38,9 @@ pub struct TranscribeAudio {
     /// An audio file on the appliance, inside one of the directories in
     /// `stt.audio_dirs`. Give this or `audio_base64`, not both.
     pub audio_path: Option<String>,
-    /// Language spoken, ISO 639-1 (`en`, `de`, …) or `auto` (default).
-    /// English-only models accept only `en`.
+    /// Language spoken, ISO 639-1 (`en`, `de`, …), or `auto` to have it
+    /// detected (slower); default `stt.language` (`en`). `auto` and other
+    /// languages need a multilingual model (`stt.multilingual_model`).
     pub language: Option<String>,
     /// `text` (default), `json`, `srt` or `vtt`.
     #[serde(default)]

@@ -22,7 +22,8 @@ pub const MAX_BATCH: usize = 64;
 pub struct TranscribeBatch {
     /// Audio files inside the directories in `stt.audio_dirs` (1–64).
     pub audio_paths: Vec<String>,
-    /// Language for all files, ISO 639-1 or `auto` (default).
+    /// Language for all files, ISO 639-1 or `auto` (detected per file);
+    /// default `stt.language` (`en`).
     pub language: Option<String>,
 }
 

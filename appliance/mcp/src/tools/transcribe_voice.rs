@@ -29,8 +29,9 @@ pub struct TranscribeVoice {
     /// Wait for the microphone when another call holds it (default true);
     /// false: `BusyError` at once.
     pub queue: Option<bool>,
-    /// Language spoken, ISO 639-1 (`en`, `de`, …) or `auto`; only
-    /// multilingual models accept languages other than English.
+    /// Language spoken, ISO 639-1 (`en`, `de`, …), or `auto` to have it
+    /// detected (slower); default `stt.language` (`en`). `auto` and other
+    /// languages need a multilingual model (`stt.multilingual_model`).
     pub language: Option<String>,
 }
 
