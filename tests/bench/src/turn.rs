@@ -28,6 +28,10 @@
 //! as a real microphone's would). A turn is a `transcribe_voice` call; its
 //! latency ends when the answer is read off the socket.
 //!
+//! With `--real`, the clips are recorded people instead: the real-speech
+//! set's pooled English clips (`tests/.speech`), once each, their true end
+//! of speech from the set's word timings where it has them; no pause set.
+//!
 //! Also: the live daemon's peak memory (VmHWM) with whisper, Moonshine,
 //! Smart Turn and one voice loaded and used; and the time from
 //! `speak_text` to the reply's first sound in the virtual speaker's file.
@@ -50,7 +54,7 @@ use crate::{
     audio::signal::{true_end, true_start},
     daemon::{self, Daemon, Rpc},
     figures::{ms, percentile},
-    stt, tidy,
+    speech, stt, tidy,
 };
 
 /// Targets (issue 17, docs/benchmarks.md).
@@ -101,6 +105,16 @@ pub struct TurnArgs {
     /// Keep the scratch directory (clips, configs, logs) and print where.
     #[arg(long)]
     keep: bool,
+    /// Recorded people instead of the piper voice: the real-speech set's
+    /// pooled English clips, once each (no pause set; `--rounds` is 1).
+    #[arg(long)]
+    real: bool,
+    /// With `--real`, every this many of the variations (one speaker's 51
+    /// takes of the same words; the other subsets whole).
+    #[arg(long, default_value_t = 1)]
+    variations_every: usize,
+    #[command(flatten)]
+    speech: crate::speech::SpeechDir,
 }
 
 /// Utterances of about 1 to 10 s, without digits (WER compares words).
@@ -249,7 +263,13 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
     // differently (a comma's pause, the fall at the end), and whether the
     // end-of-turn rule cuts a sentence at a comma depends on the take.
     let mut takes = Vec::new();
-    for round in 0..args.rounds.max(1) {
+    let rounds = if args.real {
+        takes.push((real_clips(&args, &clips_dir)?, Vec::new()));
+        0
+    } else {
+        args.rounds.max(1)
+    };
+    for round in 0..rounds {
         let mut clips = Vec::new();
         for (i, text) in UTTERANCES.iter().enumerate() {
             clips.push(spoken(
@@ -298,8 +318,8 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
     for system in &mut systems {
         let _ = turn(system, &clips[2])?;
     }
-    for (round, (clips, paused)) in takes.iter().enumerate().take(args.rounds) {
-        eprintln!("[turn] round {} of {}", round + 1, args.rounds);
+    for (round, (clips, paused)) in takes.iter().enumerate() {
+        eprintln!("[turn] round {} of {}", round + 1, takes.len());
         for (c, clip) in clips.iter().enumerate() {
             for k in 0..systems.len() {
                 let s = (k + round + c) % systems.len();
@@ -335,7 +355,7 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
     let mut moonshine =
         hark_stt::moonshine::Moonshine::load(&runtime, &tidy(&args.live.moonshine), 1)?;
     let mut alone: Vec<Vec<Turn>> = vec![Vec::new(); clips.len()];
-    for (takes, _) in takes.iter().take(args.rounds) {
+    for (takes, _) in &takes {
         for (c, clip) in takes.iter().enumerate() {
             let audio = crate::audio::signal::from_s16_le(&clip.bytes);
             let started = std::time::Instant::now();
@@ -490,6 +510,51 @@ fn spoken(
         resumes,
         start,
     })
+}
+
+/// The real-speech set's pooled English clips (`--real`): the true end of
+/// speech from the set's word timings where it has them, else the audio.
+fn real_clips(args: &TurnArgs, dir: &Path) -> anyhow::Result<Vec<Clip>> {
+    let mut clips = Vec::new();
+    let mut variation = 0;
+    for clip in speech::load(&tidy(&args.speech.speech))? {
+        if clip.language != "en" || clip.evaluation_only || clip.text.trim().is_empty() {
+            continue;
+        }
+        if clip.subset == "variations" {
+            variation += 1;
+            if (variation - 1) % args.variations_every.max(1) != 0 {
+                continue;
+            }
+        }
+        let samples = clip.samples;
+        let end = if clip.speech.1 > 0.0 {
+            Duration::from_secs_f64(clip.speech.1)
+        } else {
+            Duration::from_secs_f64(true_end(&samples) as f64 / 16_000.0)
+        };
+        let start = Duration::from_secs_f64(true_start(&samples) as f64 / 16_000.0);
+        let bytes = hark_audio::clip::Clip {
+            samples,
+            rate: 16_000,
+        }
+        .to_s16_le(1);
+        let raw = dir.join(format!("{}.raw", clip.id));
+        std::fs::write(&raw, &bytes)?;
+        clips.push(Clip {
+            text: clip.text,
+            bytes,
+            raw,
+            end,
+            resumes: None,
+            start,
+        });
+    }
+    anyhow::ensure!(
+        !clips.is_empty(),
+        "the real-speech set has no pooled English clips"
+    );
+    Ok(clips)
 }
 
 /// The longest quiet stretch (10 ms windows under −40 dBFS) between the
@@ -790,23 +855,42 @@ fn render(
     versions: Option<&Value>,
 ) -> String {
     let mut out = String::new();
+    let about = if args.real {
+        format!(
+            "Recorded people: {} pooled English clips of the real-speech set (the variations: every {}), \
+             once each, {:.1}–{:.1} s of speech; the true end of speech from the set's word timings where it \
+             has them; faster-whisper {}.\n",
+            clips.len(),
+            args.variations_every.max(1),
+            clips
+                .iter()
+                .map(Clip::seconds)
+                .fold(f64::INFINITY, f64::min),
+            clips.iter().map(Clip::seconds).fold(0.0, f64::max),
+            versions.and_then(Value::as_str).unwrap_or("not run"),
+        )
+    } else {
+        format!(
+            "{} rounds; {} utterances of {:.1}–{:.1} s and {} with a {} ms pause \
+             mid-sentence, spoken by en_US-joe-medium (a take a round; speech s: the first round's); \
+             faster-whisper {}.\n",
+            args.rounds,
+            clips.len(),
+            clips
+                .iter()
+                .map(Clip::seconds)
+                .fold(f64::INFINITY, f64::min),
+            clips.iter().map(Clip::seconds).fold(0.0, f64::max),
+            paused.len(),
+            args.pause_ms,
+            versions.and_then(Value::as_str).unwrap_or("not run"),
+        )
+    };
     let _ = writeln!(
         out,
-        "### The turn — {}\n\n{}\n\n{} rounds; {} utterances of {:.1}–{:.1} s and {} with a {} ms pause \
-         mid-sentence, spoken by en_US-joe-medium (a take a round; speech s: the first round's); \
-         faster-whisper {}.\n",
+        "### The turn — {}\n\n{}\n\n{about}",
         humantime::format_rfc3339_seconds(SystemTime::now()),
         crate::machine(),
-        args.rounds,
-        clips.len(),
-        clips
-            .iter()
-            .map(Clip::seconds)
-            .fold(f64::INFINITY, f64::min),
-        clips.iter().map(Clip::seconds).fold(0.0, f64::max),
-        paused.len(),
-        args.pause_ms,
-        versions.and_then(Value::as_str).unwrap_or("not run"),
     );
     // Per clip: the median latency of each system.
     let _ = write!(out, "| clip | speech s |");
