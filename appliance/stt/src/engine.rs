@@ -741,7 +741,7 @@ impl Whisper {
 
     fn transcribe(&mut self, request: Request) -> Result<Transcript, SttError> {
         let started = Instant::now();
-        let mut language = self.language(request.language.as_deref())?;
+        let asked = self.language(request.language.as_deref())?;
         let duration = request.audio.len() as f64 / f64::from(SAMPLE_RATE);
         let mut audio = request.audio;
         if audio.len() < MIN_INPUT {
@@ -751,15 +751,15 @@ impl Whisper {
         // probability, and the transcription runs in it. Left to
         // whisper.cpp, `auto` detects in an encoder pass of its own and
         // keeps no probability, which took a third pass.
-        let mut detected = None;
-        if language.is_none() {
-            let top =
-                self.detect(&audio)?.into_iter().next().ok_or_else(|| {
+        let (language, language_probability) = match asked {
+            Some(language) => (language, None),
+            None => {
+                let top = self.detect(&audio)?.into_iter().next().ok_or_else(|| {
                     SttError::Whisper("language detection gave no language".into())
                 })?;
-            language = Some(top.language.clone());
-            detected = Some((top.language, top.probability));
-        }
+                (top.language, Some(top.probability))
+            }
+        };
         let full = self.ctx.model_n_audio_ctx().max(1) as u32;
         let fitted = fitted_ctx(
             audio.len(),
@@ -769,7 +769,7 @@ impl Whisper {
         );
         let mut result = self.decode(
             &audio,
-            language.as_deref(),
+            &language,
             fitted,
             request.word_timestamps,
             &request.cancel,
@@ -783,7 +783,7 @@ impl Whisper {
             );
             result = self.decode(
                 &audio,
-                language.as_deref(),
+                &language,
                 full,
                 request.word_timestamps,
                 &request.cancel,
@@ -823,10 +823,6 @@ impl Whisper {
         } else {
             kept.iter().map(|s| s.confidence).sum::<f32>() / kept.len() as f32
         };
-        let (language, language_probability) = match detected {
-            Some((l, p)) => (l, Some(p)),
-            None => (language.unwrap_or_else(|| "en".into()), None),
-        };
         // After whisper.cpp's own fallback: the kept segments judged as a
         // whole, by the same rules.
         let doubt = (!kept.is_empty())
@@ -856,11 +852,12 @@ impl Whisper {
         })
     }
 
-    /// One whisper.cpp pass in `language`: the segments.
+    /// One whisper.cpp pass in `language` (a code: detection happens
+    /// before): the segments.
     fn decode(
         &mut self,
         audio: &[f32],
-        language: Option<&str>,
+        language: &str,
         audio_ctx: u32,
         words: bool,
         cancel: &Arc<AtomicBool>,
@@ -875,7 +872,7 @@ impl Whisper {
         };
         let mut params = FullParams::new(strategy);
         params.set_n_threads(i32::from(self.config.threads.max(1)));
-        params.set_language(Some(language.unwrap_or("auto")));
+        params.set_language(Some(language));
         params.set_audio_ctx(audio_ctx as i32);
         // Each request stands alone: no text carried over from the last one.
         params.set_no_context(true);
@@ -1114,13 +1111,7 @@ fn cut_loop(mut segment: Segment) -> Segment {
         return segment;
     }
     let said: Vec<&str> = segment.text.split_whitespace().collect();
-    let words: Vec<String> = said
-        .iter()
-        .map(|w| {
-            w.trim_matches(|c: char| !c.is_alphanumeric())
-                .to_lowercase()
-        })
-        .collect();
+    let words: Vec<String> = said.iter().map(|w| plain(w)).collect();
     if let Some(at) = fallback::loop_cut(&words) {
         tracing::debug!(text = %segment.text, kept = at, "a looping segment cut");
         let kept = said[..at].join(" ");
@@ -1132,6 +1123,14 @@ fn cut_loop(mut segment: Segment) -> Segment {
     segment
 }
 
+/// A whitespace-separated piece of a transcript as the word it is:
+/// lower-case, without the punctuation around it.
+fn plain(piece: &str) -> String {
+    piece
+        .trim_matches(|c: char| !c.is_alphanumeric())
+        .to_lowercase()
+}
+
 pub fn looks_degenerate(segments: &[Segment], duration: f64) -> bool {
     let text: String = segments
         .iter()
@@ -1140,10 +1139,7 @@ pub fn looks_degenerate(segments: &[Segment], duration: f64) -> bool {
         .join(" ");
     let words: Vec<String> = text
         .split_whitespace()
-        .map(|w| {
-            w.trim_matches(|c: char| !c.is_alphanumeric())
-                .to_lowercase()
-        })
+        .map(plain)
         .filter(|w| !w.is_empty())
         .collect();
     // Fast speech is about 4 words a second; 6 is not speech.
