@@ -579,6 +579,17 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                 // decision point (speech resuming before then starts a new
                 // pause and drops it) and the words are in.
                 let read = || Some(words()).filter(|w| *w != Some(None));
+                // Nor does the silence rule end a pause whose words are
+                // still being made: they may hold it open, and on a long
+                // turn the live engine takes longer than the rule's wait
+                // (a 25 s monologue cut at "…some speech errors, but" 7 s
+                // before its end). The detector's own hang-over, the
+                // longest pause, bounds the wait should they never come.
+                // Looked at before the answer is read, so words that come
+                // in between are read with it.
+                let paced = (segmenter.longest_pause() as f64 * f64::from(turn.pace)) as u64;
+                let silence_ends = quiet >= duration_to_samples(turn.fallback).max(paced)
+                    && (turn.words.is_none() || read().is_some());
                 if let Some(p) = ask.pending.filter(|_| quiet >= ask.next)
                     && let Some(words) = read()
                 {
@@ -591,8 +602,7 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     // later ask back.
                     ask.next = (ask.next + duration_to_samples(turn.every).max(1)).max(quiet + 1);
                 }
-                let paced = (segmenter.longest_pause() as f64 * f64::from(turn.pace)) as u64;
-                if !ask.held && quiet >= duration_to_samples(turn.fallback).max(paced) {
+                if !ask.held && silence_ends {
                     speech = Some((start, voiced_end));
                     break EndReason::EndOfSpeech;
                 }
@@ -890,6 +900,33 @@ mod tests {
         assert_eq!(reason, EndReason::EndOfSpeech);
         assert_eq!(asks.len(), 1, "no more asks after the not yet: {asks:?}");
         ended_within(into, 790.0..850.0);
+    }
+
+    #[test]
+    fn the_silence_rule_waits_for_slow_words() {
+        // The model is unsure (0.3: the silence rule's), and the words come
+        // in long after its 800 ms (the recorder reads them about every
+        // 10 ms of audio once the rule would end the pause): midway, they
+        // hold the pause open to the detector's hang-over (2 s); finished,
+        // the turn ends when they come; never, the hang-over ends it.
+        for (words, range) in [
+            (Some(Words::Midway), 1950.0..2100.0),
+            (Some(Words::Finished), 900.0..1900.0),
+            (None, 1950.0..2100.0),
+        ] {
+            let count = AtomicUsize::new(0);
+            let check: WordsCheck = Arc::new(move |_| {
+                (count.fetch_add(1, Ordering::SeqCst) >= 60)
+                    .then_some(words)
+                    .flatten()
+            });
+            let (reason, into, _) = turn_with(&[0.3], Some(check));
+            assert_eq!(reason, EndReason::EndOfSpeech, "{words:?}");
+            assert!(
+                range.contains(&into),
+                "{words:?}: ended {into:.0} ms into the pause"
+            );
+        }
     }
 
     #[test]

@@ -229,6 +229,77 @@ pub struct LiveTranscript {
     pub decoder_ms: f64,
 }
 
+impl LiveTranscript {
+    /// This piece's transcript followed by the next's.
+    fn then(self, next: LiveTranscript) -> LiveTranscript {
+        let (a, b) = (self.tokens.len() as f32, next.tokens.len() as f32);
+        let text = match (self.text.is_empty(), next.text.is_empty()) {
+            (_, true) => self.text,
+            (true, false) => next.text,
+            (false, false) => format!("{} {}", self.text, next.text),
+        };
+        LiveTranscript {
+            text,
+            confidence: if a + b == 0.0 {
+                0.0
+            } else {
+                (self.confidence * a + next.confidence * b) / (a + b)
+            },
+            tokens: [self.tokens, next.tokens].concat(),
+            truncated: self.truncated || next.truncated,
+            searched: self.searched || next.searched,
+            temperature: self.temperature.max(next.temperature),
+            looped: self.looped || next.looped,
+            doubt: self.doubt.or(next.doubt),
+            skipped: self.skipped,
+            encoder_ms: self.encoder_ms + next.encoder_ms,
+            decoder_ms: self.decoder_ms + next.decoder_ms,
+        }
+    }
+}
+
+/// Longest piece of a turn the model hears in one pass, in samples; a
+/// longer turn is split at its quietest moments ([`pieces`]) and the
+/// pieces' words joined. Moonshine tiny-en reads long stretches worse and
+/// slower (its attention grows with the square of the length): on the
+/// real-speech set (docs/benchmarks.md, word errors) the 25 s monologues
+/// in one pass missed 24.6 % of their words and the podcast's turns 24.4 %,
+/// in pieces of at most 10 s 21.9 % and 17.9 %, no subset worse, and the
+/// slowest tenth of clips took 485 ms instead of 663. Pieces of 15 s
+/// gained nothing; of 7 s, no more than 10 s.
+pub const PIECE: usize = 10 * SAMPLE_RATE;
+
+/// The quiet a split looks for: the quietest run of this many 10 ms
+/// windows (200 ms, a pause between words or a breath).
+const SPLIT_RUN: usize = 20;
+
+/// Where a turn is split for the model: pieces of at most [`PIECE`]
+/// samples, each cut in the middle of the quietest [`SPLIT_RUN`] windows
+/// of the second half of its span (never shorter than half a piece, so a
+/// quiet start does not make slivers). Audio up to [`PIECE`] is one piece.
+pub fn pieces(audio: &[f32]) -> Vec<std::ops::Range<usize>> {
+    let levels = level::levels(audio);
+    let mut out = Vec::new();
+    let mut start = 0;
+    while audio.len() - start > PIECE {
+        // Windows whose run of SPLIT_RUN lies inside [start + PIECE/2, start + PIECE].
+        let first = (start + PIECE / 2).div_ceil(level::WINDOW);
+        let last = (start + PIECE) / level::WINDOW - SPLIT_RUN;
+        let quietest = (first..=last)
+            .map(|w| {
+                let energy: f32 = levels[w..w + SPLIT_RUN].iter().map(|l| l * l).sum();
+                (w, energy)
+            })
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map_or(first, |(w, _)| w);
+        let cut = (quietest + SPLIT_RUN / 2) * level::WINDOW;
+        out.push(start..cut);
+        start = cut;
+    }
+    out.push(start..audio.len());
+    out
+}
+
 /// A loaded Moonshine model.
 pub struct Moonshine {
     encoder: Session,
@@ -438,6 +509,27 @@ impl Moonshine {
         if seconds > MAX_SECONDS {
             return Err(MoonshineError::TooLong { seconds });
         }
+        // A turn over 10 s is heard in pieces ([`PIECE`]); only the first
+        // piece's quiet before the voice counts as skipped.
+        let mut whole: Option<LiveTranscript> = None;
+        for range in pieces(audio) {
+            let piece = self.transcribe_piece(&audio[range], cancel, search)?;
+            whole = Some(match whole {
+                None => piece,
+                Some(before) => before.then(piece),
+            });
+        }
+        whole.ok_or(MoonshineError::Empty)
+    }
+
+    /// One piece of a turn ([`pieces`]) through the encoder and decoder.
+    fn transcribe_piece(
+        &mut self,
+        audio: &[f32],
+        cancel: &AtomicBool,
+        search: bool,
+    ) -> Result<LiveTranscript, MoonshineError> {
+        let seconds = audio.len() as f64 / SAMPLE_RATE as f64;
         let started = Instant::now();
         let skip = onset(audio);
         let audio = &audio[skip..];
@@ -1157,6 +1249,49 @@ mod tests {
                 .unwrap_err()
                 .contains("only 2 tokens")
         );
+    }
+
+    #[test]
+    fn a_long_turn_is_split_in_its_pauses() {
+        // 10 ms windows of "speech" at 0.1 with pauses (0.001) of 300 ms
+        // at 4 s, 7.5 s, 13 s and 21 s: 24 s in all.
+        let pauses = [400..430, 750..780, 1300..1330, 2100..2130];
+        let audio: Vec<f32> = (0..2400)
+            .flat_map(|w| {
+                let level = if pauses.iter().any(|p| p.contains(&w)) {
+                    0.001
+                } else {
+                    0.1
+                };
+                quiet_then(10, level, &[])
+            })
+            .collect();
+        let got = pieces(&audio);
+        let at: Vec<usize> = got.iter().map(|r| r.start / level::WINDOW).collect();
+        // The first cut falls in the pause at 7.5 s (4 s is under half a
+        // piece), the next in the one at 13 s, then 21 s; each cut
+        // inside its pause, every sample in one piece, in order.
+        assert_eq!(got.len(), 4, "{got:?}");
+        for (cut, pause) in at[1..].iter().zip([&pauses[1], &pauses[2], &pauses[3]]) {
+            assert!(pause.contains(cut), "cut at window {cut}, pause {pause:?}");
+        }
+        assert_eq!(got[0].start, 0);
+        assert_eq!(got[3].end, audio.len());
+        for pair in got.windows(2) {
+            assert_eq!(pair[0].end, pair[1].start);
+        }
+        assert!(got.iter().all(|r| r.len() <= PIECE));
+        // Without a pause, a piece is cut at the longest length still,
+        // never longer; a turn of 10 s or less is not cut.
+        let flat = quiet_then(25_000, 0.1, &[]);
+        let got = pieces(&flat);
+        assert!(
+            got.iter().all(|r| r.len() <= PIECE && r.len() >= PIECE / 2),
+            "{got:?}"
+        );
+        assert_eq!(got.last().map(|r| r.end), Some(flat.len()));
+        assert_eq!(pieces(&flat[..PIECE]), vec![0..PIECE]);
+        assert_eq!(pieces(&[]), vec![0..0]);
     }
 
     /// `ms` of `level` (RMS, a square wave), then `then`.
