@@ -278,6 +278,10 @@ const SPLIT_RUN: usize = 20;
 /// of the second half of its span (never shorter than half a piece, so a
 /// quiet start does not make slivers). Audio up to [`PIECE`] is one piece.
 pub fn pieces(audio: &[f32]) -> Vec<std::ops::Range<usize>> {
+    // Most turns are one piece: no levels to read.
+    if audio.len() <= PIECE {
+        return std::iter::once(0..audio.len()).collect();
+    }
     let levels = level::levels(audio);
     let mut out = Vec::new();
     let mut start = 0;

@@ -53,10 +53,12 @@ const SNR_BITS: u32 = 12;
 const PCAN_OUTPUT_BITS: u32 = 6;
 const OCTAVES: usize = 32;
 /// The logarithm: 16 fraction bits, a correction table of 128 segments,
-/// ln 2 in those units, and the output's scale (2^6 per unit of ln).
+/// and the output's scale (2^6 per unit of ln).
 const LOG_BITS: u32 = 16;
 const LOG_SEGMENT_BITS: u32 = 7;
 const LOG_OUTPUT_SHIFT: u32 = 6;
+/// ln 2 · 2^16, rounded: log2 to ln in the logarithm's units.
+const LN2: u64 = 45_426;
 
 /// Bits up to and including the highest set one (0 for 0).
 fn bit_length(n: u64) -> u32 {
@@ -229,8 +231,7 @@ fn log(x: u32, corrections: &[i32; 130]) -> u32 {
     let fraction = (frac + c0 + along) as u32;
     let log2 = (integer << LOG_BITS) + fraction;
     let half = 1u64 << (LOG_BITS - 1);
-    let ln2 = (2f64.ln() * 65536.0).round() as u64;
-    let ln = ((ln2 * u64::from(log2) + half) >> LOG_BITS) as u32;
+    let ln = ((LN2 * u64::from(log2) + half) >> LOG_BITS) as u32;
     (((u64::from(ln) << LOG_OUTPUT_SHIFT) + half) >> LOG_BITS) as u32
 }
 
