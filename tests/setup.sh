@@ -163,29 +163,9 @@ if [ ! -f "$TURN_DIR/smart-turn-v3.2-cpu.onnx" ] || [ ! -f "$TURN_DIR/reference_
   rm -rf "$TURN_DIR/unpacked"
 fi
 
-# microWakeWord (Apache-2.0): the wake word models okay_nabu, hey_jarvis, alexa
-# and hey_mycroft (a TFLite model and a JSON manifest each) and the TensorFlow
-# Lite C library they run on, from pymicro-wakeword 2.5.0, pinned by sha256.
-WAKE_DIR="$MODELS_DIR/micro-wakeword"
-WAKE_PINS="25465edb5cd7aadd00249d4d28f1d922ce5cc90195ad4403458111dd63493bae  lib/libtensorflowlite_c.so
-1d999798b35b1fe2606465b75ab840be51c1811d2909d5e620cefb6e96f8abd0  models/alexa.json
-9011a8155b04de858c48038529235cbc0e42e9fca05a55bf588cb80a653a723b  models/alexa.tflite
-b153867d818675d8abcc9dace474afe7f83551ae0d5a9b1d71a98681320185af  models/hey_jarvis.json
-21a7976add39ee24ec96c63d96b7aaa18e24d1d9824b963e451da8feb4b78b77  models/hey_jarvis.tflite
-57b2b06fe5fdbbe834a242fabc7af31e4194a550fc382b2c88636a6d62d0d57e  models/hey_mycroft.json
-c2a9b6ed51182db72e014781d5a4ece1929dc232a40b5b4be384f0295f0e1571  models/hey_mycroft.tflite
-f8026e2ce93a0855ca23483036fd2d74ee924a2588d9ea6a6c6c7478fbf4be57  models/okay_nabu.json
-d89128c4d16a72de429119fb2254ce46649553c2a24f5dd840175c80d7b9d094  models/okay_nabu.tflite
-c71d239df91726fc519c6eb72d318ec65820627232b2f796219e87dcf35d0ab4  LICENSE"
-if ! (cd "$WAKE_DIR" 2>/dev/null && printf '%s\n' "$WAKE_PINS" | sha256sum -c --quiet - >/dev/null 2>&1); then
-  log "fetching pymicro-wakeword 2.5.0 (microWakeWord models, TensorFlow Lite) from PyPI"
-  unpack_wheel "$WAKE_DIR" "pymicro-wakeword==2.5.0"
-  rm -rf "$WAKE_DIR/lib" "$WAKE_DIR/models"
-  mv "$WAKE_DIR/unpacked/pymicro_wakeword/lib" "$WAKE_DIR/unpacked/pymicro_wakeword/models" "$WAKE_DIR/"
-  mv "$WAKE_DIR"/unpacked/pymicro_wakeword-2.5.0.dist-info/licenses/LICENSE "$WAKE_DIR/"
-  rm -rf "$WAKE_DIR/unpacked"
-  (cd "$WAKE_DIR" && printf '%s\n' "$WAKE_PINS" | sha256sum -c --quiet -)
-fi
+# The wake word models and TensorFlow Lite (microWakeWord, from
+# pymicro-wakeword 2.5.0) come from appliance/setup-models, which tests/run
+# calls with this directory as its cache: $MODELS_DIR/micro-wakeword.
 
 # A real voice: President Kennedy's "ask not what your country can do for you"
 # (11 s, 16 kHz; his 1961 inaugural address, a work of the US government, in

@@ -18,7 +18,7 @@ use std::{
 use hark_core::config::check_range;
 use hark_room::config::{
     BoardConfig, ConfirmConfig, FloorConfig, HistoryConfig, InboxConfig, RoomConfig, SttConfig,
-    TtsConfig,
+    TtsConfig, WakeConfig,
 };
 use serde::{Deserialize, Serialize};
 
@@ -82,6 +82,8 @@ pub struct Config {
     pub floor: FloorConfig,
     /// What was heard and spoken, kept for `list_captures`.
     pub history: HistoryConfig,
+    /// The wake word: saying it starts the person's turn, as a press does.
+    pub wake: WakeConfig,
     /// Who may use the appliance: pairing, tokens, trusted clients.
     pub auth: hark_mcp::config::AuthConfig,
     /// Advertising the appliance on the LAN (mDNS / DNS-SD).
@@ -196,6 +198,7 @@ impl Config {
             confirm: self.confirm.clone(),
             floor: self.floor.clone(),
             history: self.history.clone(),
+            wake: self.wake.clone(),
             record_timeout: self.mcp.record_timeout,
             state_dir: self.service.state_dir.clone(),
         }

@@ -66,6 +66,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         state,
         board,
         audio,
+        wake,
     } = start_room(&mut room_config, &health, &token).await?;
     let state = Arc::new(state);
     let board = start_board(&state, &room_config, board, &token);
@@ -104,10 +105,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     if let Some(board) = board {
         board.shutdown().await;
     }
-    // The speech thread first (it feeds the player), then the audio
-    // threads (each wakes within one period).
+    // The wake word's thread (it reads the capture ring), the speech
+    // thread (it feeds the player), then the audio threads (each wakes
+    // within one period).
     let tts = Arc::clone(&state.tts);
     let _ = tokio::task::spawn_blocking(move || {
+        drop(wake);
         tts.shutdown();
         drop(audio);
     })

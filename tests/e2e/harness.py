@@ -24,6 +24,8 @@ MODELS = REPO / "tests" / ".models" / "store"
 # ONNX Runtime and the default voice, installed by appliance/setup-voices in tests/run.
 VOICES = REPO / "tests" / ".voices" / "voices"
 ONNXRUNTIME = REPO / "tests" / ".voices" / "lib" / "libonnxruntime.so"
+# The wake word models and TensorFlow Lite, installed by appliance/setup-models.
+WAKE = REPO / "tests" / ".models" / "wake"
 # The tools the daemon serves, in tools/list order.
 TOOLS = [
     "choose",
@@ -100,6 +102,10 @@ class Daemon:
             # The default model, made by appliance/setup-models in tests/run.
             "stt": {"models_dir": str(MODELS)},
             "tts": {"voices_dir": str(VOICES), "onnxruntime": str(ONNXRUNTIME)},
+            # Off unless a test turns it on (as in the shipped configuration
+            # until docs/benchmarks.md says otherwise).
+            "wake": {"models_dir": str(WAKE / "models"),
+                     "runtime": str(WAKE / "lib" / "libtensorflowlite_c.so")},
             # This machine has no sound card: the virtual one, through ALSA.
             "audio.capture": {"device": "hark_virtual_mic"},
             "audio.playback": {"device": "hark_virtual_speaker", "rate": 22050, "channels": 1},
@@ -358,6 +364,18 @@ def speak(tmp_path, name, text):
     """`text` spoken by espeak-ng, as a WAV file to inject."""
     path = tmp_path / f"{name}.wav"
     subprocess.run(["espeak-ng", "-w", str(path), text], check=True)
+    return path
+
+
+def write_wav(path, rate, frames):
+    """16-bit mono PCM `frames` (bytes) as a WAV file; its path."""
+    import wave
+
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(frames)
     return path
 
 

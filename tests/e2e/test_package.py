@@ -23,7 +23,7 @@ import tomllib
 import pytest
 
 import harness
-from harness import HARK, MODELS, ONNXRUNTIME, REPO, VOICES, Daemon, LineClient, status_of
+from harness import HARK, MODELS, ONNXRUNTIME, REPO, VOICES, WAKE, Daemon, LineClient, status_of
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("dpkg-deb") and shutil.which("readelf")),
@@ -46,6 +46,9 @@ TURN_FILE = f"{TURN}.onnx"
 # Every model file the package ships, relative to the models directory.
 MODEL_FILES = [MODEL_FILE, OTHER_FILE, TURN_FILE, *(f"{LIVE}/{f}" for f in LIVE_FILES)]
 VOICE = "en_US-joe-medium"
+# The wake word models (and their licence) under /usr/share/hark/wake.
+WAKE_FILES = ["LICENSE", *(f"{w}.{x}" for w in ("okay_nabu", "hey_jarvis", "hey_mycroft", "alexa")
+                           for x in ("json", "tflite"))]
 # The Debian package that provides each library a Hark binary may need.
 LIBRARY_PACKAGES = {
     "libc.so.6": "libc6",
@@ -73,7 +76,8 @@ def deb(tmp_path_factory):
     made = subprocess.run(
         [
             MAKE_DEB, "--arch", ARCH, "--version", VERSION, "--binary", HARK,
-            "--onnxruntime", ONNXRUNTIME.parent, "--models", MODELS, "--voices", VOICES, "--out", out,
+            "--onnxruntime", ONNXRUNTIME.parent, "--models", MODELS, "--voices", VOICES, "--wake", WAKE,
+            "--out", out,
         ],
         env=env, capture_output=True, text=True, timeout=300,
     )
@@ -207,6 +211,8 @@ def test_package_holds_the_binary_runtime_service_and_store_files(contents, root
         "/usr/share/hark/models/manifest.json": "-rw-r--r--",
         f"/usr/share/hark/voices/{VOICE}.onnx": "-rw-r--r--",
         f"/usr/share/hark/voices/{VOICE}.onnx.json": "-rw-r--r--",
+        **{f"/usr/share/hark/wake/{f}": "-rw-r--r--" for f in WAKE_FILES},
+        "/usr/lib/hark/libtensorflowlite_c.so": "-rw-r--r--",
     }
     for path, mode in regular.items():
         assert path in contents, f"{path} is not in the package"
@@ -235,6 +241,8 @@ def test_packaged_files_are_the_repository_and_store_files(root):
         **{f"usr/share/hark/models/{f}": MODELS / f for f in MODEL_FILES},
         f"usr/share/hark/voices/{VOICE}.onnx": VOICES / f"{VOICE}.onnx",
         f"usr/share/hark/voices/{VOICE}.onnx.json": VOICES / f"{VOICE}.onnx.json",
+        **{f"usr/share/hark/wake/{f}": WAKE / ("LICENSE" if f == "LICENSE" else f"models/{f}") for f in WAKE_FILES},
+        "usr/lib/hark/libtensorflowlite_c.so": WAKE / "lib" / "libtensorflowlite_c.so",
     }
     for packaged, source in same.items():
         assert filecmp.cmp(root / packaged, source, shallow=False), f"{packaged} differs from {source}"
@@ -390,6 +398,8 @@ def test_packaged_binary_serves_with_packaged_model_voice_and_runtime(root, tmp_
             "stt": {"models_dir": str(share / "models"), "live_model": LIVE, "turn_model": TURN},
             "audio.vad": {"end_of_turn": "smart-turn"},
             "tts": {"onnxruntime": str(root / "usr/lib/hark/libonnxruntime.so"), "voices_dir": str(voices)},
+            "wake": {"enabled": True, "models_dir": str(share / "wake"),
+                     "runtime": str(root / "usr/lib/hark/libtensorflowlite_c.so")},
         },
     ).start(timeout=60)
     try:
@@ -407,4 +417,5 @@ def test_packaged_binary_serves_with_packaged_model_voice_and_runtime(root, tmp_
     assert "end of turn: smart-turn" in subsystems["stt"], subsystems
     assert "piper" in subsystems["tts"] and VOICE in subsystems["tts"], subsystems
     assert "espeak" not in subsystems["tts"], subsystems
+    assert subsystems["wake"].startswith("listening for okay_nabu"), subsystems
     assert sorted(p.relative_to(share) for p in share.rglob("*")) == before, "the daemon wrote into /usr/share/hark"

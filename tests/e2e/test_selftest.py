@@ -11,9 +11,8 @@ import math
 import os
 import struct
 import subprocess
-import wave
 
-from harness import HARK, LineClient
+from harness import HARK, LineClient, write_wav
 
 # A 440 Hz tone at amplitude 0.1: RMS 0.0707, −23.0 dBFS; peak −20 dBFS.
 TONE_AMPLITUDE = 0.1
@@ -29,12 +28,7 @@ def tone_wav(path, seconds=4.5, rate=16000):
     frames = b"".join(
         struct.pack("<h", round(32767 * TONE_AMPLITUDE * math.sin(2 * math.pi * 440 * i / rate)))
         for i in range(int(seconds * rate)))
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(frames)
-    return path
+    return write_wav(path, rate, frames)
 
 
 def steps_of(report):

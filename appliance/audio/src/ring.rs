@@ -78,6 +78,22 @@ impl Ring {
     }
 }
 
+impl Ring {
+    /// A reader at `position` (samples since capture started), clamped to
+    /// what the ring still holds and what has been written: a recording
+    /// that starts where something was heard (the wake word's end) and
+    /// not a pre-roll before it.
+    pub fn reader_at(&self, position: u64) -> Reader<'_> {
+        let written = self.written();
+        let oldest = written.saturating_sub(self.samples.len() as u64);
+        Reader {
+            ring: self,
+            position: position.clamp(oldest, written),
+            dropped: 0,
+        }
+    }
+}
+
 pub struct Reader<'a> {
     ring: &'a Ring,
     position: u64,
@@ -179,6 +195,20 @@ mod tests {
         // Asking for more history than exists starts at the beginning.
         let reader = ring.reader(1000);
         assert_eq!(reader.position(), 0);
+    }
+
+    #[test]
+    fn a_reader_at_a_position_is_clamped_to_what_the_ring_holds() {
+        let ring = Ring::new(100);
+        let samples: Vec<f32> = (0..150).map(|i| i as f32).collect();
+        ring.push(&samples);
+        let mut reader = ring.reader_at(120);
+        let mut out = [0.0; 50];
+        assert_eq!(reader.read(&mut out), 30);
+        assert_eq!(out[0], 120.0);
+        // Overwritten audio and the future are out of reach.
+        assert_eq!(ring.reader_at(10).position(), 50);
+        assert_eq!(ring.reader_at(900).position(), 150);
     }
 
     #[test]

@@ -269,6 +269,9 @@ pub struct Options {
     pub timeout: Duration,
     /// Audio kept from before the recording started.
     pub preroll: Duration,
+    /// Start at this ring position instead of a pre-roll back (the end of
+    /// the wake word: nothing before it is kept).
+    pub start_at: Option<u64>,
     pub vad: VadConfig,
     /// How often the ring is polled for new audio.
     pub poll: Duration,
@@ -285,6 +288,7 @@ impl Options {
         Self {
             timeout,
             preroll,
+            start_at: None,
             vad,
             poll: Duration::from_millis(10),
             stall: Duration::from_secs(3),
@@ -438,9 +442,18 @@ fn show(
 /// Records one utterance from `ring`. Blocking: run it on its own thread
 /// (or `spawn_blocking`), never on the async runtime's threads.
 pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
-    let mut reader = ring.reader(duration_to_samples(options.preroll) as usize);
+    let (mut reader, timeout_at) = match options.start_at {
+        Some(position) => (
+            ring.reader_at(position),
+            ring.written() + duration_to_samples(options.timeout),
+        ),
+        None => {
+            let reader = ring.reader(duration_to_samples(options.preroll) as usize);
+            let at = reader.position() + duration_to_samples(options.preroll + options.timeout);
+            (reader, at)
+        }
+    };
     let origin = reader.position();
-    let timeout_at = origin + duration_to_samples(options.preroll + options.timeout);
     let max_len = duration_to_samples(Duration::from_secs(u64::from(options.vad.max_utterance_s)));
     let mut segmenter = Segmenter::new(&options.vad, origin);
     let mut samples = Vec::with_capacity((max_len + duration_to_samples(options.preroll)) as usize);

@@ -113,6 +113,15 @@ pub enum Event {
     Button { action: Button },
     /// The mute switch.
     Mute { on: bool },
+    /// The wake word detector heard `word` (the model's name) with
+    /// `score`, the mean probability of its window (0–1); `started`: it
+    /// started the person's turn (not when Hark was already listening, a
+    /// call held the floor, or a self-test or pairing waited).
+    WakeWord {
+        word: String,
+        score: f32,
+        started: bool,
+    },
     /// An agent asked the person a question (`confirm`, `choose`) and
     /// waits for the answer.
     AnswerAwaited { ask: u64, agent: String },
@@ -370,7 +379,8 @@ impl Snapshot {
             | Event::UtteranceTranscribed { .. }
             | Event::SpeakingStarted { .. }
             | Event::SpeakingEnded { .. }
-            | Event::Button { .. } => {}
+            | Event::Button { .. }
+            | Event::WakeWord { .. } => {}
         }
     }
 

@@ -818,6 +818,83 @@ pub struct RoomStatus {
     pub simulated_board: bool,
     /// Each subsystem's state.
     pub subsystems: Vec<(crate::status::Subsystem, crate::status::SubsystemState)>,
+    /// The wake word detector (none when it is not configured).
+    pub wake: Option<WakeStatus>,
+}
+
+/// How sure the wake word detector must be before it wakes: each level is
+/// a cutoff on the model's window mean, from the model's own (`default`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Sensitivity {
+    /// Fewer false wakes, more missed words.
+    Low,
+    #[default]
+    Default,
+    /// More wakes from afar and in noise, more false wakes.
+    High,
+}
+
+impl Sensitivity {
+    pub const ALL: [Sensitivity; 3] = [Sensitivity::Low, Sensitivity::Default, Sensitivity::High];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sensitivity::Low => "low",
+            Sensitivity::Default => "default",
+            Sensitivity::High => "high",
+        }
+    }
+
+    /// The level named `name`, if any.
+    pub fn parse(name: &str) -> Option<Sensitivity> {
+        Sensitivity::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+/// What the wake word detector is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum WakeState {
+    /// Listening for the word.
+    Listening,
+    /// Turned off (`wake.enabled = false`, or from the status page).
+    Off,
+    /// The microphone is muted: the detector does not run.
+    Muted,
+    /// Hark is speaking and its microphone is closed meanwhile (half
+    /// duplex): the detector hears nothing.
+    Speaking,
+    /// The models or their runtime could not load (`subsystems.wake`
+    /// says why).
+    Unavailable,
+}
+
+/// One time the detector heard a word.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Detection {
+    pub word: String,
+    /// The mean probability of the window that passed the cutoff (0–1).
+    pub score: f32,
+    /// When (RFC 3339, UTC).
+    pub at: String,
+    /// It started the person's turn.
+    pub started: bool,
+}
+
+/// The wake word detector, as `get_status` and the status page show it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct WakeStatus {
+    pub state: WakeState,
+    /// The words it listens for (the models' names).
+    pub words: Vec<String>,
+    pub sensitivity: Sensitivity,
+    /// The latest detections, newest last.
+    pub detections: Vec<Detection>,
 }
 
 pub trait Observe: Send + Sync {

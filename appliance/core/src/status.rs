@@ -22,16 +22,18 @@ pub enum Subsystem {
     Board,
     Inbox,
     History,
+    Wake,
 }
 
 impl Subsystem {
-    pub const ALL: [Subsystem; 6] = [
+    pub const ALL: [Subsystem; 7] = [
         Subsystem::Audio,
         Subsystem::Stt,
         Subsystem::Tts,
         Subsystem::Board,
         Subsystem::Inbox,
         Subsystem::History,
+        Subsystem::Wake,
     ];
 
     /// The name `get_status` shows it under.
@@ -43,6 +45,7 @@ impl Subsystem {
             Subsystem::Board => "board",
             Subsystem::Inbox => "inbox",
             Subsystem::History => "history",
+            Subsystem::Wake => "wake",
         }
     }
 }

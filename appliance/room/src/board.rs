@@ -326,8 +326,23 @@ impl crate::conductor::Stage for Arc<ApplianceState> {
         self.selftest.has_button()
     }
 
-    fn start_person(&self) {
-        crate::person::pressed(self);
+    fn start_person(&self, how: crate::conductor::Start) {
+        crate::person::pressed(self, how);
+    }
+
+    fn recording(&self) -> bool {
+        self.bus.snapshot().recording()
+    }
+
+    fn wake_heard(&self, word: String, score: f32, started: bool) {
+        if let Some(wake) = self.wake.get() {
+            wake.record(&word, score, started);
+        }
+        self.bus.publish(Event::WakeWord {
+            word,
+            score: (score * 1000.0).round() / 1000.0,
+            started,
+        });
     }
 
     fn set_muted(&self, on: bool) {

@@ -65,7 +65,11 @@ pub trait Stage: Send + Sync + 'static {
     fn selftest_waits(&self) -> bool;
     /// Starts the person's own recording (which may still decline: the
     /// inbox off, the microphone muted, nothing to hear with).
-    fn start_person(&self);
+    fn start_person(&self, how: Start);
+    /// A recording has the microphone open (an agent's or the person's).
+    fn recording(&self) -> bool;
+    /// Keeps a wake word detection for the status and publishes it.
+    fn wake_heard(&self, word: String, score: f32, started: bool);
     /// Closes (or opens) the microphone.
     fn set_muted(&self, on: bool);
     fn publish(&self, event: Event);
@@ -74,6 +78,20 @@ pub trait Stage: Send + Sync + 'static {
 enum Command {
     /// A recording push-to-talk may hold while it runs.
     Recording(Weak<Control>),
+    /// The wake word detector heard `word` with `score`; the word ended
+    /// at ring position `at`.
+    Wake { word: String, score: f32, at: u64 },
+}
+
+/// How the person's turn was started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// A press of the button: the recording keeps a pre-roll.
+    Press,
+    /// The wake word, which ended at this capture ring position: the
+    /// recording starts there, so the word and what came before it are
+    /// never kept.
+    WakeWord { at: u64 },
 }
 
 /// The conductor's handle: what the rest of the appliance tells it.
@@ -114,6 +132,18 @@ impl Conductor {
             .is_err()
         {
             tracing::debug!("no conductor takes the recording; push-to-talk cannot hold it");
+        }
+    }
+
+    /// The wake word detector heard a word (from its own thread: never
+    /// waits; a full queue drops the detection, said in the log).
+    pub fn woke(&self, word: String, score: f32, at: u64) {
+        if self
+            .commands
+            .try_send(Command::Wake { word, score, at })
+            .is_err()
+        {
+            tracing::warn!("the conductor is not taking wake words; one was dropped");
         }
     }
 
@@ -165,6 +195,10 @@ impl ConductorTask {
                 () = token.cancelled() => return,
                 command = commands.recv() => match command {
                     Some(Command::Recording(control)) => hand.recording(control),
+                    Some(Command::Wake { word, score, at }) => {
+                        let started = hand.woke(&stage, at);
+                        stage.wake_heard(word, score, started);
+                    }
                     None => return,
                 },
                 event = next(&mut events) => match event {
@@ -266,8 +300,34 @@ impl Hand {
             tracing::info!("button pressed: it answers the pairing");
         } else if !stage.floor_held_by_agent() && !speech {
             // Nobody is listening: the person starts a conversation.
-            stage.start_person();
+            stage.start_person(Start::Press);
         }
+    }
+
+    /// The wake word: what a press starts, but never an answer (a pairing
+    /// is approved by hand only, and a self-test step waits for the
+    /// button), and nothing while Hark already listens. It stops Hark's
+    /// speech as the stop key does (a `converse` then listens at once),
+    /// and otherwise starts the person's turn from the word's end. Whether
+    /// it started the person's turn.
+    fn woke(&mut self, stage: &impl Stage, at: u64) -> bool {
+        if stage.selftest_waits() || stage.pairing_waiting() {
+            tracing::info!("wake word heard while the button is awaited: ignored");
+            return false;
+        }
+        if stage.speech_pending() > 0 || stage.speaker_playing() {
+            let dropped = stage.stop_speech();
+            tracing::info!(requests = dropped, "wake word heard: speech stopped");
+        }
+        if stage.recording() {
+            tracing::info!("wake word heard while Hark listens: nothing more to start");
+            return false;
+        }
+        if stage.floor_held_by_agent() {
+            return false;
+        }
+        stage.start_person(Start::WakeWord { at });
+        true
     }
 
     fn released(&mut self) {
@@ -325,8 +385,12 @@ mod tests {
         selftest: AtomicBool,
         stopped: AtomicUsize,
         people: AtomicUsize,
+        /// How each person's turn was started.
+        starts: Mutex<Vec<Start>>,
+        listening: AtomicBool,
         muted: AtomicBool,
         events: Mutex<Vec<Event>>,
+        wakes: Mutex<Vec<(String, bool)>>,
     }
 
     impl Stage for Arc<Room> {
@@ -350,8 +414,15 @@ mod tests {
         fn selftest_waits(&self) -> bool {
             self.selftest.load(Ordering::SeqCst)
         }
-        fn start_person(&self) {
+        fn start_person(&self, how: Start) {
             self.people.fetch_add(1, Ordering::SeqCst);
+            self.starts.lock().unwrap().push(how);
+        }
+        fn recording(&self) -> bool {
+            self.listening.load(Ordering::SeqCst)
+        }
+        fn wake_heard(&self, word: String, _score: f32, started: bool) {
+            self.wakes.lock().unwrap().push((word, started));
         }
         fn set_muted(&self, on: bool) {
             self.muted.store(on, Ordering::SeqCst);
@@ -406,6 +477,15 @@ mod tests {
 
         fn people(&self) -> usize {
             self.room.people.load(Ordering::SeqCst)
+        }
+
+        async fn wake(&self, at: u64) {
+            self.conductor.woke("okay_nabu".into(), 0.93, at);
+            settle().await;
+        }
+
+        fn wakes(&self) -> Vec<(String, bool)> {
+            self.room.wakes.lock().unwrap().clone()
         }
     }
 
@@ -568,5 +648,63 @@ mod tests {
         settle().await;
         assert!(!conductor.has_button());
         token.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_wake_word_starts_the_persons_turn_from_where_it_ended() {
+        let s = Script::start();
+        s.wake(48_000).await;
+        assert_eq!(s.people(), 1);
+        assert_eq!(
+            *s.room.starts.lock().unwrap(),
+            [Start::WakeWord { at: 48_000 }]
+        );
+        assert_eq!(s.wakes(), [("okay_nabu".to_owned(), true)]);
+        // A press is still a press.
+        s.press().await;
+        assert_eq!(s.room.starts.lock().unwrap()[1], Start::Press);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_wake_word_never_answers_a_pairing_or_a_selftest() {
+        let s = Script::start();
+        s.room.pairing.store(true, Ordering::SeqCst);
+        s.wake(1).await;
+        s.room.pairing.store(false, Ordering::SeqCst);
+        s.room.selftest.store(true, Ordering::SeqCst);
+        s.wake(2).await;
+        assert_eq!(s.people(), 0);
+        assert_eq!(
+            s.wakes(),
+            [
+                ("okay_nabu".to_owned(), false),
+                ("okay_nabu".to_owned(), false)
+            ]
+        );
+        // Not on the event stream as a press either: a pairing reads the
+        // button there.
+        assert!(s.room.events.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_wake_word_while_hark_listens_or_an_agent_holds_the_floor_starts_nothing() {
+        let s = Script::start();
+        s.room.listening.store(true, Ordering::SeqCst);
+        s.wake(1).await;
+        s.room.listening.store(false, Ordering::SeqCst);
+        s.room.agent_holds_floor.store(true, Ordering::SeqCst);
+        s.wake(2).await;
+        assert_eq!(s.people(), 0);
+        assert!(s.wakes().iter().all(|(_, started)| !started));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_wake_word_while_hark_speaks_stops_it_and_listens() {
+        let s = Script::start();
+        s.room.speech.store(1, Ordering::SeqCst);
+        s.room.playing.store(true, Ordering::SeqCst);
+        s.wake(7).await;
+        assert_eq!(s.room.stopped.load(Ordering::SeqCst), 1, "the stop word");
+        assert_eq!(s.people(), 1, "and the person's turn");
     }
 }

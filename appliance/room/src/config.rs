@@ -28,6 +28,7 @@ pub struct RoomConfig {
     pub confirm: ConfirmConfig,
     pub floor: FloorConfig,
     pub history: HistoryConfig,
+    pub wake: WakeConfig,
     /// `mcp.record_timeout`: how long a listen waits for speech to begin
     /// when the call gives no timeout, in seconds.
     pub record_timeout: f64,
@@ -48,6 +49,7 @@ impl Default for RoomConfig {
             confirm: Default::default(),
             floor: Default::default(),
             history: Default::default(),
+            wake: Default::default(),
             record_timeout: 15.0,
             state_dir: PathBuf::from("/var/lib/hark"),
         }
@@ -79,6 +81,25 @@ impl RoomConfig {
         )?;
         check_range("history.max_rows", self.history.max_rows, MAX_ROWS_RANGE)?;
         check_range("history.keep_days", self.history.keep_days, KEEP_DAYS_RANGE)?;
+        if self.wake.enabled && self.wake.words.is_empty() {
+            return Err(Invalid {
+                key: "wake.words",
+                reason: "empty; name a model such as \"okay_nabu\"".into(),
+            });
+        }
+        if let Some(word) = self.wake.words.iter().find(|w| {
+            w.is_empty()
+                || !w
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        }) {
+            return Err(Invalid {
+                key: "wake.words",
+                reason: format!(
+                    "`{word}` is not a model name (letters, digits, `_` and `-`, as in okay_nabu)"
+                ),
+            });
+        }
         if self.stt.partial_ms != 0 {
             check_range("stt.partial_ms", self.stt.partial_ms, (200, 10_000))?;
         }
@@ -200,6 +221,40 @@ impl RoomConfig {
             });
         }
         Ok(())
+    }
+}
+
+/// `[wake]`: the wake word, which starts the person's turn as a press of
+/// the button does.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WakeConfig {
+    /// Listen for the wake word. Off: only the button starts a turn.
+    pub enabled: bool,
+    /// The words, by model name in `models_dir`: `okay_nabu`,
+    /// `hey_jarvis`, `hey_mycroft`, `alexa` (the microWakeWord models the
+    /// set-up installs). Any of them wakes the appliance.
+    pub words: Vec<String>,
+    /// `low`, `default` or `high`: how sure a model must be
+    /// (docs/benchmarks.md gives each level's false wakes an hour and
+    /// missed words).
+    pub sensitivity: hark_core::room::Sensitivity,
+    /// Where the models are: `NAME.json` and the `.tflite` it names, with
+    /// their LICENSE (appliance/setup-models installs them).
+    pub models_dir: PathBuf,
+    /// TensorFlow Lite's C library, which runs them.
+    pub runtime: PathBuf,
+}
+
+impl Default for WakeConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            words: vec!["okay_nabu".to_owned()],
+            sensitivity: Default::default(),
+            models_dir: PathBuf::from("/usr/share/hark/wake"),
+            runtime: PathBuf::from("/usr/lib/hark/libtensorflowlite_c.so"),
+        }
     }
 }
 

@@ -12,6 +12,8 @@
 //!   the tools that hear the person and by the person's own recording;
 //! - [`person`]: the person starts: a press records a message for the
 //!   agents;
+//! - [`wake`]: the wake word detector's thread, which starts what a press
+//!   starts;
 //! - [`board`]: the button, lights and mute switch (crate `hark-board`);
 //! - [`conductor`]: the one task that decides what a press, a hold or the
 //!   mute switch means;
@@ -34,6 +36,7 @@ pub mod start;
 pub mod state;
 pub mod stt;
 pub mod tts;
+pub mod wake;
 
 // The core's parts, under the names the room's modules use.
 pub use hark_core::{agents, events, floor, words};

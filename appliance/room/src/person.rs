@@ -17,6 +17,7 @@ use std::{
 use hark_audio::earcon::Earcon;
 
 use crate::{
+    conductor::Start,
     floor::Who,
     inbox::{Delivered, Inbox, NewMessage},
     listen::{self, Chime, Listen, ListenError},
@@ -26,40 +27,54 @@ use crate::{
 /// What Hark says when it keeps a message nobody can take now.
 pub const KEPT: &str = "No agent is listening; I'll keep that.";
 
-/// The press: starts the person's recording unless something rules it out
-/// (said in the log, and with the error chime where the person needs to
-/// know the press did nothing).
-pub fn pressed(state: &Arc<ApplianceState>) {
+/// The press (or the wake word): starts the person's recording unless
+/// something rules it out (said in the log, and with the error chime where
+/// the person needs to know the press did nothing).
+pub fn pressed(state: &Arc<ApplianceState>, how: Start) {
+    let what = match how {
+        Start::Press => "button pressed",
+        Start::WakeWord { .. } => "wake word heard",
+    };
     let Some(inbox) = state.inbox.as_ref() else {
         tracing::info!(
-            "button pressed with nobody listening; the voice inbox is off (inbox.enabled = false), so nothing is recorded"
+            "{what} with nobody listening; the voice inbox is off (inbox.enabled = false), so nothing is recorded"
         );
         return;
     };
     if state.muted.load(Ordering::Acquire) {
-        tracing::info!("button pressed while muted: nothing is recorded");
+        tracing::info!("{what} while muted: nothing is recorded");
         listen::play(state, Earcon::Error);
         return;
     }
     if let Err(why) = state.stt.engine() {
-        tracing::warn!(why, "button pressed, but nothing can hear the person");
+        tracing::warn!(why, "{what}, but nothing can hear the person");
         listen::play(state, Earcon::Error);
         return;
     }
     if !state.bus.snapshot().person_listening.is_empty() {
         return;
     }
-    tracing::info!("button pressed with nobody listening: recording a message for the agents");
-    tokio::spawn(record(Arc::clone(state), Arc::clone(inbox)));
+    tracing::info!("{what} with nobody listening: recording a message for the agents");
+    tokio::spawn(record(Arc::clone(state), Arc::clone(inbox), how));
 }
 
-async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>) {
+async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>, how: Start) {
     let (timeout, announce) = (inbox.settings().listen, inbox.settings().announce);
     let opened = SystemTime::now();
-    let preroll = state
-        .microphone
-        .as_ref()
-        .map_or(Duration::ZERO, |mic| mic.preroll);
+    // How far back the recording's first sample is: the pre-roll after a
+    // press, the word's end after the wake word.
+    let preroll = state.microphone.as_ref().map_or(Duration::ZERO, |mic| {
+        let from = match how {
+            Start::Press => return mic.preroll,
+            Start::WakeWord { at } => at,
+        };
+        let back = mic.ring.written().saturating_sub(from);
+        Duration::from_secs_f64(back as f64 / f64::from(hark_audio::config::PIPELINE_RATE))
+    });
+    let start_at = match how {
+        Start::Press => None,
+        Start::WakeWord { at } => Some(at),
+    };
     // The person goes first: before every agent waiting for the floor.
     let turn = match state.floor.take(Who::Person, "button", true, timeout).await {
         Ok(turn) => turn,
@@ -77,6 +92,7 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>) {
         push_to_talk: true,
         turn: Some(turn),
         expect: listen::Expect::Anything,
+        start_at,
     };
     let heard = match listen::listen(&state, request, &mut hark_core::room::Quiet).await {
         Ok(heard) => heard,

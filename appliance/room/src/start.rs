@@ -29,6 +29,8 @@ pub struct Started {
     pub state: ApplianceState,
     pub board: Option<hark_board::board::Resolved>,
     pub audio: crate::audio::AudioEngine,
+    /// The wake word's thread, while it runs: stop it before the audio.
+    pub wake: Option<crate::wake::WakeService>,
 }
 
 /// Starts the room's engines in order, each reporting to the event
@@ -113,11 +115,68 @@ pub async fn start_room(
         yes_no: config.yes_no(),
         agents,
     });
+    let wake = start_wake(config, &state).await?;
     Ok(Started {
         state,
         board,
         audio,
+        wake,
     })
+}
+
+/// The wake word detector on the room's microphone, handing detections to
+/// its conductor; its subsystem says how it is.
+async fn start_wake(
+    config: &RoomConfig,
+    state: &ApplianceState,
+) -> Result<Option<crate::wake::WakeService>, StartError> {
+    let ears = state.microphone.as_ref().map(|mic| crate::wake::Ears {
+        ring: Arc::clone(&mic.ring),
+        muted: Arc::clone(&state.muted),
+        closed_while_speaking: config
+            .audio
+            .half_duplex
+            .then(|| Arc::clone(&state.speaking)),
+    });
+    let (wake_config, conductor) = (config.wake.clone(), state.conductor.clone());
+    // Loading reads the models and the runtime: off the runtime's threads.
+    let (wake, service) =
+        tokio::task::spawn_blocking(move || crate::wake::start(&wake_config, ears, conductor))
+            .await
+            .map_err(|source| StartError::Join {
+                what: "wake word",
+                source,
+            })?;
+    let status = wake.clone();
+    let enabled = config.wake.enabled;
+    state.subsystems.set(
+        Subsystem::Wake,
+        Arc::new(move || match status.why_unavailable() {
+            Some(_) if !enabled => SubsystemState::Disabled,
+            Some(why) => SubsystemState::unavailable(why),
+            None => {
+                let s = status.status();
+                SubsystemState::Running(format!(
+                    "{} for {} at {} sensitivity{}",
+                    match s.state {
+                        hark_core::room::WakeState::Listening => "listening",
+                        hark_core::room::WakeState::Off => "off",
+                        hark_core::room::WakeState::Muted => "muted, not listening",
+                        hark_core::room::WakeState::Speaking => "not listening while Hark speaks",
+                        hark_core::room::WakeState::Unavailable => "failed",
+                    },
+                    s.words.join(", "),
+                    s.sensitivity.as_str(),
+                    s.detections.last().map_or_else(String::new, |d| format!(
+                        "; last heard {} ({:.2}) at {}",
+                        d.word, d.score, d.at
+                    )),
+                ))
+            }
+        }),
+    );
+    let _ = state.wake.set(wake);
+    Ok(service)
 }
 
 /// The voice inbox, when it is on and opens; its subsystem says which.

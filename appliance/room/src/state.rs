@@ -32,6 +32,9 @@ pub struct ApplianceState {
     /// is after the room (its lights read the room), before anyone is
     /// served.
     pub simulated_board: OnceLock<hark_board::sim::SimControl>,
+    /// The wake word detector's handle: set as the room starts, after the
+    /// conductor it hands detections to.
+    pub wake: OnceLock<crate::wake::Wake>,
     pub conductor: crate::conductor::Conductor,
     pub conductor_task: Mutex<Option<crate::conductor::ConductorTask>>,
     pub selftest: crate::selftest::Bench,
@@ -148,6 +151,7 @@ impl ApplianceState {
             stt: parts.stt,
             tts: parts.tts,
             simulated_board: OnceLock::new(),
+            wake: OnceLock::new(),
             conductor,
             conductor_task: Mutex::new(Some(conductor_task)),
             selftest: Default::default(),

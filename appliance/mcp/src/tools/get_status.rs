@@ -49,6 +49,11 @@ pub struct Status {
     pub capture: Option<CaptureCounters>,
     /// State of each subsystem ("not configured" until its engine has started).
     pub subsystems: Subsystems,
+    /// The wake word: whether it listens (`listening`, `off`, `muted`,
+    /// `speaking` while half duplex closes the microphone, `unavailable`),
+    /// for which words, at which sensitivity, and the latest detections
+    /// with their scores. Null without a microphone.
+    pub wake: Option<hark_core::room::WakeStatus>,
     /// Pairing: the mode, and how this client is let in and what it may do.
     pub auth: Option<crate::auth::AuthStatus>,
 }
@@ -88,6 +93,7 @@ pub struct Subsystems {
     pub board: String,
     pub inbox: String,
     pub history: String,
+    pub wake: String,
 }
 
 impl Status {
@@ -172,7 +178,9 @@ impl Status {
                 board: subsystem(Subsystem::Board),
                 inbox: subsystem(Subsystem::Inbox),
                 history: subsystem(Subsystem::History),
+                wake: subsystem(Subsystem::Wake),
             },
+            wake: room.wake,
             auth: None,
         }
     }

@@ -414,6 +414,7 @@ impl Observe for SimRoom {
                 (Subsystem::Stt, SubsystemState::unavailable("no model")),
                 (Subsystem::Tts, SubsystemState::running("simulated speaker")),
             ],
+            wake: None,
         }
     }
 }

@@ -138,6 +138,9 @@ pub struct Listen {
     /// What the agent asked for: the end of the turn reads the live words
     /// with it.
     pub expect: Expect,
+    /// Record from this capture ring position (the wake word's end)
+    /// instead of a pre-roll back.
+    pub start_at: Option<u64>,
 }
 
 /// What kind of answer the agent waits for.
@@ -321,6 +324,7 @@ pub async fn listen(
         state.conductor.recording(&control);
     }
     let mut options = Options::new(request.timeout, mic.preroll, mic.vad.clone());
+    options.start_at = request.start_at;
     let live = stt.live().is_some_and(|live| Arc::ptr_eq(live, &engine));
     let at_pause: AtPause = Arc::default();
     if let Some(end_of_turn) = end_of_turn(state, mic, stt, live, &at_pause, &request.expect) {

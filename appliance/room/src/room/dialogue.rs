@@ -197,6 +197,7 @@ impl<'a> Dialogue<'a> {
             push_to_talk,
             turn: self.turn.take(),
             expect,
+            start_at: None,
         }
     }
 

@@ -53,6 +53,7 @@ impl Observe for Room {
                 .into_iter()
                 .map(|s| (s, state.subsystems.get(s)))
                 .collect(),
+            wake: state.wake.get().map(crate::wake::Wake::status),
         }
     }
 }
