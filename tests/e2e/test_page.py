@@ -196,3 +196,29 @@ def test_open_mode_opens_the_page_to_everyone_and_says_so(start_daemon, browser)
     assert "without pairing" in browser("text", selector="#warning")
     assert browser("visible", selector="#unlocked")
     shot(browser, "7-open-mode")
+
+
+def test_the_page_shows_the_wake_word_and_sets_it(start_daemon, browser, tmp_path):
+    """The wake word's state, its detections with their scores, and the
+    switch and sensitivity the person sets from the page."""
+    from test_wake import clip, wake_status
+
+    d = start_daemon({"auth": {"mode": "open"}, "wake": {"enabled": True}, "inbox": {"listen_seconds": 1}})
+    url = f"http://127.0.0.1:{d.http[1]}/"
+    browser("goto", url=url)
+    browser("wait_text", selector="#wake-state", contains="listening: okay_nabu", timeout=10000)
+    hark(d, "inject", str(clip(tmp_path, "wake", 0.3, "Okay Nabu.", 0.5)))
+    browser("wait_text", selector="#wake-detections", contains="okay_nabu", timeout=15000)
+    row = browser("text", selector="#wake-detections tbody tr")
+    score = wake_status(d)["detections"][0]["score"]
+    assert f"{score:.3f}" in row and "yes" in row, row
+    shot(browser, "8-wake-word")
+    browser("select", selector="#wake-sensitivity", value="low")
+    assert wait_for(lambda: wake_status(d)["sensitivity"] == "low", 5)
+    browser("click", selector="#wake-on")
+    assert wait_for(lambda: wake_status(d)["state"] == "off", 5)
+    browser("wait_text", selector="#wake-state", contains="off", timeout=5000)
+    bad = browser("fetch", url=url + "api/wake", method="POST", body=json.dumps({"sensitivity": "loud"}))
+    assert bad["status"] == 400 and "not one of low, default, high" in bad["body"], bad
+    assert wake_status(d)["sensitivity"] == "low"
+    assert browser("errors") == []

@@ -901,6 +901,16 @@ pub trait Observe: Send + Sync {
     fn status(&self) -> RoomStatus;
 }
 
+pub trait WakeWord: Send + Sync {
+    /// Turns the wake word on or off and sets its sensitivity (until the
+    /// next restart, which reads the configuration); how it is after.
+    fn set_wake(
+        &self,
+        on: Option<bool>,
+        sensitivity: Option<Sensitivity>,
+    ) -> Result<WakeStatus, Failure>;
+}
+
 // ------------------------------------------------------------------ files
 
 /// Audio an agent supplies: a file's bytes, or a path in the allowed
@@ -1216,13 +1226,14 @@ pub struct Capabilities {
     pub observe: std::sync::Arc<dyn Observe>,
     pub hands: std::sync::Arc<dyn Hands>,
     pub pair: std::sync::Arc<dyn Pair>,
+    pub wake: std::sync::Arc<dyn WakeWord>,
 }
 
 impl Capabilities {
     /// A room that has them all.
     pub fn of<R>(room: std::sync::Arc<R>) -> Self
     where
-        R: Listen + Speak + Ask + Files + Volume + Observe + Hands + Pair + 'static,
+        R: Listen + Speak + Ask + Files + Volume + Observe + Hands + Pair + WakeWord + 'static,
     {
         Self {
             listen: room.clone(),
@@ -1232,7 +1243,8 @@ impl Capabilities {
             volume: room.clone(),
             observe: room.clone(),
             hands: room.clone(),
-            pair: room,
+            pair: room.clone(),
+            wake: room,
         }
     }
 }

@@ -39,7 +39,7 @@ use crate::conductor::Conductor;
 const POLL: Duration = Duration::from_millis(20);
 /// Samples read at once: 10 ms, the front end's step, so a detection's
 /// ring position is within one step of the frame that made it.
-const CHUNK: usize = 160;
+pub const CHUNK: usize = 160;
 /// After a detection the models start again and nothing wakes for this
 /// long: the rest of the word must not wake it twice.
 const REFRACTORY: Duration = Duration::from_secs(1);
@@ -331,22 +331,109 @@ pub fn start(
     }
 }
 
+/// The word spotter: the front end and the models over a stream of
+/// 16 kHz samples, with the refractory time after a detection. The
+/// detector thread runs one; `hark-bench wake` runs the same on files.
+pub struct Spotter {
+    frontend: Frontend,
+    detectors: Vec<Detector>,
+    pcm: [i16; CHUNK],
+    /// No detection before this stream position (the refractory time).
+    quiet_until: u64,
+}
+
+/// A word heard: which model (its index in the words), the window mean
+/// that passed the cutoff.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Heard {
+    pub word: usize,
+    pub score: f32,
+}
+
+impl Spotter {
+    pub fn new(detectors: Vec<Detector>) -> Self {
+        Self {
+            frontend: Frontend::new(),
+            detectors,
+            pcm: [0; CHUNK],
+            quiet_until: 0,
+        }
+    }
+
+    /// The words' manifests, in order.
+    pub fn manifests(&self) -> impl Iterator<Item = &hark_wake::detector::Manifest> {
+        self.detectors.iter().map(|d| &d.manifest)
+    }
+
+    /// Forgets everything heard: the stream starts again.
+    pub fn reset(&mut self) -> Result<(), WakeError> {
+        self.frontend.reset();
+        self.quiet_until = 0;
+        self.detectors.iter_mut().try_for_each(Detector::reset)
+    }
+
+    /// Takes in up to [`CHUNK`] samples (-1…1) that end at stream position
+    /// `end`; the word heard, if one passed its cutoff at `sensitivity`.
+    /// Allocates nothing.
+    pub fn feed(
+        &mut self,
+        audio: &[f32],
+        end: u64,
+        sensitivity: Sensitivity,
+    ) -> Result<Option<Heard>, WakeError> {
+        let n = audio.len().min(CHUNK);
+        for (p, a) in self.pcm.iter_mut().zip(&audio[..n]) {
+            *p = (a * 32768.0).clamp(-32768.0, 32767.0) as i16;
+        }
+        let (mut heard, mut error): (Option<Heard>, Option<WakeError>) = (None, None);
+        let detectors = &mut self.detectors;
+        self.frontend.push(&self.pcm[..n], |frame| {
+            for (word, detector) in detectors.iter_mut().enumerate() {
+                match detector.push(frame) {
+                    Ok(Some(mean))
+                        if mean
+                            > cutoff(detector.manifest.micro.probability_cutoff, sensitivity)
+                            && heard.is_none_or(|h| mean > h.score) =>
+                    {
+                        heard = Some(Heard { word, score: mean });
+                    }
+                    Ok(_) => {}
+                    Err(e) => error = Some(e),
+                }
+            }
+        });
+        if let Some(e) = error {
+            return Err(e);
+        }
+        match heard {
+            Some(heard) if end >= self.quiet_until => {
+                // The models start again, so the rest of the word does
+                // not wake it twice.
+                self.detectors.iter_mut().try_for_each(Detector::reset)?;
+                self.quiet_until = end + REFRACTORY_SAMPLES;
+                Ok(Some(heard))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+/// [`REFRACTORY`] in samples.
+const REFRACTORY_SAMPLES: u64 =
+    REFRACTORY.as_millis() as u64 * hark_audio::config::PIPELINE_RATE as u64 / 1000;
+
 /// The detector thread's loop.
 fn listen(
-    mut detectors: Vec<Detector>,
+    detectors: Vec<Detector>,
     ears: Ears,
     wake: Wake,
     conductor: Conductor,
     stop: Arc<AtomicBool>,
 ) {
-    let mut frontend = Frontend::new();
+    let mut spotter = Spotter::new(detectors);
     let mut reader = ears.ring.reader(0);
-    let (mut audio, mut pcm) = ([0.0f32; CHUNK], [0i16; CHUNK]);
+    let mut audio = [0.0f32; CHUNK];
     let mut running = false;
-    // No detection before this ring position (the refractory time).
-    let mut quiet_until = 0u64;
-    let refractory =
-        REFRACTORY.as_millis() as u64 * u64::from(hark_audio::config::PIPELINE_RATE) / 1000;
     while !stop.load(Ordering::Acquire) {
         std::thread::sleep(POLL);
         let state = if !wake.0.on.load(Ordering::Acquire) {
@@ -371,11 +458,8 @@ fn listen(
             // Starting (again): from now, with nothing remembered.
             running = true;
             reader = ears.ring.reader(0);
-            frontend.reset();
-            for detector in &mut detectors {
-                if let Err(e) = detector.reset() {
-                    return failed(&wake, &e);
-                }
+            if let Err(e) = spotter.reset() {
+                return failed(&wake, &e);
             }
         }
         let sensitivity = wake.sensitivity();
@@ -384,45 +468,14 @@ fn listen(
             if n == 0 {
                 break;
             }
-            for (p, a) in pcm.iter_mut().zip(&audio[..n]) {
-                *p = (a * 32768.0).clamp(-32768.0, 32767.0) as i16;
-            }
-            let at = reader.position();
-            let mut heard: Option<(usize, f32)> = None;
-            let mut error = None;
-            frontend.push(&pcm[..n], |frame| {
-                for (i, detector) in detectors.iter_mut().enumerate() {
-                    match detector.push(frame) {
-                        Ok(Some(mean))
-                            if mean
-                                > cutoff(
-                                    detector.manifest.micro.probability_cutoff,
-                                    sensitivity,
-                                )
-                                && heard.is_none_or(|(_, best)| mean > best) =>
-                        {
-                            heard = Some((i, mean));
-                        }
-                        Ok(_) => {}
-                        Err(e) => error = Some(e),
-                    }
+            match spotter.feed(&audio[..n], reader.position(), sensitivity) {
+                Ok(Some(heard)) => {
+                    let word = wake.0.words[heard.word].clone();
+                    tracing::info!(word, score = heard.score, "wake word heard");
+                    conductor.woke(word, heard.score, reader.position());
                 }
-            });
-            if let Some(e) = error {
-                return failed(&wake, &e);
-            }
-            if let Some((i, score)) = heard
-                && at >= quiet_until
-            {
-                quiet_until = at + refractory;
-                let word = wake.0.words[i].clone();
-                tracing::info!(word, score, "wake word heard");
-                conductor.woke(word, score, at);
-                for detector in &mut detectors {
-                    if let Err(e) = detector.reset() {
-                        return failed(&wake, &e);
-                    }
-                }
+                Ok(None) => {}
+                Err(e) => return failed(&wake, &e),
             }
         }
     }

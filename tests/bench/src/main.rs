@@ -35,6 +35,7 @@ mod speech;
 mod stt;
 mod tts;
 mod turn;
+mod wake;
 mod wer;
 
 use std::{
@@ -147,6 +148,10 @@ enum Mode {
     /// on the same audio, by six espeak-ng voices and piper's (see
     /// [`wer`]).
     Wer(wer::WerArgs),
+    /// The wake word: false wakes an hour on recorded speech and music,
+    /// missed words on synthetic voices near, far and in noise, how late,
+    /// and CPU against pymicro-wakeword (see [`wake`]).
+    Wake(wake::WakeArgs),
 }
 
 fn main() -> ExitCode {
@@ -165,6 +170,7 @@ fn main() -> ExitCode {
         Some(Mode::Turn(turn)) => turn::main(turn),
         Some(Mode::Eot(eot)) => eot::main(eot),
         Some(Mode::Wer(wer)) => wer::main(wer),
+        Some(Mode::Wake(wake)) => wake::main(wake),
         None => bench(args),
     };
     match result {

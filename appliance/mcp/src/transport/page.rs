@@ -2,7 +2,8 @@
 //! from the binary, no build step) and its `/api/` endpoints: what Hark is
 //! doing now (live, from the event stream), the agents connected and
 //! paired (revoke), a pending pairing (approve or refuse), recent history,
-//! volume, voices and models, the last log lines, and the simulated
+//! volume, the wake word (on or off, its sensitivity, its latest
+//! detections), voices and models, the last log lines, and the simulated
 //! board's button.
 //!
 //! Who may see it: a browser the person allowed by the button (`POST
@@ -225,6 +226,14 @@ struct Volume {
     volume: i64,
 }
 
+/// `POST /api/wake`: either or both.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetWake {
+    enabled: Option<bool>,
+    sensitivity: Option<String>,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Decision {
@@ -366,6 +375,26 @@ pub async fn handle(
                     "NoPairingError",
                     "no pairing is waiting for an answer",
                 ),
+            }
+        }
+        ("/api/wake", &http::Method::POST) => {
+            let set: SetWake = match body(request).await {
+                Ok(s) => s,
+                Err(r) => return *r,
+            };
+            let sensitivity = match set.sensitivity.as_deref().map(|s| {
+                hark_core::room::Sensitivity::parse(s)
+                    .ok_or_else(|| format!("sensitivity `{s}` is not one of low, default, high"))
+            }) {
+                None => None,
+                Some(Ok(level)) => Some(level),
+                Some(Err(why)) => {
+                    return error(StatusCode::BAD_REQUEST, "InvalidArgumentError", why);
+                }
+            };
+            match shared.room.wake.set_wake(set.enabled, sensitivity) {
+                Ok(status) => json_response(StatusCode::OK, &json!(status)),
+                Err(e) => error(StatusCode::CONFLICT, e.kind.name(), e.message),
             }
         }
         ("/api/button", &http::Method::POST) => {

@@ -25,7 +25,8 @@ use hark_core::{
         ListenCall, NO_SPEECH, Observe, Pair, PairAsk, PairRefusal, Progress, Question,
         RECORD_TIMEOUT_RANGE, Refusal, RemovedVoice, Report, RoomStatus, Speak, SpeakCall,
         SpeechEnd, SpeechStatus, Spoken, SynthesizeCall, Transcription, Voices, Volume, VolumeSet,
-        check_question, check_rate, check_text, check_timeout, check_volume, prompt,
+        WakeStatus, WakeWord, check_question, check_rate, check_text, check_timeout, check_volume,
+        prompt,
     },
     status::{Subsystem, SubsystemState},
     words,
@@ -393,6 +394,19 @@ impl Volume for SimRoom {
                 hardware_control: None,
             })
         })
+    }
+}
+
+impl WakeWord for SimRoom {
+    fn set_wake(
+        &self,
+        _on: Option<bool>,
+        _sensitivity: Option<hark_core::room::Sensitivity>,
+    ) -> Result<WakeStatus, Failure> {
+        Err(Failure::new(
+            Kind::ModelNotLoaded,
+            "the simulated room has no wake word",
+        ))
     }
 }
 

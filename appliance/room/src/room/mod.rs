@@ -20,7 +20,10 @@ pub mod speech;
 use std::sync::{Arc, atomic::Ordering};
 
 use hark_core::{
-    room::{BoxFuture, CaptureCounters, Failure, Kind, Observe, RoomStatus, Volume, VolumeSet},
+    room::{
+        BoxFuture, CaptureCounters, Failure, Kind, Observe, RoomStatus, Sensitivity, Volume,
+        VolumeSet, WakeStatus, WakeWord,
+    },
     status::Subsystem,
 };
 
@@ -55,6 +58,32 @@ impl Observe for Room {
                 .collect(),
             wake: state.wake.get().map(crate::wake::Wake::status),
         }
+    }
+}
+
+impl WakeWord for Room {
+    fn set_wake(
+        &self,
+        on: Option<bool>,
+        sensitivity: Option<Sensitivity>,
+    ) -> Result<WakeStatus, Failure> {
+        let wake = self.state.wake.get().ok_or_else(|| {
+            Failure::new(
+                Kind::ModelNotLoaded,
+                "there is no wake word: the audio engine is off (audio.enabled = false)",
+            )
+        })?;
+        if on == Some(true)
+            && let Some(why) = wake.why_unavailable()
+        {
+            return Err(Failure::new(
+                Kind::ModelNotLoaded,
+                format!("the wake word cannot run: {why}"),
+            ));
+        }
+        wake.set(on, sensitivity);
+        tracing::info!(?on, ?sensitivity, "wake word set from the status page");
+        Ok(wake.status())
     }
 }
 

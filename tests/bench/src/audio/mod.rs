@@ -16,7 +16,7 @@
 
 mod cpu;
 mod eos;
-mod report;
+pub mod report;
 pub(crate) mod signal;
 mod stop;
 

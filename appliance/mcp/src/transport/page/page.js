@@ -103,6 +103,17 @@ function render(data) {
     $("volume").value = s.volume;
   }
   text("volume-value", s.volume == null ? "no speaker" : s.volume);
+  const wake = s.wake;
+  show("wake", !!wake);
+  if (wake) {
+    text("wake-state", `${wake.state}: ${wake.words.join(", ")}`);
+    $("wake-on").checked = wake.state !== "off" && wake.state !== "unavailable";
+    $("wake-on").disabled = wake.state === "unavailable";
+    if (document.activeElement !== $("wake-sensitivity")) $("wake-sensitivity").value = wake.sensitivity;
+    rows("wake-detections", wake.detections.slice().reverse(), (row, d) => {
+      cell(row, d.at); cell(row, d.word); cell(row, d.score.toFixed(3)); cell(row, d.started ? "yes" : "no");
+    });
+  }
   const subsystems = $("subsystems");
   subsystems.replaceChildren();
   for (const [name, state] of Object.entries(s.subsystems)) {
@@ -132,7 +143,7 @@ function follow() {
     "speaker", "button", "mute", "floor_granted", "floor_released", "floor_queued",
     "pairing_requested", "pairing_ended", "utterance_transcribed", "inbox_arrived",
     "inbox_taken", "answer_awaited", "answer_ended", "transcription_started", "transcription_ended",
-    "health"];
+    "health", "wake_word"];
   for (const name of names) {
     events.addEventListener(name, (e) => {
       text("last-event", `${name}: ${e.data}`);
@@ -197,6 +208,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("pairing-approve").addEventListener("click", () => act("/api/pairing", { approve: true }));
   $("pairing-refuse").addEventListener("click", () => act("/api/pairing", { approve: false }));
   $("volume").addEventListener("change", () => act("/api/volume", { volume: Number($("volume").value) }));
+  $("wake-on").addEventListener("change", () => act("/api/wake", { enabled: $("wake-on").checked }));
+  $("wake-sensitivity").addEventListener("change", () => act("/api/wake", { sensitivity: $("wake-sensitivity").value }));
   $("ptt").addEventListener("pointerdown", () => act("/api/button", { action: "hold" }));
   $("ptt").addEventListener("pointerup", () => act("/api/button", { action: "release" }));
   $("logout").addEventListener("click", async () => { await act("/api/logout"); });
