@@ -6,6 +6,7 @@ measured on recorded people by `hark-bench wake` (docs/benchmarks.md)."""
 
 import subprocess
 import threading
+import time
 import wave
 
 import pytest
@@ -129,3 +130,72 @@ def test_off_by_default_and_a_missing_model_is_a_clear_state(start_daemon, tmp_p
     c.initialize()
     assert c.call_tool("get_status")["result"]["structuredContent"]["muted"] is False
     c.close()
+
+
+# ---- the follow-up -----------------------------------------------------------
+
+
+def answered_by(daemon, tmp_path, agent="helper"):
+    """The person wakes Hark and asks; `agent` takes the message and answers
+    aloud. Returns the agent's connection, still open."""
+    c, t, out = waiting_agent(daemon, agent)
+    hark(daemon, "inject", str(clip(tmp_path, "ask", 0.3, "Okay Nabu.", 1.0, ASK, 0.5)))
+    t.join(60)
+    assert out["result"]["structuredContent"]["received"] is True, out
+    spoken = call(c, "speak_text", {"text": "You have a dentist at nine.", "wait": True}, 6)
+    assert not spoken.get("isError"), spoken
+    return c
+
+
+def test_after_an_answer_hark_listens_again_without_the_wake_word(start_daemon, tmp_path):
+    d = start_daemon({"wake": {"enabled": True, "follow_up_seconds": 4}})
+    assert wait_for(lambda: wake_status(d)["state"] == "listening", 10)
+    c = answered_by(d, tmp_path)
+    # The microphone opens again at once, the light showing it, no chime.
+    assert wait_for(lambda: lights(d) == "listening", 3), status(d)["subsystems"]
+    hark(d, "inject", str(clip(tmp_path, "more", 0.2, "And what about tomorrow afternoon?", 0.5)))
+    r = call(c, "wait_for_person", {"timeout_seconds": 30}, 7)
+    c.close()
+    s = r["structuredContent"]
+    assert s["received"] is True and heard(s["text"], {"tomorrow", "afternoon"}), s
+    assert s["message"]["addressed_to"] == "helper" and s["message"]["addressed_by"] == "follow_up", s
+    assert len(wake_status(d)["detections"]) == 1, "no wake word the second time"
+    log = d.log()
+    assert "the agent answered the person: following up" in log
+    assert "follow-up with nobody listening: recording a message for the agents" in log
+
+
+def test_the_follow_up_closes_after_its_window_and_gives_way_to_an_agent(start_daemon, tmp_path):
+    d = start_daemon({"wake": {"enabled": True, "follow_up_seconds": 3}})
+    assert wait_for(lambda: wake_status(d)["state"] == "listening", 10)
+    c = answered_by(d, tmp_path)
+    assert wait_for(lambda: lights(d) == "listening", 3)
+    # Nothing said: it closes after its 3 s and keeps nothing.
+    assert wait_for(lambda: lights(d) == "idle", 8)
+    assert status(d)["messages_waiting"] == 0
+    # Answered again; this time the agent speaks on at once: the follow-up
+    # gives way instead of holding its speech back for 3 s.
+    c.close()
+    c = answered_by(d, tmp_path, "helper2")
+    assert wait_for(lambda: lights(d) == "listening", 3)
+    started = time.monotonic()
+    spoken = call(c, "speak_text", {"text": "One more thing.", "wait": True}, 8)
+    c.close()
+    assert not spoken.get("isError"), spoken
+    assert time.monotonic() - started < 2.5, "the follow-up held the agent's speech back"
+    assert "the follow-up gave way to an agent before the person spoke" in d.log()
+
+
+def test_no_follow_up_without_the_wake_word(start_daemon, tmp_path):
+    d = start_daemon({"wake": {"follow_up_seconds": 3}})
+    c, t, out = waiting_agent(d, "plain")
+    hark(d, "button", "press")
+    assert wait_for(lambda: lights(d) == "listening", 5)
+    time.sleep(0.4)
+    hark(d, "inject", str(clip(tmp_path, "pressed", 0.2, ASK, 0.5)))
+    t.join(60)
+    assert out["result"]["structuredContent"]["received"] is True
+    call(c, "speak_text", {"text": "Noted.", "wait": True}, 6)
+    c.close()
+    assert not wait_for(lambda: lights(d) == "listening", 2)
+    assert "following up" not in d.log()

@@ -84,7 +84,7 @@ enum Command {
 }
 
 /// How the person's turn was started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Start {
     /// A press of the button: the recording keeps a pre-roll.
     Press,
@@ -92,6 +92,13 @@ pub enum Start {
     /// recording starts there, so the word and what came before it are
     /// never kept.
     WakeWord { at: u64 },
+    /// The follow-up after `agent` answered the person: the microphone
+    /// opens for `window` without the wake word, and gives way if an agent
+    /// wants the floor before the person speaks ([`crate::follow`]).
+    FollowUp {
+        agent: String,
+        window: std::time::Duration,
+    },
 }
 
 /// The conductor's handle: what the rest of the appliance tells it.

@@ -81,6 +81,11 @@ impl RoomConfig {
         )?;
         check_range("history.max_rows", self.history.max_rows, MAX_ROWS_RANGE)?;
         check_range("history.keep_days", self.history.keep_days, KEEP_DAYS_RANGE)?;
+        check_range(
+            "wake.follow_up_seconds",
+            self.wake.follow_up_seconds,
+            (0.0, 30.0),
+        )?;
         if self.wake.enabled && self.wake.words.is_empty() {
             return Err(Invalid {
                 key: "wake.words",
@@ -244,6 +249,10 @@ pub struct WakeConfig {
     pub models_dir: PathBuf,
     /// TensorFlow Lite's C library, which runs them.
     pub runtime: PathBuf,
+    /// After an agent answers the person (it heard them, then spoke), the
+    /// microphone opens again for this many seconds without the wake word
+    /// (0–30; 0: never). Only while the wake word is on.
+    pub follow_up_seconds: f64,
 }
 
 impl Default for WakeConfig {
@@ -254,6 +263,7 @@ impl Default for WakeConfig {
             sensitivity: Default::default(),
             models_dir: PathBuf::from("/usr/share/hark/wake"),
             runtime: PathBuf::from("/usr/lib/hark/libtensorflowlite_c.so"),
+            follow_up_seconds: 5.0,
         }
     }
 }

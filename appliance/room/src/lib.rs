@@ -14,6 +14,8 @@
 //!   agents;
 //! - [`wake`]: the wake word detector's thread, which starts what a press
 //!   starts;
+//! - [`follow`]: the follow-up: after an agent answers, listen again
+//!   without the wake word;
 //! - [`board`]: the button, lights and mute switch (crate `hark-board`);
 //! - [`conductor`]: the one task that decides what a press, a hold or the
 //!   mute switch means;
@@ -27,6 +29,7 @@ pub mod audio;
 pub mod board;
 pub mod conductor;
 pub mod config;
+pub mod follow;
 pub mod listen;
 pub mod memory;
 pub mod person;

@@ -34,6 +34,7 @@ pub fn pressed(state: &Arc<ApplianceState>, how: Start) {
     let what = match how {
         Start::Press => "button pressed",
         Start::WakeWord { .. } => "wake word heard",
+        Start::FollowUp { .. } => "follow-up",
     };
     let Some(inbox) = state.inbox.as_ref() else {
         tracing::info!(
@@ -59,24 +60,30 @@ pub fn pressed(state: &Arc<ApplianceState>, how: Start) {
 }
 
 async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>, how: Start) {
-    let (timeout, announce) = (inbox.settings().listen, inbox.settings().announce);
+    let announce = inbox.settings().announce;
+    let timeout = match &how {
+        Start::FollowUp { window, .. } => *window,
+        _ => inbox.settings().listen,
+    };
     let opened = SystemTime::now();
     // How far back the recording's first sample is: the pre-roll after a
     // press, the word's end after the wake word.
     let preroll = state.microphone.as_ref().map_or(Duration::ZERO, |mic| {
         let from = match how {
-            Start::Press => return mic.preroll,
             Start::WakeWord { at } => at,
+            _ => return mic.preroll,
         };
         let back = mic.ring.written().saturating_sub(from);
         Duration::from_secs_f64(back as f64 / f64::from(hark_audio::config::PIPELINE_RATE))
     });
-    let start_at = match how {
-        Start::Press => None,
-        Start::WakeWord { at } => Some(at),
+    let (start_at, chime, tool) = match &how {
+        Start::Press => (None, Chime::Alongside, "button"),
+        Start::WakeWord { at } => (Some(*at), Chime::Alongside, "wake word"),
+        // Hark has just spoken: the light shows it listens, no chime.
+        Start::FollowUp { .. } => (None, Chime::None, "follow-up"),
     };
     // The person goes first: before every agent waiting for the floor.
-    let turn = match state.floor.take(Who::Person, "button", true, timeout).await {
+    let turn = match state.floor.take(Who::Person, tool, true, timeout).await {
         Ok(turn) => turn,
         Err(e) => {
             tracing::warn!(error = %e, "the person's press found the floor busy");
@@ -88,13 +95,27 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>, how: Start) {
         agent: None,
         timeout,
         language: None,
-        chime: Chime::Alongside,
+        chime,
         push_to_talk: true,
         turn: Some(turn),
         expect: listen::Expect::Anything,
         start_at,
     };
-    let heard = match listen::listen(&state, request, &mut hark_core::room::Quiet).await {
+    let heard = match &how {
+        Start::FollowUp { .. } => {
+            let mut spoke = crate::follow::SpokeFlag::default();
+            let flag = spoke.flag();
+            tokio::select! {
+                heard = listen::listen(&state, request, &mut spoke) => heard,
+                () = crate::follow::wanted(&state, flag) => {
+                    tracing::info!("the follow-up gave way to an agent before the person spoke");
+                    return;
+                }
+            }
+        }
+        _ => listen::listen(&state, request, &mut hark_core::room::Quiet).await,
+    };
+    let heard = match heard {
         Ok(heard) => heard,
         Err(ListenError::Muted) => {
             tracing::info!("the person's message was cut off by the mute switch; nothing kept");
@@ -115,7 +136,11 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>, how: Start) {
     let start = Duration::from_secs_f64(heard.speech_start.unwrap_or(0.0));
     let spoken_at = (opened + start).checked_sub(preroll).unwrap_or(opened);
     let duration = heard.speech_end.unwrap_or(0.0) - heard.speech_start.unwrap_or(0.0);
-    let (addressed_to, addressed_key, by) = inbox.address(&heard.text, &state.agents_seen.names());
+    let known = state.agents_seen.names();
+    let (addressed_to, addressed_key, by) = match &how {
+        Start::FollowUp { agent, .. } => inbox.address_follow_up(&heard.text, &known, agent),
+        _ => inbox.address(&heard.text, &known),
+    };
     let message = NewMessage {
         text: heard.text.clone(),
         spoken_at,

@@ -284,6 +284,15 @@ pub fn start_board(
     if let Some(conductor) = conductor {
         tokio::spawn(conductor.run(Arc::clone(state), contacts, token.clone()));
     }
+    // The follow-up after an agent's answer (hands-free).
+    if config.wake.follow_up_seconds > 0.0 {
+        let window = Duration::from_secs_f64(config.wake.follow_up_seconds);
+        tokio::spawn(crate::follow::serve(
+            Arc::clone(state),
+            window,
+            token.clone(),
+        ));
+    }
     if let Some(control) = board.as_ref().and_then(|b| b.simulated()) {
         let _ = state.simulated_board.set(control);
     }

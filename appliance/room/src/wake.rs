@@ -140,6 +140,11 @@ impl Wake {
         }
     }
 
+    /// Whether it is switched on and can run (hands-free).
+    pub fn on(&self) -> bool {
+        self.0.unavailable.is_none() && self.0.on.load(Ordering::Acquire)
+    }
+
     /// Why it does not run, when it could not start.
     pub fn why_unavailable(&self) -> Option<&str> {
         self.0.unavailable.as_deref()

@@ -46,6 +46,9 @@ pub use db::{FILE, Message, NewMessage, StoreError};
 pub const BY_NAME: &str = "name";
 pub const BY_DEFAULT: &str = "default";
 pub const BY_ANYONE: &str = "anyone";
+/// Said in the follow-up after an agent answered: to that agent, unless
+/// the person names another.
+pub const BY_FOLLOW_UP: &str = "follow_up";
 
 /// The inbox's settings (from `[inbox]` and `[agents]`).
 #[derive(Debug, Clone)]
@@ -493,6 +496,20 @@ impl Inbox {
         }
     }
 
+    /// Who a follow-up to `agent`'s answer is for: the agent the person
+    /// names, if any, else `agent`.
+    pub fn address_follow_up(
+        &self,
+        text: &str,
+        known: &[String],
+        agent: &str,
+    ) -> (Option<String>, Option<String>, &'static str) {
+        match self.address(text, known) {
+            named @ (_, _, BY_NAME) => named,
+            _ => (Some(agent.to_owned()), Some(self.key(agent)), BY_FOLLOW_UP),
+        }
+    }
+
     /// The expiry time for a message kept now.
     pub fn expires(&self, now: SystemTime) -> SystemTime {
         now + self.shared.settings.keep
@@ -650,6 +667,19 @@ mod tests {
         assert_eq!((to.as_deref(), by), (Some("cursor"), BY_NAME));
         let (to, key, by) = inbox.address("what's the time", &["cursor".into()]);
         assert_eq!((to, key, by), (None, None, BY_ANYONE));
+    }
+
+    #[test]
+    fn a_follow_up_goes_to_the_agent_that_answered_unless_another_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let inbox = open(dir.path(), settings());
+        let (to, key, by) = inbox.address_follow_up("and tomorrow?", &[], "Cursor");
+        assert_eq!(
+            (to.as_deref(), key.as_deref(), by),
+            (Some("Cursor"), Some("cursor"), BY_FOLLOW_UP)
+        );
+        let (to, _, by) = inbox.address_follow_up("Claude, and tomorrow?", &[], "cursor");
+        assert_eq!((to.as_deref(), by), (Some("claude-code"), BY_NAME));
     }
 
     #[tokio::test]
