@@ -28,6 +28,7 @@ ONNXRUNTIME = REPO / "tests" / ".voices" / "lib" / "libonnxruntime.so"
 WAKE = REPO / "tests" / ".models" / "wake"
 # The tools the daemon serves, in tools/list order.
 TOOLS = [
+    "cancel_scheduled",
     "choose",
     "confirm",
     "converse",
@@ -35,6 +36,7 @@ TOOLS = [
     "get_status",
     "install_voice",
     "list_captures",
+    "list_scheduled",
     "list_voices",
     "remove_voice",
     "segment_sentences",

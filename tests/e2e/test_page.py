@@ -222,3 +222,23 @@ def test_the_page_shows_the_wake_word_and_sets_it(start_daemon, browser, tmp_pat
     assert bad["status"] == 400 and "not one of low, default, high" in bad["body"], bad
     assert wake_status(d)["sensitivity"] == "low"
     assert browser("errors") == []
+
+
+def test_the_page_shows_what_is_kept_for_later_and_cancels_it(start_daemon, browser):
+    from test_timers import scheduled
+
+    d = start_daemon({"auth": {"mode": "open"}})
+    c = LineClient.tcp(d, timeout=30)
+    c.initialize("cook")
+    r = call(c, "speak_text", {"text": "Take the bread out.", "delay_seconds": 900, "ring": True}, 2)
+    c.close()
+    assert r["structuredContent"]["status"] == "scheduled", r
+    browser("goto", url=f"http://127.0.0.1:{d.http[1]}/")
+    browser("wait_text", selector="#scheduled", contains="Take the bread out.", timeout=10000)
+    row = browser("text", selector="#scheduled tbody tr")
+    assert "timer" in row and "cook" in row, row
+    shot(browser, "9-kept-for-later")
+    browser("click", selector="#scheduled tbody button")
+    assert wait_for(lambda: scheduled(d) == [], 5)
+    assert wait_for(lambda: not browser("visible", selector="#later"), 5), "the empty list is hidden"
+    assert browser("errors") == []

@@ -33,6 +33,8 @@ pub enum Earcon {
     ListenStop,
     /// Something failed: a low double buzz.
     Error,
+    /// A timer rings: four quick high beeps, repeated until it is stopped.
+    Alarm,
 }
 
 const RATE: u32 = crate::config::PIPELINE_RATE;
@@ -111,6 +113,14 @@ impl Earcon {
                 gap(30, &mut samples);
                 note(220.0, 80, 0.4, &mut samples);
             }
+            Earcon::Alarm => {
+                for i in 0..4 {
+                    if i > 0 {
+                        gap(15, &mut samples);
+                    }
+                    note(1760.0, 30, 0.4, &mut samples);
+                }
+            }
         }
         Clip {
             samples,
@@ -132,6 +142,7 @@ mod tests {
             Earcon::ListenStartIn(Tone::High),
             Earcon::ListenStartIn(Tone::Low),
             Earcon::ListenStartIn(Tone::Triple),
+            Earcon::Alarm,
         ]
         .into_iter()
         .map(Earcon::clip)

@@ -88,6 +88,10 @@ pub enum Kind {
     NotPaired,
     /// The agent's token does not allow it.
     PermissionDenied,
+    /// No speech or timer kept for later has that id.
+    NotScheduled,
+    /// What is kept for later could not be kept (its store failed).
+    Schedule,
 }
 
 impl Kind {
@@ -115,6 +119,8 @@ impl Kind {
             Kind::History => "HistoryError",
             Kind::NotPaired => "NotPairedError",
             Kind::PermissionDenied => "PermissionDeniedError",
+            Kind::NotScheduled => "NotScheduledError",
+            Kind::Schedule => "ScheduleError",
         }
     }
 }
@@ -418,6 +424,8 @@ pub enum SpeechStatus {
     Queued,
     Spoken,
     Stopped,
+    /// Kept to be said later (`delay_seconds`, `at`).
+    Scheduled,
 }
 
 /// `speak_text`'s structured result.
@@ -441,6 +449,9 @@ pub struct Spoken {
     pub priority: Priority,
     /// Seconds of speech played (with `wait: true`).
     pub seconds: Option<f64>,
+    /// When it is kept to be said later: its id (for `cancel_scheduled`)
+    /// and when.
+    pub scheduled: Option<Scheduled>,
 }
 
 /// Something to say.
@@ -456,6 +467,127 @@ pub struct SpeakCall {
     pub priority: Priority,
     /// Return when it has been played (or stopped), not once queued.
     pub wait: bool,
+    /// Say it later: at this time, and as a timer that rings or not.
+    pub later: Option<Later>,
+}
+
+/// Speech kept to be said at a time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Later {
+    pub due: std::time::SystemTime,
+    /// A timer: after the words, a chime repeats until the button, the wake
+    /// word (the stop word) or this long ends it. `None`: said once.
+    pub ring: Option<std::time::Duration>,
+}
+
+/// The longest delay (and the furthest time) speech may be kept for.
+pub const MAX_LATER: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+/// Accepted range for a timer's ringing, in seconds.
+pub const RING_SECONDS_RANGE: (f64, f64) = (1.0, 600.0);
+
+/// When to say something, from a call's `delay_seconds` or `at` (not
+/// both), and whether it rings (`ring`, up to `ring_seconds`, default 60);
+/// `None`: now. `now` is the call's time.
+pub fn check_later(
+    delay_seconds: Option<f64>,
+    at: Option<&str>,
+    ring: Option<bool>,
+    ring_seconds: Option<f64>,
+    now: std::time::SystemTime,
+) -> Result<Option<Later>, Failure> {
+    let due = match (delay_seconds, at) {
+        (Some(_), Some(_)) => {
+            return Err(Failure::invalid("give delay_seconds or at, not both"));
+        }
+        (Some(d), None) => {
+            if !(d.is_finite() && d >= 0.0 && d <= MAX_LATER.as_secs_f64()) {
+                return Err(Failure::invalid(format!(
+                    "delay_seconds must be 0–{} (seven days), got {d}",
+                    MAX_LATER.as_secs()
+                )));
+            }
+            now + Duration::from_secs_f64(d)
+        }
+        (None, Some(at)) => {
+            let due = humantime::parse_rfc3339_weak(at).map_err(|e| {
+                Failure::invalid(format!(
+                    "at must be a time such as 2026-12-05T18:30:00Z (RFC 3339, UTC), got `{at}`: {e}"
+                ))
+            })?;
+            if due.duration_since(now).is_ok_and(|ahead| ahead > MAX_LATER) {
+                return Err(Failure::invalid(format!(
+                    "at is more than seven days ahead: `{at}`"
+                )));
+            }
+            // A time just past is said now, as a delay of 0 would be.
+            due.max(now)
+        }
+        (None, None) => {
+            if ring.is_some() || ring_seconds.is_some() {
+                return Err(Failure::invalid(
+                    "ring and ring_seconds need delay_seconds or at: a timer rings at its time",
+                ));
+            }
+            return Ok(None);
+        }
+    };
+    let ring = match (ring.unwrap_or(false), ring_seconds) {
+        (false, Some(_)) => {
+            return Err(Failure::invalid("ring_seconds needs ring: true"));
+        }
+        (false, None) => None,
+        (true, seconds) => {
+            let seconds = seconds.unwrap_or(60.0);
+            let (lo, hi) = RING_SECONDS_RANGE;
+            if !(seconds.is_finite() && (lo..=hi).contains(&seconds)) {
+                return Err(Failure::invalid(format!(
+                    "ring_seconds must be {lo}–{hi}, got {seconds}"
+                )));
+            }
+            Some(Duration::from_secs_f64(seconds))
+        }
+    };
+    Ok(Some(Later { due, ring }))
+}
+
+/// What kind of thing is kept to be said later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum LaterKind {
+    /// Said once at its time.
+    Speech,
+    /// Said, then rings until stopped.
+    Timer,
+}
+
+/// Speech (or a timer) kept to be said later, as `list_scheduled`,
+/// `get_status` and the status page show it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Scheduled {
+    pub id: i64,
+    pub kind: LaterKind,
+    /// The agent that asked for it (`None`: a script).
+    pub agent: Option<String>,
+    pub text: String,
+    /// When it is due (RFC 3339, UTC).
+    pub due_at: String,
+    /// Seconds until then (0 when it is due or ringing).
+    pub due_in_seconds: f64,
+    /// A timer's longest ringing, seconds.
+    pub ring_seconds: Option<f64>,
+    /// A timer ringing now.
+    pub ringing: bool,
+}
+
+/// What was kept to be said later: listed, and cancelled by id.
+pub trait Schedule: Send + Sync {
+    /// Everything kept, the soonest first (a timer ringing now included).
+    fn scheduled(&self) -> BoxFuture<'_, Result<Vec<Scheduled>, Failure>>;
+
+    /// Cancels `id` (a ringing timer stops); what it was.
+    fn cancel(&self, id: i64) -> BoxFuture<'_, Result<Scheduled, Failure>>;
 }
 
 pub trait Speak: Send + Sync {
@@ -820,6 +952,8 @@ pub struct RoomStatus {
     pub subsystems: Vec<(crate::status::Subsystem, crate::status::SubsystemState)>,
     /// The wake word detector (none when it is not configured).
     pub wake: Option<WakeStatus>,
+    /// Speech and timers kept for later, the soonest first.
+    pub scheduled: Vec<Scheduled>,
 }
 
 /// How sure the wake word detector must be before it wakes: each level is
@@ -1227,13 +1361,24 @@ pub struct Capabilities {
     pub hands: std::sync::Arc<dyn Hands>,
     pub pair: std::sync::Arc<dyn Pair>,
     pub wake: std::sync::Arc<dyn WakeWord>,
+    pub schedule: std::sync::Arc<dyn Schedule>,
 }
 
 impl Capabilities {
     /// A room that has them all.
     pub fn of<R>(room: std::sync::Arc<R>) -> Self
     where
-        R: Listen + Speak + Ask + Files + Volume + Observe + Hands + Pair + WakeWord + 'static,
+        R: Listen
+            + Speak
+            + Ask
+            + Files
+            + Volume
+            + Observe
+            + Hands
+            + Pair
+            + WakeWord
+            + Schedule
+            + 'static,
     {
         Self {
             listen: room.clone(),
@@ -1244,13 +1389,67 @@ impl Capabilities {
             observe: room.clone(),
             hands: room.clone(),
             pair: room.clone(),
-            wake: room,
+            wake: room.clone(),
+            schedule: room,
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn later_is_a_delay_or_a_time_and_a_timer_only_with_one() {
+        use std::time::{Duration, SystemTime};
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        assert_eq!(check_later(None, None, None, None, now).unwrap(), None);
+        let later = check_later(Some(90.0), None, Some(true), None, now)
+            .unwrap()
+            .unwrap();
+        assert_eq!(later.due, now + Duration::from_secs(90));
+        assert_eq!(
+            later.ring,
+            Some(Duration::from_secs(60)),
+            "a minute by default"
+        );
+        // `now` is 2027-01-15T08:00:00Z.
+        let at = check_later(None, Some("2027-01-15T09:00:00Z"), None, None, now)
+            .unwrap()
+            .unwrap();
+        assert_eq!(at.due, now + Duration::from_secs(3600));
+        assert!(at.ring.is_none());
+        let past = check_later(None, Some("2020-01-01T00:00:00Z"), None, None, now)
+            .unwrap()
+            .unwrap();
+        assert_eq!(past.due, now, "a time past is said now");
+        for (delay, at, ring, seconds, why) in [
+            (
+                Some(1.0),
+                Some("2027-01-01T00:00:00Z"),
+                None,
+                None,
+                "not both",
+            ),
+            (Some(-1.0), None, None, None, "delay_seconds must be"),
+            (Some(f64::NAN), None, None, None, "delay_seconds must be"),
+            (None, Some("soon"), None, None, "RFC 3339"),
+            (None, Some("2099-01-01T00:00:00Z"), None, None, "seven days"),
+            (None, None, Some(true), None, "need delay_seconds or at"),
+            (Some(5.0), None, None, Some(10.0), "needs ring: true"),
+            (
+                Some(5.0),
+                None,
+                Some(true),
+                Some(0.5),
+                "ring_seconds must be",
+            ),
+        ] {
+            let e = check_later(delay, at, ring, seconds, now).unwrap_err();
+            assert!(e.message.contains(why), "{why}: {}", e.message);
+            assert_eq!(e.kind, Kind::InvalidArgument);
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -77,7 +77,8 @@ impl HarkServer {
                 + Self::converse_router()
                 + Self::confirm_router()
                 + Self::choose_router()
-                + Self::list_captures_router(),
+                + Self::list_captures_router()
+                + Self::scheduled_router(),
         )
     }
 

@@ -133,6 +133,7 @@ async fn every_tool_is_listed_with_its_schemas() {
     assert_eq!(
         names,
         [
+            "cancel_scheduled",
             "choose",
             "confirm",
             "converse",
@@ -140,6 +141,7 @@ async fn every_tool_is_listed_with_its_schemas() {
             "get_status",
             "install_voice",
             "list_captures",
+            "list_scheduled",
             "list_voices",
             "remove_voice",
             "segment_sentences",

@@ -314,6 +314,12 @@ impl crate::conductor::Stage for Arc<ApplianceState> {
         self.tts.stop()
     }
 
+    fn stop_ringing(&self) -> bool {
+        self.schedule
+            .as_ref()
+            .is_some_and(crate::schedule::Scheduler::stop_ringing)
+    }
+
     fn floor_held_by_agent(&self) -> bool {
         self.floor.held_by_agent()
     }

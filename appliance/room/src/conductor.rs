@@ -57,6 +57,8 @@ pub trait Stage: Send + Sync + 'static {
     fn speaker_playing(&self) -> bool;
     /// Stops the speech and drops what waits; how many requests went.
     fn stop_speech(&self) -> usize;
+    /// Stops a timer that rings now; whether one did.
+    fn stop_ringing(&self) -> bool;
     /// An agent's call has the turn with the person.
     fn floor_held_by_agent(&self) -> bool;
     /// A pairing waits for the button.
@@ -286,6 +288,12 @@ impl Hand {
     }
 
     fn pressed(&mut self, stage: &impl Stage) {
+        // A ringing timer: the press stops it and is nothing else.
+        if stage.stop_ringing() {
+            stage.stop_speech();
+            tracing::info!("button pressed: the timer stopped");
+            return;
+        }
         // The stop key: speech, not a chime (a press just after a chime
         // still starts the person's recording).
         let speech = stage.speech_pending() > 0;
@@ -320,6 +328,12 @@ impl Hand {
     fn woke(&mut self, stage: &impl Stage, at: u64) -> bool {
         if stage.selftest_waits() || stage.pairing_waiting() {
             tracing::info!("wake word heard while the button is awaited: ignored");
+            return false;
+        }
+        // The stop word: a ringing timer stops, and that is all.
+        if stage.stop_ringing() {
+            stage.stop_speech();
+            tracing::info!("wake word heard: the timer stopped");
             return false;
         }
         if stage.speech_pending() > 0 || stage.speaker_playing() {
@@ -395,6 +409,7 @@ mod tests {
         /// How each person's turn was started.
         starts: Mutex<Vec<Start>>,
         listening: AtomicBool,
+        ringing: AtomicBool,
         muted: AtomicBool,
         events: Mutex<Vec<Event>>,
         wakes: Mutex<Vec<(String, bool)>>,
@@ -411,6 +426,9 @@ mod tests {
             self.stopped.fetch_add(1, Ordering::SeqCst);
             self.playing.store(false, Ordering::SeqCst);
             self.speech.swap(0, Ordering::SeqCst)
+        }
+        fn stop_ringing(&self) -> bool {
+            self.ringing.swap(false, Ordering::SeqCst)
         }
         fn floor_held_by_agent(&self) -> bool {
             self.agent_holds_floor.load(Ordering::SeqCst)
@@ -713,5 +731,26 @@ mod tests {
         s.wake(7).await;
         assert_eq!(s.room.stopped.load(Ordering::SeqCst), 1, "the stop word");
         assert_eq!(s.people(), 1, "and the person's turn");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_ringing_timer_is_stopped_by_a_press_or_the_wake_word_and_nothing_else_starts() {
+        let s = Script::start();
+        s.room.ringing.store(true, Ordering::SeqCst);
+        s.press().await;
+        assert!(
+            !s.room.ringing.load(Ordering::SeqCst),
+            "the press stopped it"
+        );
+        assert_eq!(s.people(), 0, "and started no turn");
+        s.release().await;
+        s.room.ringing.store(true, Ordering::SeqCst);
+        s.wake(9).await;
+        assert!(
+            !s.room.ringing.load(Ordering::SeqCst),
+            "the stop word stopped it"
+        );
+        assert_eq!(s.people(), 0);
+        assert_eq!(s.wakes(), [("okay_nabu".to_owned(), false)]);
     }
 }

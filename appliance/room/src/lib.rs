@@ -16,6 +16,7 @@
 //!   starts;
 //! - [`follow`]: the follow-up: after an agent answers, listen again
 //!   without the wake word;
+//! - [`schedule`]: speech and timers kept for later, said at their times;
 //! - [`board`]: the button, lights and mute switch (crate `hark-board`);
 //! - [`conductor`]: the one task that decides what a press, a hold or the
 //!   mute switch means;
@@ -34,6 +35,7 @@ pub mod listen;
 pub mod memory;
 pub mod person;
 pub mod room;
+pub mod schedule;
 pub mod selftest;
 pub mod start;
 pub mod state;

@@ -100,6 +100,20 @@ pub async fn start_room(
     }
     let inbox = open_inbox(config, agents.clone(), &bus, &subsystems, token).await;
     let history = open_history(config, &bus, &subsystems, token).await;
+    let schedule = {
+        let dir = config.state_dir.clone();
+        match tokio::task::spawn_blocking(move || crate::schedule::Scheduler::open(&dir)).await {
+            Ok(Ok(schedule)) => Some(schedule),
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "speech cannot be kept for later");
+                None
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "speech cannot be kept for later");
+                None
+            }
+        }
+    };
     let state = ApplianceState::new(crate::state::Parts {
         bus,
         subsystems,
@@ -112,6 +126,7 @@ pub async fn start_room(
         floor,
         inbox,
         history,
+        schedule,
         yes_no: config.yes_no(),
         agents,
     });
@@ -283,6 +298,10 @@ pub fn start_board(
         .take();
     if let Some(conductor) = conductor {
         tokio::spawn(conductor.run(Arc::clone(state), contacts, token.clone()));
+    }
+    // Speech and timers kept for later, at their times.
+    if let Some(schedule) = state.schedule.clone() {
+        tokio::spawn(schedule.serve(Arc::clone(state), token.clone()));
     }
     // The follow-up after an agent's answer (hands-free).
     if config.wake.follow_up_seconds > 0.0 {

@@ -19,6 +19,9 @@ pub struct ApplianceState {
     pub agents: crate::agents::Agents,
     /// What was heard and spoken (likewise).
     pub history: Option<Arc<crate::history::History>>,
+    /// Speech and timers kept for later (none when its store could not
+    /// open: the log says why).
+    pub schedule: Option<crate::schedule::Scheduler>,
     pub muted: Arc<AtomicBool>,
     pub speaking: Arc<AtomicBool>,
     pub subsystems: hark_core::status::Subsystems,
@@ -55,6 +58,7 @@ pub struct Parts {
     pub floor: Arc<crate::floor::Floor>,
     pub inbox: Option<Arc<crate::inbox::Inbox>>,
     pub history: Option<Arc<crate::history::History>>,
+    pub schedule: Option<crate::schedule::Scheduler>,
     pub yes_no: crate::words::YesNo,
     pub agents: crate::agents::Agents,
 }
@@ -81,6 +85,7 @@ impl Parts {
             stt: Arc::new(crate::stt::SpeechToText::off()),
             inbox: None,
             history: None,
+            schedule: None,
             yes_no: Default::default(),
             agents: Default::default(),
         }
@@ -139,6 +144,7 @@ impl ApplianceState {
             yes_no: parts.yes_no,
             agents: parts.agents,
             history: parts.history,
+            schedule: parts.schedule,
             muted: parts.muted,
             speaking: parts.speaking,
             subsystems: parts.subsystems,

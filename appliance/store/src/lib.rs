@@ -4,7 +4,8 @@
 //! - [`inbox`]: the voice inbox, the person's messages until an agent takes
 //!   them (and the agents waiting for them);
 //! - [`history`]: what was heard and spoken, from the event stream;
-//! - [`tokens`]: the paired agents' tokens (only their hashes).
+//! - [`tokens`]: the paired agents' tokens (only their hashes);
+//! - [`schedule`]: speech and timers kept to be said later.
 //!
 //! Every statement runs on the store's own thread ([`worker`]), never on
 //! the async runtime's: a `synchronous = FULL` commit waits for the card,
@@ -15,6 +16,7 @@
 pub mod db;
 pub mod history;
 pub mod inbox;
+pub mod schedule;
 pub mod tokens;
 pub mod worker;
 

@@ -9,7 +9,8 @@ pub fn for_tool(tool: &str) -> Option<Scope> {
     Some(match tool {
         "get_status" => return None,
         "transcribe_voice" | "converse" | "confirm" | "choose" | "wait_for_person" => Scope::Listen,
-        "speak_text" | "stop_speaking" | "list_voices" | "segment_sentences" => Scope::Speak,
+        "speak_text" | "stop_speaking" | "list_voices" | "segment_sentences" | "list_scheduled"
+        | "cancel_scheduled" => Scope::Speak,
         "transcribe_audio" | "detect_language" | "transcribe_batch" | "synthesize_speech" => {
             Scope::Files
         }

@@ -54,6 +54,9 @@ pub struct Status {
     /// for which words, at which sensitivity, and the latest detections
     /// with their scores. Null without a microphone.
     pub wake: Option<hark_core::room::WakeStatus>,
+    /// Speech and timers kept for later (`speak_text` with
+    /// `delay_seconds` or `at`): a ringing timer first, then the soonest.
+    pub scheduled: Vec<hark_core::room::Scheduled>,
     /// Pairing: the mode, and how this client is let in and what it may do.
     pub auth: Option<crate::auth::AuthStatus>,
 }
@@ -181,6 +184,7 @@ impl Status {
                 wake: subsystem(Subsystem::Wake),
             },
             wake: room.wake,
+            scheduled: room.scheduled,
             auth: None,
         }
     }

@@ -30,6 +30,20 @@ pub struct SpeakText {
     /// `urgent` (before everything waiting, after the sentence being
     /// spoken), `normal` (in order; the default) or `low` (after the rest).
     pub priority: Option<Priority>,
+    /// Say it this many seconds from now (0–604800) instead of at once; it
+    /// is kept across restarts (`list_scheduled`, `cancel_scheduled`).
+    #[schemars(range(min = 0.0, max = 604800.0))]
+    pub delay_seconds: Option<f64>,
+    /// Say it at this time (RFC 3339, e.g. `2026-12-05T18:30:00Z`; at most
+    /// seven days ahead) instead of at once.
+    pub at: Option<String>,
+    /// With `delay_seconds` or `at`: a timer. After the words a chime rings
+    /// until the person presses the button or says the wake word, or
+    /// `ring_seconds` pass.
+    pub ring: Option<bool>,
+    /// How long a timer rings at most, 1–600 seconds (default 60).
+    #[schemars(range(min = 1.0, max = 600.0))]
+    pub ring_seconds: Option<f64>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -97,6 +111,13 @@ impl HarkServer {
         args: SpeakText,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ToolError> {
+        let later = hark_core::room::check_later(
+            args.delay_seconds,
+            args.at.as_deref(),
+            args.ring,
+            args.ring_seconds,
+            std::time::SystemTime::now(),
+        )?;
         let call = SpeakCall {
             agent: Some(self.agent_name(context)),
             text,
@@ -104,6 +125,7 @@ impl HarkServer {
             rate: args.rate,
             priority: args.priority.unwrap_or_default(),
             wait: args.wait.unwrap_or(false),
+            later,
         };
         let mut report = CallReport::speech(self, context);
         let spoken = tokio::select! {
@@ -115,6 +137,13 @@ impl HarkServer {
         };
         Ok(match spoken.status {
             SpeechStatus::Stopped => success("stopped before the end", spoken),
+            SpeechStatus::Scheduled => {
+                let text = spoken.scheduled.as_ref().map_or_else(
+                    || "kept for later".to_owned(),
+                    |s| format!("kept for {} (id {})", s.due_at, s.id),
+                );
+                success(text, spoken)
+            }
             _ => success("spoken", spoken),
         })
     }

@@ -3,7 +3,8 @@
 //! doing now (live, from the event stream), the agents connected and
 //! paired (revoke), a pending pairing (approve or refuse), recent history,
 //! volume, the wake word (on or off, its sensitivity, its latest
-//! detections), voices and models, the last log lines, and the simulated
+//! detections), speech and timers kept for later (cancel, stop), voices and
+//! models, the last log lines, and the simulated
 //! board's button.
 //!
 //! Who may see it: a browser the person allowed by the button (`POST
@@ -226,6 +227,13 @@ struct Volume {
     volume: i64,
 }
 
+/// `POST /api/cancel`: speech or a timer kept for later.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Cancel {
+    id: i64,
+}
+
 /// `POST /api/wake`: either or both.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -375,6 +383,16 @@ pub async fn handle(
                     "NoPairingError",
                     "no pairing is waiting for an answer",
                 ),
+            }
+        }
+        ("/api/cancel", &http::Method::POST) => {
+            let cancel: Cancel = match body(request).await {
+                Ok(c) => c,
+                Err(r) => return *r,
+            };
+            match shared.room.schedule.cancel(cancel.id).await {
+                Ok(cancelled) => json_response(StatusCode::OK, &json!(cancelled)),
+                Err(e) => error(StatusCode::NOT_FOUND, e.kind.name(), e.message),
             }
         }
         ("/api/wake", &http::Method::POST) => {

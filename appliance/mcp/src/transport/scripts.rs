@@ -156,6 +156,11 @@ struct Speak {
     voice: Option<String>,
     rate: Option<f64>,
     priority: Option<Priority>,
+    /// As `speak_text`'s: say it later, or ring as a timer.
+    delay_seconds: Option<f64>,
+    at: Option<String>,
+    ring: Option<bool>,
+    ring_seconds: Option<f64>,
 }
 
 fn json(status: StatusCode, body: &serde_json::Value) -> Response<Body> {
@@ -208,13 +213,23 @@ pub async fn speak(
             let why = e.into_inner();
             let message = if at == "." {
                 format!(
-                    "POST /speak takes a JSON object {{\"text\": …, \"voice\"?: …, \"rate\"?: …, \"priority\"?: \"urgent\"|\"normal\"|\"low\"}}: {why}"
+                    "POST /speak takes a JSON object {{\"text\": …, \"voice\"?: …, \"rate\"?: …, \"priority\"?: \"urgent\"|\"normal\"|\"low\", \"delay_seconds\"?: …, \"at\"?: …, \"ring\"?: …, \"ring_seconds\"?: …}}: {why}"
                 )
             } else {
                 format!("POST /speak: `{at}`: {why}")
             };
             return refused(StatusCode::BAD_REQUEST, ToolError::invalid(message));
         }
+    };
+    let later = match hark_core::room::check_later(
+        speak.delay_seconds,
+        speak.at.as_deref(),
+        speak.ring,
+        speak.ring_seconds,
+        std::time::SystemTime::now(),
+    ) {
+        Ok(later) => later,
+        Err(e) => return refused(StatusCode::BAD_REQUEST, e.into()),
     };
     let call = SpeakCall {
         agent: Some(agent.clone()),
@@ -223,6 +238,7 @@ pub async fn speak(
         rate: speak.rate,
         priority: speak.priority.unwrap_or_default(),
         wait: false,
+        later,
     };
     match shared.room.speak.speak(call, &mut Quiet).await {
         Ok(spoken) => {

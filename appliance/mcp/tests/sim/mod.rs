@@ -23,10 +23,10 @@ use hark_core::{
         Ask, BoardControl, BoxFuture, Chosen, Confirmed, ConverseCall, Conversed, Detected,
         EndReason, Engine, Failure, Files, Hands, Heard, InstallCall, InstalledVoice, Kind, Listen,
         ListenCall, NO_SPEECH, Observe, Pair, PairAsk, PairRefusal, Progress, Question,
-        RECORD_TIMEOUT_RANGE, Refusal, RemovedVoice, Report, RoomStatus, Speak, SpeakCall,
-        SpeechEnd, SpeechStatus, Spoken, SynthesizeCall, Transcription, Voices, Volume, VolumeSet,
-        WakeStatus, WakeWord, check_question, check_rate, check_text, check_timeout, check_volume,
-        prompt,
+        RECORD_TIMEOUT_RANGE, Refusal, RemovedVoice, Report, RoomStatus, Schedule, Scheduled,
+        Speak, SpeakCall, SpeechEnd, SpeechStatus, Spoken, SynthesizeCall, Transcription, Voices,
+        Volume, VolumeSet, WakeStatus, WakeWord, check_question, check_rate, check_text,
+        check_timeout, check_volume, prompt,
     },
     status::{Subsystem, SubsystemState},
     words,
@@ -273,6 +273,7 @@ impl Speak for SimRoom {
                 sentences,
                 priority: call.priority,
                 seconds: None,
+                scheduled: None,
             };
             if call.wait {
                 spoken.seconds = Some(self.say(call.agent.as_deref(), &call.text, report).await);
@@ -397,6 +398,21 @@ impl Volume for SimRoom {
     }
 }
 
+impl Schedule for SimRoom {
+    fn scheduled(&self) -> BoxFuture<'_, Result<Vec<Scheduled>, Failure>> {
+        Box::pin(async { Ok(vec![]) })
+    }
+
+    fn cancel(&self, id: i64) -> BoxFuture<'_, Result<Scheduled, Failure>> {
+        Box::pin(async move {
+            Err(Failure::new(
+                Kind::NotScheduled,
+                format!("nothing kept for later has id {id}"),
+            ))
+        })
+    }
+}
+
 impl WakeWord for SimRoom {
     fn set_wake(
         &self,
@@ -429,6 +445,7 @@ impl Observe for SimRoom {
                 (Subsystem::Tts, SubsystemState::running("simulated speaker")),
             ],
             wake: None,
+            scheduled: vec![],
         }
     }
 }

@@ -294,6 +294,7 @@ impl Ask for Room {
                     rate,
                     priority,
                     wait: true,
+                    later: None,
                 })
                 .await?;
             // A press during the speech belongs to this call (barge-in),
@@ -345,6 +346,7 @@ impl Ask for Room {
                     rate: None,
                     priority: Default::default(),
                     wait: true,
+                    later: None,
                 })
                 .await?;
             if let Some(answer) = button.drain(&mut dialogue.events) {
@@ -395,6 +397,7 @@ impl Ask for Room {
                     rate: None,
                     priority: Default::default(),
                     wait: true,
+                    later: None,
                 })
                 .await?;
             let request = dialogue.request(

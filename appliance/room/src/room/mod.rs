@@ -21,8 +21,8 @@ use std::sync::{Arc, atomic::Ordering};
 
 use hark_core::{
     room::{
-        BoxFuture, CaptureCounters, Failure, Kind, Observe, RoomStatus, Sensitivity, Volume,
-        VolumeSet, WakeStatus, WakeWord,
+        BoxFuture, CaptureCounters, Failure, Kind, Observe, RoomStatus, Schedule, Scheduled,
+        Sensitivity, Volume, VolumeSet, WakeStatus, WakeWord,
     },
     status::Subsystem,
 };
@@ -57,7 +57,37 @@ impl Observe for Room {
                 .map(|s| (s, state.subsystems.get(s)))
                 .collect(),
             wake: state.wake.get().map(crate::wake::Wake::status),
+            scheduled: state
+                .schedule
+                .as_ref()
+                .map(crate::schedule::Scheduler::list)
+                .unwrap_or_default(),
         }
+    }
+}
+
+impl Schedule for Room {
+    fn scheduled(&self) -> BoxFuture<'_, Result<Vec<Scheduled>, Failure>> {
+        Box::pin(async move { Ok(self.schedule()?.list()) })
+    }
+
+    fn cancel(&self, id: i64) -> BoxFuture<'_, Result<Scheduled, Failure>> {
+        Box::pin(async move {
+            let cancelled = self.schedule()?.cancel(id).await?;
+            tracing::info!(id, text = %cancelled.text, "speech kept for later cancelled");
+            Ok(cancelled)
+        })
+    }
+}
+
+impl Room {
+    fn schedule(&self) -> Result<&crate::schedule::Scheduler, Failure> {
+        self.state.schedule.as_ref().ok_or_else(|| {
+            Failure::new(
+                Kind::Schedule,
+                "nothing can be kept for later: the schedule store could not open (see the log)",
+            )
+        })
     }
 }
 

@@ -66,6 +66,9 @@ pub async fn say(
     report: &mut dyn Report,
 ) -> Result<Spoken, Failure> {
     let tts = tts(state)?;
+    if let Some(later) = call.later {
+        return keep(state, &tts, call, later).await;
+    }
     let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
     let wait = call.wait;
     let (mut spoken, accepted) = queue(&tts, call, wait.then_some(events_tx)).await?;
@@ -153,8 +156,74 @@ async fn queue(
         sentences: accepted.pieces,
         priority,
         seconds: None,
+        scheduled: None,
     };
     Ok((spoken, accepted))
+}
+
+/// Checks `call` and keeps it to be said `later`.
+async fn keep(
+    state: &crate::state::ApplianceState,
+    tts: &Arc<TextToSpeech>,
+    call: SpeakCall,
+    later: hark_core::room::Later,
+) -> Result<Spoken, Failure> {
+    let schedule = state.schedule.as_ref().ok_or_else(|| {
+        Failure::new(
+            Kind::Schedule,
+            "speech cannot be kept for later: the schedule store could not open (see the log)",
+        )
+    })?;
+    if call.wait {
+        return Err(Failure::invalid(
+            "wait cannot go with delay_seconds or at: the call would outlast its time",
+        ));
+    }
+    check_text(&call.text, tts.max_chars)?;
+    let rate = hark_core::room::check_rate(call.rate)?;
+    let voice = call
+        .voice
+        .clone()
+        .unwrap_or_else(|| tts.default_voice.clone());
+    let known = {
+        let (dir, voice) = (tts.voices_dir.clone(), voice.clone());
+        tokio::task::spawn_blocking(move || {
+            voice.starts_with("espeak:") || dir.join(format!("{voice}.onnx")).is_file()
+        })
+        .await
+        .unwrap_or(false)
+    };
+    if !known {
+        return Err(Failure::new(
+            Kind::VoiceNotFound,
+            format!("voice `{voice}` is not installed (list_voices shows the installed ones)"),
+        ));
+    }
+    let entry = hark_store::schedule::Entry {
+        id: 0,
+        agent: call.agent,
+        text: call.text.clone(),
+        voice: call.voice,
+        rate: rate.map(f64::from),
+        due: later.due,
+        ring: later.ring,
+    };
+    let kept = schedule.add(entry).await?;
+    Ok(Spoken {
+        status: SpeechStatus::Scheduled,
+        text: call.text,
+        engine: if voice.starts_with("espeak:") {
+            Engine::Espeak
+        } else {
+            Engine::Piper
+        },
+        voice,
+        fallback_reason: None,
+        sentences: 0,
+        priority: call.priority,
+        seconds: None,
+        scheduled: Some(kept),
+    })
 }
 
 impl Speak for Room {

@@ -103,6 +103,18 @@ function render(data) {
     $("volume").value = s.volume;
   }
   text("volume-value", s.volume == null ? "no speaker" : s.volume);
+  show("later", s.scheduled.length > 0);
+  rows("scheduled", s.scheduled, (row, x) => {
+    cell(row, x.ringing ? "ringing now" : x.due_at);
+    cell(row, x.kind);
+    cell(row, x.agent || "script");
+    cell(row, x.text);
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = x.ringing ? "Stop" : "Cancel";
+    button.addEventListener("click", () => act("/api/cancel", { id: x.id }));
+    cell(row, "").appendChild(button);
+  });
   const wake = s.wake;
   show("wake", !!wake);
   if (wake) {

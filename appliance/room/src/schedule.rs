@@ -1,0 +1,312 @@
+//! Speech and timers kept for later (`speak_text` with `delay_seconds` or
+//! `at`): kept in the schedule store (`hark-store`, so they outlast a
+//! restart) and here, where one task sleeps until the soonest is due.
+//!
+//! At its time, speech is queued for the speaker as `speak_text` would
+//! queue it. A timer's words are said, then its chime repeats until the
+//! button, the wake word (the stop word) or `cancel_scheduled` stops it,
+//! or its `ring` time runs out. Something due while the appliance was off
+//! is said when it starts, unless it is more than [`MISSED_AFTER`] late:
+//! then it is dropped, with a line in the log.
+
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, SystemTime},
+};
+
+use hark_audio::earcon::Earcon;
+use hark_core::room::{Failure, Kind, LaterKind, Scheduled};
+use hark_store::schedule::{Entry, ScheduleStore};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::state::ApplianceState;
+
+/// Later than this, what was due while the appliance was off is dropped.
+pub const MISSED_AFTER: Duration = Duration::from_secs(10 * 60);
+/// The most kept at once.
+pub const MAX_KEPT: usize = 100;
+/// Between two rings of a timer's chime: long enough for the wake word
+/// (about a second) and its detection to fit between them, since with
+/// half duplex the microphone hears nothing while the chime plays.
+const RING_EVERY: Duration = Duration::from_millis(2000);
+/// The task looks at the clock at least this often (the wall clock may
+/// be set while it sleeps).
+const LOOK_EVERY: Duration = Duration::from_secs(30);
+
+struct Ringing {
+    entry: Entry,
+    stop: Arc<AtomicBool>,
+}
+
+struct Shared {
+    store: ScheduleStore,
+    waiting: Mutex<BTreeMap<i64, Entry>>,
+    ringing: Mutex<Option<Ringing>>,
+    changed: Notify,
+}
+
+/// What is kept for later; cloned handles share it.
+#[derive(Clone)]
+pub struct Scheduler(Arc<Shared>);
+
+fn scheduled(entry: &Entry, ringing: bool) -> Scheduled {
+    let due_in = entry
+        .due
+        .duration_since(SystemTime::now())
+        .unwrap_or_default();
+    Scheduled {
+        id: entry.id,
+        kind: if entry.ring.is_some() {
+            LaterKind::Timer
+        } else {
+            LaterKind::Speech
+        },
+        agent: entry.agent.clone(),
+        text: entry.text.clone(),
+        due_at: humantime::format_rfc3339_seconds(entry.due).to_string(),
+        due_in_seconds: if ringing {
+            0.0
+        } else {
+            (due_in.as_secs_f64() * 10.0).round() / 10.0
+        },
+        ring_seconds: entry.ring.map(|r| r.as_secs_f64()),
+        ringing,
+    }
+}
+
+fn store_failure(e: impl std::fmt::Display) -> Failure {
+    Failure::new(
+        Kind::Schedule,
+        format!("speech for later cannot be kept: {e}"),
+    )
+}
+
+impl Scheduler {
+    /// Opens the store in `dir` (blocking: off the runtime) and takes in
+    /// what it kept.
+    pub fn open(dir: &std::path::Path) -> Result<Scheduler, hark_store::DbError> {
+        let store = ScheduleStore::open(dir)?;
+        Ok(Scheduler(Arc::new(Shared {
+            store,
+            waiting: Mutex::new(BTreeMap::new()),
+            ringing: Mutex::new(None),
+            changed: Notify::new(),
+        })))
+    }
+
+    /// Where it is kept, for `get_status`.
+    pub fn kept(&self) -> &str {
+        &self.0.store.kept
+    }
+
+    fn waiting(&self) -> std::sync::MutexGuard<'_, BTreeMap<i64, Entry>> {
+        self.0
+            .waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn ringing(&self) -> std::sync::MutexGuard<'_, Option<Ringing>> {
+        self.0
+            .ringing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps `entry` for its time; what it is now.
+    pub async fn add(&self, mut entry: Entry) -> Result<Scheduled, Failure> {
+        if self.waiting().len() >= MAX_KEPT {
+            return Err(Failure::new(
+                Kind::Busy,
+                format!("{MAX_KEPT} are kept for later already; cancel one first (list_scheduled)"),
+            ));
+        }
+        entry.id = self
+            .0
+            .store
+            .add(entry.clone())
+            .await
+            .map_err(store_failure)?;
+        let shown = scheduled(&entry, false);
+        self.waiting().insert(entry.id, entry);
+        self.0.changed.notify_one();
+        Ok(shown)
+    }
+
+    /// Everything kept, the ringing timer first, then the soonest.
+    pub fn list(&self) -> Vec<Scheduled> {
+        let mut all: Vec<Scheduled> = self
+            .ringing()
+            .as_ref()
+            .map(|r| scheduled(&r.entry, true))
+            .into_iter()
+            .collect();
+        let mut waiting: Vec<Scheduled> = self
+            .waiting()
+            .values()
+            .map(|e| scheduled(e, false))
+            .collect();
+        waiting.sort_by(|a, b| a.due_at.cmp(&b.due_at).then(a.id.cmp(&b.id)));
+        all.extend(waiting);
+        all
+    }
+
+    /// Cancels `id`: forgotten if it waits, stopped if it rings.
+    pub async fn cancel(&self, id: i64) -> Result<Scheduled, Failure> {
+        let removed = self.waiting().remove(&id);
+        if let Some(entry) = removed {
+            self.0.store.remove(id).await.map_err(store_failure)?;
+            self.0.changed.notify_one();
+            return Ok(scheduled(&entry, false));
+        }
+        let ringing = self.ringing().as_ref().and_then(|r| {
+            (r.entry.id == id).then(|| {
+                r.stop.store(true, Ordering::Release);
+                scheduled(&r.entry, true)
+            })
+        });
+        ringing.ok_or_else(|| {
+            Failure::new(
+                Kind::NotScheduled,
+                format!("nothing kept for later has id {id} (list_scheduled lists what is)"),
+            )
+        })
+    }
+
+    /// Stops the timer ringing now, if one is: whether one was.
+    pub fn stop_ringing(&self) -> bool {
+        self.ringing()
+            .as_ref()
+            .is_some_and(|r| !r.stop.swap(true, Ordering::AcqRel))
+    }
+
+    /// Whether a timer rings now.
+    pub fn is_ringing(&self) -> bool {
+        self.ringing().is_some()
+    }
+
+    /// Takes in what the store kept, then says each thing at its time
+    /// until `token` is cancelled.
+    pub async fn serve(self, state: Arc<ApplianceState>, token: CancellationToken) {
+        match self.0.store.all().await {
+            Ok(kept) => {
+                if !kept.is_empty() {
+                    tracing::info!(
+                        count = kept.len(),
+                        "speech kept for later, from before the restart"
+                    );
+                }
+                self.waiting().extend(kept.into_iter().map(|e| (e.id, e)));
+            }
+            Err(e) => tracing::error!(error = %e, "cannot read what was kept for later"),
+        }
+        loop {
+            let now = SystemTime::now();
+            let due = self
+                .waiting()
+                .values()
+                .filter(|e| e.due <= now)
+                .min_by_key(|e| (e.due, e.id))
+                .cloned();
+            if let Some(entry) = due {
+                self.waiting().remove(&entry.id);
+                if let Err(e) = self.0.store.remove(entry.id).await {
+                    tracing::error!(error = %e, id = entry.id, "cannot forget what was said");
+                }
+                let late = now.duration_since(entry.due).unwrap_or_default();
+                if late > MISSED_AFTER {
+                    tracing::warn!(id = entry.id, text = %entry.text, late_s = late.as_secs(), "speech kept for later was due while the appliance was off; dropped");
+                    continue;
+                }
+                self.say(&state, entry, &token).await;
+                continue;
+            }
+            let sleep = self
+                .waiting()
+                .values()
+                .map(|e| e.due.duration_since(now).unwrap_or_default())
+                .min()
+                .unwrap_or(LOOK_EVERY)
+                .min(LOOK_EVERY);
+            tokio::select! {
+                () = token.cancelled() => return,
+                () = self.0.changed.notified() => {}
+                () = tokio::time::sleep(sleep) => {}
+            }
+        }
+    }
+
+    /// Says `entry` now (and rings it, for a timer).
+    async fn say(&self, state: &Arc<ApplianceState>, entry: Entry, token: &CancellationToken) {
+        tracing::info!(id = entry.id, text = %entry.text, timer = entry.ring.is_some(), "speech kept for later is due");
+        let Some(ring) = entry.ring else {
+            speak(state, &entry, false).await;
+            return;
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        *self.ringing() = Some(Ringing {
+            entry: entry.clone(),
+            stop: Arc::clone(&stop),
+        });
+        let started = tokio::time::Instant::now();
+        speak(state, &entry, true).await;
+        let ended = loop {
+            if stop.load(Ordering::Acquire) {
+                break "stopped";
+            }
+            if started.elapsed() >= ring {
+                break "timed out";
+            }
+            crate::listen::play_through(state, Earcon::Alarm).await;
+            tokio::select! {
+                () = token.cancelled() => break "shut down",
+                () = tokio::time::sleep(RING_EVERY) => {}
+            }
+        };
+        *self.ringing() = None;
+        tracing::info!(id = entry.id, how = ended, "the timer stopped ringing");
+    }
+}
+
+/// Queues `entry`'s words for the speaker; with `wait`, until they have
+/// been said (or stopped).
+async fn speak(state: &Arc<ApplianceState>, entry: &Entry, wait: bool) {
+    let tts = Arc::clone(&state.tts);
+    if !tts.enabled {
+        tracing::warn!(
+            id = entry.id,
+            "speech kept for later is due, but text to speech is off"
+        );
+        return;
+    }
+    let (events, mut heard) = tokio::sync::mpsc::unbounded_channel();
+    let entry = entry.clone();
+    let queued = tokio::task::spawn_blocking(move || {
+        tts.speak(
+            &entry.text,
+            entry.voice.as_deref(),
+            entry.rate.map(|r| r as f32),
+            crate::tts::Priority::Normal,
+            wait.then_some(events),
+            entry.agent.clone(),
+        )
+    })
+    .await;
+    match queued {
+        Ok(Ok(_)) if wait => {
+            while let Some(event) = heard.recv().await {
+                if matches!(event, crate::tts::SpeechEvent::Finished(_)) {
+                    break;
+                }
+            }
+        }
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "speech kept for later could not be said"),
+        Err(_) => {}
+    }
+}
