@@ -56,6 +56,8 @@ def test_handshake_list_and_status(daemon, transport):
         "audio": "capturing; speaker ready",
         "stt": "ready; model tiny.en-q8_0 (tiny q8_0, English; other languages: base-q8_0)",
         "tts": "ready; piper, voice en_US-joe-medium; loaded: en_US-joe-medium; 0 queued",
+        # Loaded, switched off (the daemon's own default).
+        "wake": "off for okay_nabu at default sensitivity",
     }
     # No GPIO on this machine: the simulated board, idle.
     assert board.startswith("simulated (") and board.endswith("; lights: idle; mute off"), board
