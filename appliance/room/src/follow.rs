@@ -32,6 +32,8 @@ use crate::{conductor::Start, state::ApplianceState};
 /// How long after hearing the person an agent's speech still counts as
 /// its answer.
 const ANSWER_WITHIN: Duration = Duration::from_secs(120);
+/// How long the end of an answer waits for the speech queue to empty.
+const SETTLE: Duration = Duration::from_millis(300);
 /// How often a follow-up looks whether an agent wants the floor.
 const LOOK_EVERY: Duration = Duration::from_millis(50);
 
@@ -70,7 +72,7 @@ pub async fn serve(state: Arc<ApplianceState>, window: Duration, token: Cancella
                 let answered = heard
                     .get(&key)
                     .is_some_and(|at| at.elapsed() <= ANSWER_WITHIN);
-                if answered && may_open(&state) {
+                if answered && settled(&state).await && may_open(&state) {
                     heard.remove(&key);
                     tracing::info!(agent, "the agent answered the person: following up");
                     crate::person::pressed(
@@ -86,6 +88,20 @@ pub async fn serve(state: Arc<ApplianceState>, window: Duration, token: Cancella
         }
         heard.retain(|_, at| at.elapsed() <= ANSWER_WITHIN);
     }
+}
+
+/// Whether the speech queue empties within [`SETTLE`]: the speech thread
+/// publishes the end of a request a moment before it counts it done, and
+/// a request queued behind it keeps it busy (the agent speaks on).
+async fn settled(state: &ApplianceState) -> bool {
+    let until = Instant::now() + SETTLE;
+    while state.tts.pending() > 0 {
+        if Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
 }
 
 /// Whether a follow-up may open now: hands-free is on, nothing waits to
