@@ -341,12 +341,13 @@ impl crate::conductor::Stage for Arc<ApplianceState> {
     }
 
     fn wake_heard(&self, word: String, score: f32, started: bool) {
+        let score = (score * 1000.0).round() / 1000.0;
         if let Some(wake) = self.wake.get() {
             wake.record(&word, score, started);
         }
         self.bus.publish(Event::WakeWord {
             word,
-            score: (score * 1000.0).round() / 1000.0,
+            score,
             started,
         });
     }

@@ -158,9 +158,12 @@ impl Scheduler {
 
     /// Cancels `id`: forgotten if it waits, stopped if it rings.
     pub async fn cancel(&self, id: i64) -> Result<Scheduled, Failure> {
-        let removed = self.waiting().remove(&id);
-        if let Some(entry) = removed {
+        let waiting = self.waiting().get(&id).cloned();
+        if let Some(entry) = waiting {
+            // Forgotten on disk first: a cancel whose write fails leaves it
+            // kept in both, not back after a restart.
             self.0.store.remove(id).await.map_err(store_failure)?;
+            self.waiting().remove(&id);
             self.0.changed.notify_one();
             return Ok(scheduled(&entry, false));
         }

@@ -171,7 +171,8 @@ impl Wake {
         }
     }
 
-    /// Keeps a detection for `get_status` (the newest [`KEPT`]).
+    /// Keeps a detection for `get_status` (the newest [`KEPT`]); `score`
+    /// as the event shows it.
     pub fn record(&self, word: &str, score: f32, started: bool) {
         let mut kept = self
             .0
@@ -183,7 +184,7 @@ impl Wake {
         }
         kept.push_back(Detection {
             word: word.to_owned(),
-            score: (score * 1000.0).round() / 1000.0,
+            score,
             at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
             started,
         });

@@ -370,18 +370,9 @@ fn peer(
     Ok((v["seconds"].as_f64().unwrap_or(0.0), counts))
 }
 
-/// A 16 kHz mono 16-bit WAV file's samples.
+/// A 16 kHz WAV file's samples (hark-audio's reader, mono).
 fn read(path: &Path) -> anyhow::Result<Vec<f32>> {
-    let mut reader =
-        hound::WavReader::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let spec = reader.spec();
-    anyhow::ensure!(
-        spec.sample_rate == 16_000 && spec.channels == 1 && spec.bits_per_sample == 16,
-        "{}: not 16 kHz mono 16-bit",
-        path.display()
-    );
-    reader
-        .samples::<i16>()
-        .map(|s| Ok(f32::from(s?) / 32768.0))
-        .collect()
+    let clip = hark_audio::clip::Clip::read_wav(path)?;
+    anyhow::ensure!(clip.rate == 16_000, "{}: not 16 kHz", path.display());
+    Ok(clip.samples)
 }

@@ -181,9 +181,15 @@ async fn keep(
     }
     check_text(&call.text, tts.max_chars)?;
     let rate = hark_core::room::check_rate(call.rate)?;
+    // The voice it will be said in: the call's, else the agent's own, else
+    // the appliance's (as the speech thread chooses it).
     let voice = call
         .voice
         .clone()
+        .or_else(|| {
+            let agent = call.agent.as_deref()?;
+            state.agents.voice(agent).map(str::to_owned)
+        })
         .unwrap_or_else(|| tts.default_voice.clone());
     let known = {
         let (dir, voice) = (tts.voices_dir.clone(), voice.clone());
