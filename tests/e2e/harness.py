@@ -362,6 +362,21 @@ def heard(text, expected):
     return len(expected & got) >= max(1, len(expected) - len(expected) // 3)
 
 
+def ask(daemon, name, tool, arguments, timeout=90):
+    """An agent's call made in a thread; `answered` waits for its result."""
+    c = client(daemon, name, timeout)
+    t, out = in_thread(call, c, tool, arguments, 1)
+    return c, t, out
+
+
+def answered(c, t, out, timeout=90):
+    t.join(timeout)
+    c.close()
+    assert not t.is_alive(), "the call returned"
+    assert "error" not in out, out
+    return out["value"]
+
+
 def speak(tmp_path, name, text):
     """`text` spoken by espeak-ng, as a WAV file to inject."""
     path = tmp_path / f"{name}.wav"

@@ -15,8 +15,8 @@ import pytest
 from mcp import Client
 from mcp.types import Implementation
 
-from harness import (Daemon, LineClient, after_the_chime, call, client, hark, heard, in_thread,
-                     response, seconds, speak, status, status_of, wait_for, words)
+from harness import (Daemon, LineClient, after_the_chime, answered, ask, call, client, hark, heard,
+                     in_thread, response, seconds, speak, status, status_of, wait_for, words)
 
 ALIASES = {"agents.cursor": {"aliases": ["curser", "cursor"]},
            "agents.claude-code": {"aliases": ["claude", "clod", "cloud"]}}
@@ -249,20 +249,6 @@ def test_a_subscribed_agent_is_woken(room, tmp_path, mode):
 # ---- agents ask ----------------------------------------------------------------
 
 QUESTION = "Shall I delete the three old backups?"
-
-
-def ask(daemon, name, tool, arguments, timeout=90):
-    c = client(daemon, name, timeout)
-    t, out = in_thread(call, c, tool, arguments, 1)
-    return c, t, out
-
-
-def answered(c, t, out, timeout=90):
-    t.join(timeout)
-    c.close()
-    assert not t.is_alive(), "the call returned"
-    assert "error" not in out, out
-    return out["value"]
 
 
 def answer_by_voice(daemon, wav):

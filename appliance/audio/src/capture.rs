@@ -29,6 +29,7 @@ use crate::{
     config::{CaptureConfig, PIPELINE_RATE},
     device::{self, OpenError, errno, is_missing},
     dsp::{DspError, Frontend},
+    echo::Reference,
     pace::Pacer,
     ring::Ring,
 };
@@ -205,6 +206,17 @@ impl Capture {
         mute: Vec<Arc<AtomicBool>>,
         opener: Opener,
     ) -> Result<Self, CaptureError> {
+        Self::start_clocked(config, mute, opener, None)
+    }
+
+    /// As [`Capture::start_with`], keeping `reference`'s clock: the echo
+    /// canceller's reference is placed by how much capture has stored.
+    pub fn start_clocked(
+        config: CaptureConfig,
+        mute: Vec<Arc<AtomicBool>>,
+        opener: Opener,
+        reference: Option<Arc<Reference>>,
+    ) -> Result<Self, CaptureError> {
         let ring = Arc::new(Ring::new((config.ring_seconds * PIPELINE_RATE) as usize));
         let stats = Arc::new(CaptureStats::default());
         let stop = Arc::new(AtomicBool::new(false));
@@ -212,7 +224,14 @@ impl Capture {
             let (ring, stats, stop) = (Arc::clone(&ring), Arc::clone(&stats), Arc::clone(&stop));
             std::thread::Builder::new()
                 .name("hark-capture".into())
-                .spawn(move || run(&config, &opener, &ring, &stats, &stop, &mute))
+                .spawn(move || {
+                    let sink = Sink {
+                        ring: &ring,
+                        mute: &mute,
+                        clock: reference.as_deref(),
+                    };
+                    run(&config, &opener, &sink, &stats, &stop)
+                })
                 .map_err(CaptureError::Thread)?
         };
         Ok(Self {
@@ -283,13 +302,20 @@ pub(crate) fn route_alsa_messages() {
     }
 }
 
+/// Where each period goes: the ring, silenced while any `mute` flag is
+/// up, and the echo reference's clock told how far capture has got.
+struct Sink<'a> {
+    ring: &'a Ring,
+    mute: &'a [Arc<AtomicBool>],
+    clock: Option<&'a Reference>,
+}
+
 fn run(
     config: &CaptureConfig,
     opener: &Opener,
-    ring: &Ring,
+    sink: &Sink,
     stats: &CaptureStats,
     stop: &AtomicBool,
-    mute: &[Arc<AtomicBool>],
 ) {
     route_alsa_messages();
     // Once, before the device opens: the read loop itself never allocates
@@ -313,7 +339,7 @@ fn run(
                 stats.set_error(None);
                 stats.set_state(CaptureState::Capturing);
                 tracing::info!(device = %config.device, period_frames = period, "capture started");
-                match read_loop(config, device.as_mut(), period, ring, stats, stop, mute) {
+                match read_loop(config, device.as_mut(), period, sink, stats, stop) {
                     Ok(()) => break,
                     Err(e) => {
                         let missing = matches!(e, CaptureError::Missing { .. });
@@ -386,10 +412,9 @@ fn read_loop(
     config: &CaptureConfig,
     device: &mut dyn CaptureDevice,
     period: usize,
-    ring: &Ring,
+    sink: &Sink,
     stats: &CaptureStats,
     stop: &AtomicBool,
-    mute: &[Arc<AtomicBool>],
 ) -> Result<(), CaptureError> {
     let mut frontend = Frontend::new(config, period)?;
     let frame_bytes = config.channels as usize * config.format.bytes();
@@ -401,10 +426,13 @@ fn read_loop(
                 stats.periods.fetch_add(1, Ordering::Relaxed);
                 pacer.pace(frames);
                 let out = frontend.process_mut(&buffer[..frames * frame_bytes], frames);
-                if mute.iter().any(|m| m.load(Ordering::Acquire)) {
+                if sink.mute.iter().any(|m| m.load(Ordering::Acquire)) {
                     out.fill(0.0);
                 }
-                ring.push(out);
+                sink.ring.push(out);
+                if let Some(clock) = sink.clock {
+                    clock.set_heard(sink.ring.written());
+                }
             }
             Err(e) if matches!(e.errno(), errno::EPIPE | errno::ESTRPIPE) => {
                 // Overrun: we were late; ALSA dropped audio. Recover here.

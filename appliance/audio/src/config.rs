@@ -67,6 +67,8 @@ pub struct AudioConfig {
     pub playback: PlaybackConfig,
     /// The voice detector that ends an utterance.
     pub vad: VadConfig,
+    /// Echo cancellation and barge-in by voice.
+    pub echo: EchoConfig,
     /// The virtual sound card, for machines without one.
     pub virtual_card: VirtualCardConfig,
 }
@@ -80,12 +82,19 @@ impl Default for AudioConfig {
             capture: CaptureConfig::default(),
             playback: PlaybackConfig::default(),
             vad: VadConfig::default(),
+            echo: EchoConfig::default(),
             virtual_card: VirtualCardConfig::default(),
         }
     }
 }
 
 impl AudioConfig {
+    /// Whether the microphones are closed while the speaker plays: half
+    /// duplex, unless echo cancellation keeps them open.
+    pub fn closes_while_speaking(&self) -> bool {
+        self.half_duplex && !self.echo.cancel
+    }
+
     /// What [`Capture::start`](crate::Capture::start) is given: `[audio.capture]`
     /// with the section's one `realtime_priority`.
     pub fn capture_config(&self) -> CaptureConfig {
@@ -121,6 +130,14 @@ pub struct VirtualCardConfig {
     pub inject_fifo: std::path::PathBuf,
     /// The WAV file the card's playback side writes.
     pub speaker_wav: std::path::PathBuf,
+    /// The microphone hears the speaker as in a room (see
+    /// `virtual_room.rs`), so echo cancellation and barge-in by voice work
+    /// on the virtual card as on an appliance.
+    pub room: bool,
+    /// The speaker's level at the microphone, dB (−40 … +10).
+    pub room_gain_db: f32,
+    /// The room's reverberation time, seconds (0.1–2.0).
+    pub room_rt60: f32,
 }
 
 impl Default for VirtualCardConfig {
@@ -130,6 +147,9 @@ impl Default for VirtualCardConfig {
             mic_fifo: "/run/hark/virtual-mic.fifo".into(),
             inject_fifo: "/run/hark/inject.fifo".into(),
             speaker_wav: "/run/hark/speaker.wav".into(),
+            room: false,
+            room_gain_db: 0.0,
+            room_rt60: 0.4,
         }
     }
 }
@@ -243,6 +263,30 @@ impl Default for PlaybackConfig {
             mixer_control: String::new(),
             fade_ms: 8,
             realtime_priority: 0,
+        }
+    }
+}
+
+/// `[audio.echo]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EchoConfig {
+    /// Take Hark's own speech out of what the microphones hear (AEC3, with
+    /// what the speaker plays as the reference), and keep the microphones
+    /// open while Hark speaks: `half_duplex` no longer applies. The wake
+    /// word then stops Hark mid-sentence, and in a `converse` the person's
+    /// voice does.
+    pub cancel: bool,
+    /// How much speech, in milliseconds (50–1000), stops Hark in a
+    /// `converse` (barge-in by voice).
+    pub barge_in_ms: u32,
+}
+
+impl Default for EchoConfig {
+    fn default() -> Self {
+        Self {
+            cancel: false,
+            barge_in_ms: 120,
         }
     }
 }
@@ -409,6 +453,15 @@ impl AudioConfig {
         range("audio.vad.min_speech_ms", v.min_speech_ms, 0, 2000)?;
         range("audio.vad.max_utterance_s", v.max_utterance_s, 1, 120)?;
         range("audio.vad.sensitivity", v.sensitivity, 0.0, 1.0)?;
+        range("audio.echo.barge_in_ms", self.echo.barge_in_ms, 50, 1000)?;
+        let card = &self.virtual_card;
+        range(
+            "audio.virtual_card.room_gain_db",
+            card.room_gain_db,
+            -40.0,
+            10.0,
+        )?;
+        range("audio.virtual_card.room_rt60", card.room_rt60, 0.1, 2.0)?;
         Ok(())
     }
 }

@@ -33,6 +33,7 @@ pub mod decode;
 pub mod device;
 pub mod dsp;
 pub mod earcon;
+pub mod echo;
 pub mod files;
 pub mod mixer;
 pub mod pace;
@@ -44,6 +45,7 @@ mod testing;
 pub mod utterance;
 pub mod vad;
 pub mod virtual_mic;
+pub mod virtual_room;
 
 pub use capture::{Capture, CaptureError, CaptureState, CaptureStats};
 pub use config::AudioConfig;

@@ -26,8 +26,9 @@ use alsa::{Direction, pcm::PCM};
 use crate::{
     capture::{RETRY, route_alsa_messages},
     clip::{Clip, ClipError},
-    config::{PlaybackConfig, SampleFormat},
+    config::{PIPELINE_RATE, PlaybackConfig, SampleFormat},
     device::{self, OpenError, errno},
+    echo::Reference,
     mixer::{self, MixerError},
     pace::Pacer,
 };
@@ -75,6 +76,9 @@ pub enum Outcome {
 
 struct Queued {
     samples: Vec<f32>,
+    /// The clip at 16 kHz for the echo canceller's reference (empty
+    /// without one).
+    reference: Vec<f32>,
     /// Stop generation when queued: a later stop cancels it.
     generation: u64,
     done: Option<SyncSender<Outcome>>,
@@ -179,6 +183,8 @@ struct Shared {
     /// Software gain, linear, as f32 bits.
     gain: AtomicU32,
     shutdown: AtomicBool,
+    /// Where what is played is written for the echo canceller.
+    reference: Option<Arc<Reference>>,
 }
 
 /// Volume 0–100 to a linear gain: about 50 dB of range on a log curve, 0
@@ -204,6 +210,16 @@ impl Player {
     /// `speaking` is raised while the speaker plays; pass the same flag to
     /// [`Capture::start`](crate::Capture::start) for half duplex.
     pub fn start(config: PlaybackConfig, speaking: Arc<AtomicBool>) -> Result<Self, PlaybackError> {
+        Self::start_with_reference(config, speaking, None)
+    }
+
+    /// As [`Player::start`], writing what it plays into `reference` for
+    /// the echo canceller.
+    pub fn start_with_reference(
+        config: PlaybackConfig,
+        speaking: Arc<AtomicBool>,
+        reference: Option<Arc<Reference>>,
+    ) -> Result<Self, PlaybackError> {
         let (tx, rx) = sync_channel(QUEUE);
         let shared = Arc::new(Shared {
             stats: Arc::new(PlayerStats {
@@ -219,6 +235,7 @@ impl Player {
             stop_requested: Mutex::new(None),
             gain: AtomicU32::new(volume_to_gain(config.volume).to_bits()),
             shutdown: AtomicBool::new(false),
+            reference,
         });
         let rate = config.rate;
         let (device, mixer_control, volume) = (
@@ -275,9 +292,14 @@ impl Player {
         started: Option<SyncSender<()>>,
     ) -> Result<Receiver<Outcome>, PlaybackError> {
         let samples = clip.resampled(self.rate)?.samples;
+        let reference = match self.shared.reference {
+            Some(_) => clip.resampled(PIPELINE_RATE)?.samples,
+            None => Vec::new(),
+        };
         let (done_tx, done_rx) = sync_channel(1);
         let queued = Queued {
             samples,
+            reference,
             generation: self.shared.stop_generation.load(Ordering::Acquire),
             done: Some(done_tx),
             started,
@@ -423,6 +445,12 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
         tracing::info!(device = %config.device, period_frames = period, "playback ready");
         let channels = config.channels as usize;
         let mut buffer = vec![0i16; period * channels];
+        // One period of the echo reference at 16 kHz, scaled by the volume.
+        let mut heard = vec![0f32; period * PIPELINE_RATE as usize / config.rate as usize + 2];
+        // Where the next clip's first sample is heard (capture position):
+        // set when sound starts after silence, carried on while clips
+        // follow back to back.
+        let mut cursor: Option<u64> = None;
         let fade = (config.rate * config.fade_ms / 1000).max(1) as usize;
         // The virtual speaker is not paced; pace it as a card: a card takes
         // a whole buffer at once, starts playing the first period as it
@@ -468,6 +496,11 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
             // last one left it; after a gap, empty.
             pacer.catch_up();
             let generation = clip.generation;
+            let anchor = match (&shared.reference, cursor) {
+                (Some(_), Some(at)) => at,
+                (Some(reference), None) => reference.heard(),
+                (None, _) => 0,
+            };
             let mut position = 0;
             let mut outcome = Outcome::Finished;
             while position < clip.samples.len() {
@@ -492,6 +525,20 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
                 }
                 match io.writei(&buffer[..frames * channels]) {
                     Ok(written) => {
+                        if let (Some(reference), false) = (&shared.reference, stopping) {
+                            let rate = u64::from(config.rate);
+                            let from = position as u64 * u64::from(PIPELINE_RATE) / rate;
+                            let to = ((position + written) as u64 * u64::from(PIPELINE_RATE)
+                                / rate)
+                                .min(clip.reference.len() as u64);
+                            let n = (to.saturating_sub(from) as usize).min(heard.len());
+                            let from = from as usize;
+                            for (h, v) in heard[..n].iter_mut().zip(&clip.reference[from..from + n])
+                            {
+                                *h = v * gain;
+                            }
+                            reference.write(anchor + from as u64, &heard[..n]);
+                        }
                         position += written;
                         pacer.pace(written);
                     }
@@ -530,6 +577,7 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
                     break;
                 }
             }
+            cursor = None;
             if outcome == Outcome::Finished {
                 stats.clips_played.fetch_add(1, Ordering::Relaxed);
                 // Let the card play out what it holds unless the queue has
@@ -538,6 +586,8 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
                 if next.is_none() {
                     let _ = pcm.drain();
                     let _ = pcm.prepare();
+                } else {
+                    cursor = Some(anchor + clip.reference.len() as u64);
                 }
             }
             finish(&mut clip, outcome);

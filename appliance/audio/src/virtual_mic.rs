@@ -27,6 +27,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::virtual_room::{Room, RoomSpec};
+
 #[derive(Debug, thiserror::Error)]
 pub enum VirtualMicError {
     #[error("cannot create FIFO {path}: {source}")]
@@ -67,6 +69,20 @@ pub fn make_fifo(path: &Path) -> Result<(), VirtualMicError> {
 }
 
 const O_NONBLOCK: i32 = 0o4000;
+
+/// Bytes waiting in a pipe.
+fn queued(pipe: &std::fs::File) -> usize {
+    let mut n: i32 = 0;
+    // SAFETY: FIONREAD on a valid, owned descriptor writes one int.
+    let rc = unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(pipe),
+            libc::FIONREAD,
+            &mut n,
+        )
+    };
+    if rc == 0 { n.max(0) as usize } else { 0 }
+}
 const F_SETPIPE_SZ: i32 = 1031;
 
 unsafe extern "C" {
@@ -103,6 +119,16 @@ impl VirtualMic {
         inject_fifo: Option<&Path>,
         format: MicFormat,
     ) -> Result<Self, VirtualMicError> {
+        Self::start_in_room(mic_fifo, inject_fifo, format, None)
+    }
+
+    /// As [`VirtualMic::start`], hearing the virtual speaker in `room`.
+    pub fn start_in_room(
+        mic_fifo: &Path,
+        inject_fifo: Option<&Path>,
+        format: MicFormat,
+        room: Option<RoomSpec>,
+    ) -> Result<Self, VirtualMicError> {
         make_fifo(mic_fifo)?;
         if let Some(inject) = inject_fifo {
             make_fifo(inject)?;
@@ -115,7 +141,17 @@ impl VirtualMic {
             let inject = inject_fifo.map(Path::to_path_buf);
             std::thread::Builder::new()
                 .name("hark-virtual-mic".into())
-                .spawn(move || feed(&mic, inject.as_deref(), format, &queue, &stop))
+                .spawn(move || {
+                    let mut room = room.map(Room::new);
+                    feed(
+                        &mic,
+                        inject.as_deref(),
+                        format,
+                        &queue,
+                        &stop,
+                        room.as_mut(),
+                    );
+                })
                 .map_err(VirtualMicError::Thread)?
         };
         Ok(Self {
@@ -158,6 +194,7 @@ fn feed(
     format: MicFormat,
     queue: &Mutex<VecDeque<u8>>,
     stop: &AtomicBool,
+    mut room: Option<&mut Room>,
 ) {
     // O_RDWR: opening a FIFO for writing alone blocks until a reader
     // appears; read-write never blocks, and writes then wait for the reader
@@ -209,13 +246,32 @@ fn feed(
                 _ => {}
             }
         }
-        if unsent == 0 {
+        if unsent == 0 && room.is_some() && queued(&out) >= 2 * period_bytes {
+            // Capture is behind: a microphone's sound in this period is
+            // lost, as in an overrun. With a room, the pipe's backlog must
+            // not grow either: the echo would come later than the speaker
+            // played it, by however far capture fell behind.
+            if let Some(room) = room.as_deref_mut() {
+                room.follow();
+                room.skip(period_bytes / (2 * format.channels.max(1) as usize));
+            }
+            unsent = usize::MAX;
+        }
+        if unsent == usize::MAX {
+            // Skipped this period.
+            unsent = 0;
+        } else if unsent == 0 {
             let mut q = queue.lock().unwrap_or_else(PoisonError::into_inner);
             let take = q.len().min(period_bytes) & !1;
             for (slot, byte) in period.iter_mut().zip(q.drain(..take)) {
                 *slot = byte;
             }
             period[take..].fill(0);
+            drop(q);
+            if let Some(room) = room.as_deref_mut() {
+                room.follow();
+                room.mix(&mut period, format.channels as usize);
+            }
             unsent = period_bytes;
         }
         // Finish the period (a partial write must not misalign frames), or

@@ -8,8 +8,10 @@ use std::{path::Path, sync::Arc};
 use hark_audio::{
     AudioConfig, Capture, CaptureError,
     config::VIRTUAL_CARD_ALSA_CONF,
+    echo::{EchoStage, Reference, Stages},
     playback::{PlaybackError, Player},
     virtual_mic::{MicFormat, VirtualMic, VirtualMicError},
+    virtual_room::RoomSpec,
 };
 
 use hark_core::status::{Subsystem, SubsystemState, fixed};
@@ -33,6 +35,8 @@ pub enum AudioError {
     VirtualMic(#[from] VirtualMicError),
     #[error(transparent)]
     Capture(#[from] CaptureError),
+    #[error(transparent)]
+    Echo(#[from] hark_audio::echo::EchoError),
     #[error(transparent)]
     Playback(#[from] PlaybackError),
 }
@@ -75,6 +79,8 @@ pub struct AudioEngine {
     /// `audio.enabled = false`).
     pub microphone: Option<crate::stt::Microphone>,
     capture: Option<Capture>,
+    /// Takes Hark's own speech out of the microphone (`[audio.echo]`).
+    _echo: Option<EchoStage>,
     player: Option<Arc<Player>>,
     virtual_mic: Option<VirtualMic>,
     bridge: Option<Bridge>,
@@ -180,39 +186,72 @@ impl AudioEngine {
             return Ok(Self {
                 microphone: None,
                 capture: None,
+                _echo: None,
                 player: None,
                 virtual_mic: None,
                 bridge: None,
             });
         }
         let virtual_mic = if config.virtual_card.enabled {
-            let c = &config.capture;
-            Some(VirtualMic::start(
-                &config.virtual_card.mic_fifo,
-                Some(&config.virtual_card.inject_fifo),
+            let (c, card) = (&config.capture, &config.virtual_card);
+            let room = card.room.then(|| RoomSpec {
+                speaker: card.speaker_wav.clone(),
+                speaker_rate: config.playback.rate,
+                speaker_channels: config.playback.channels,
+                mic_rate: c.rate,
+                gain_db: card.room_gain_db,
+                rt60: card.room_rt60,
+            });
+            Some(VirtualMic::start_in_room(
+                &card.mic_fifo,
+                Some(&card.inject_fifo),
                 MicFormat {
                     rate: c.rate,
                     channels: c.channels,
                     period: std::time::Duration::from_millis(u64::from(c.period_ms)),
                 },
+                room,
             )?)
         } else {
             None
         };
-        let player = Arc::new(Player::start(
+        // With echo cancellation, what the speaker plays is the reference,
+        // placed by the capture clock.
+        let reference = config.echo.cancel.then(|| Arc::new(Reference::new()));
+        let player = Arc::new(Player::start_with_reference(
             config.playback_config(),
             Arc::clone(speaking),
+            reference.clone(),
         )?);
-        // Silence while muted, and (half duplex) while the speaker plays.
+        // Silence while muted, and (half duplex, without echo cancellation)
+        // while the speaker plays.
         let mut mute = vec![Arc::clone(muted)];
-        if config.half_duplex {
+        if config.closes_while_speaking() {
             mute.push(Arc::clone(speaking));
         }
-        let capture = Capture::start(config.capture_config(), mute)?;
+        let capture = Capture::start_clocked(
+            config.capture_config(),
+            mute,
+            Box::new(hark_audio::capture::open_alsa),
+            reference.clone(),
+        )?;
+        let echo = match reference {
+            Some(reference) => Some(EchoStage::start(
+                Arc::clone(capture.ring()),
+                reference,
+                Stages::hark(),
+            )?),
+            None => None,
+        };
+        let heard = echo.as_ref().map_or(capture.ring(), EchoStage::ring);
         let microphone = Some(crate::stt::Microphone {
-            ring: Arc::clone(capture.ring()),
+            ring: Arc::clone(heard),
             vad: config.vad.clone(),
             preroll: std::time::Duration::from_millis(u64::from(config.capture.preroll_ms)),
+            barge_in: echo.as_ref().map(|echo| crate::stt::BargeIn {
+                ring: Arc::clone(echo.suppressed()),
+                ms: config.echo.barge_in_ms,
+            }),
             stats: Arc::clone(capture.stats()),
         });
         let (capture_stats, player_stats) =
@@ -256,6 +295,7 @@ impl AudioEngine {
         Ok(Self {
             microphone,
             capture: Some(capture),
+            _echo: echo,
             player: Some(player),
             virtual_mic,
             bridge,

@@ -150,7 +150,7 @@ async fn start_wake(
         muted: Arc::clone(&state.muted),
         closed_while_speaking: config
             .audio
-            .half_duplex
+            .closes_while_speaking()
             .then(|| Arc::clone(&state.speaking)),
     });
     let (wake_config, conductor) = (config.wake.clone(), state.conductor.clone());

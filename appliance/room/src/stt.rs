@@ -22,8 +22,20 @@ pub struct Microphone {
     pub ring: Arc<Ring>,
     pub vad: hark_audio::config::VadConfig,
     pub preroll: Duration,
+    /// With echo cancellation: what decides a barge-in by voice.
+    pub barge_in: Option<BargeIn>,
     /// The capture thread's counters, for `get_status`.
     pub stats: Arc<hark_audio::CaptureStats>,
+}
+
+/// Barge-in by voice, with echo cancellation on.
+#[derive(Clone)]
+pub struct BargeIn {
+    /// The microphone after the canceller's suppressor too: echo never
+    /// passes for a person there (same positions as the listening ring).
+    pub ring: Arc<Ring>,
+    /// How much speech stops Hark (`[audio.echo] barge_in_ms`).
+    pub ms: u32,
 }
 
 /// The end-of-turn model, shared by the listens (one asks at a time).

@@ -23,6 +23,7 @@
 mod audio;
 mod client;
 mod daemon;
+mod echo;
 mod eot;
 mod figures;
 mod load;
@@ -152,6 +153,10 @@ enum Mode {
     /// missed words on synthetic voices near, far and in noise, how late,
     /// and CPU against pymicro-wakeword (see [`wake`]).
     Wake(wake::WakeArgs),
+    /// Echo cancellation on recorded people in a simulated room: their
+    /// words while Hark speaks, the echo removed, false barge-ins an hour
+    /// and the barge-in's reaction, AEC3 against speexdsp (see [`echo`]).
+    Echo(echo::EchoArgs),
 }
 
 fn main() -> ExitCode {
@@ -171,6 +176,7 @@ fn main() -> ExitCode {
         Some(Mode::Eot(eot)) => eot::main(eot),
         Some(Mode::Wer(wer)) => wer::main(wer),
         Some(Mode::Wake(wake)) => wake::main(wake),
+        Some(Mode::Echo(echo)) => echo::main(echo),
         None => bench(args),
     };
     match result {

@@ -29,6 +29,7 @@ use hark_stt::engine::{Engine, SttError, Transcript};
 use crate::{events::Event, state::ApplianceState};
 
 mod ahead;
+pub mod barge;
 
 use ahead::{Ahead, AtPause, Glimpse, Pass, Speculative, clip_range, watcher};
 

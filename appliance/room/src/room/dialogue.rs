@@ -32,7 +32,7 @@ use super::{Room, failure, speech};
 use crate::{
     board::ButtonAnswer,
     floor::{Turn, Who},
-    listen::{self, Chime, ListenError},
+    listen::{self, Chime, ListenError, barge::Watch},
     state::ApplianceState,
 };
 
@@ -286,6 +286,9 @@ impl Ask for Room {
             // between the question and the answer.
             let mut dialogue =
                 Dialogue::question(self, &question, "converse", listen, report).await?;
+            // With echo cancellation, the person's voice over the question
+            // stops it too.
+            let watch = listen.then(|| Watch::start(&self.state)).flatten();
             let spoken = dialogue
                 .say(SpeakCall {
                     agent: None,
@@ -296,10 +299,13 @@ impl Ask for Room {
                     wait: true,
                     later: None,
                 })
-                .await?;
+                .await;
+            let voice = watch.and_then(Watch::finish);
+            let spoken = spoken?;
             // A press during the speech belongs to this call (barge-in),
             // not to the voice inbox.
-            let interrupted = spoken.status == SpeechStatus::Stopped && dialogue.pressed();
+            let interrupted =
+                spoken.status == SpeechStatus::Stopped && (voice.is_some() || dialogue.pressed());
             let mut conversed = Conversed {
                 spoken: spoken.text,
                 speech_status: match (interrupted, spoken.status) {
@@ -320,7 +326,17 @@ impl Ask for Room {
             } else {
                 Chime::First
             };
-            let request = dialogue.request(dialogue.timeout, chime, true, listen::Expect::Reply);
+            let mut request =
+                dialogue.request(dialogue.timeout, chime, true, listen::Expect::Reply);
+            // The answer from where the voice began, with the pre-roll a
+            // listen keeps before its detector fires.
+            request.start_at = voice.map(|at| {
+                let preroll = self.state.microphone.as_ref().map_or(0, |mic| {
+                    (mic.preroll.as_secs_f64() * f64::from(hark_audio::config::PIPELINE_RATE))
+                        as u64
+                });
+                at.saturating_sub(preroll)
+            });
             conversed.heard = Some(dialogue.hear(request).await?);
             Ok(conversed)
         })

@@ -1,0 +1,75 @@
+"""Echo cancellation and barge-in by voice end to end: the real binary with
+`[audio.echo] cancel`, the virtual card's simulated room (its microphone
+hears the virtual speaker through a small speaker's response and a
+reverberant room), Hark's own piper voice, and recorded people from the
+real-speech set speaking over it. How much echo is removed, the words kept,
+how often echo alone would stop Hark and how fast Hark stops are measured
+by `hark-bench echo` (docs/benchmarks.md); these check that it works in the
+product. Each speaks Hark's first words after start: on the virtual card a
+short clip (an earcon) reaches the simulated room later than speech does,
+and the canceller takes some seconds to learn the room again after one."""
+
+import time
+
+from harness import REPO, answered, ask, call, client, hark, heard, speak, status, wait_for, words
+
+SET = REPO / "tests" / ".speech" / "clips"
+ROOM = {"audio.virtual_card": {"room": True}}
+ECHO = {**ROOM, "audio.echo": {"cancel": True}}
+LONG = " ".join(["Here is the whole forecast for the week, day by day, with every detail you asked for."] * 4)
+
+
+def speaking_for(daemon, seconds):
+    """Hark has been speaking this long: the canceller has heard its voice."""
+    assert wait_for(lambda: status(daemon)["speaking"], 30)
+    time.sleep(seconds)
+    assert status(daemon)["speaking"]
+
+
+def test_the_person_speaking_over_a_question_stops_it_and_is_heard_from_the_first_word(start_daemon):
+    d = start_daemon(ECHO)
+    c, t, out = ask(d, "conversant", "converse", {"text": LONG, "timeout_seconds": 20})
+    speaking_for(d, 3)
+    clip = SET / "ps-librivox-0880.wav"  # "he was not an ill disposed young man"
+    injected = time.monotonic()
+    hark(d, "inject", str(clip))
+    assert wait_for(lambda: not status(d)["speaking"], 5), "Hark stopped for the person"
+    # The clip's voice starts 0.21 s in; the rule needs some speech, and
+    # status polling adds its own delay: well under a second all told.
+    assert time.monotonic() - injected < 1.5
+    s = answered(c, t, out)["structuredContent"]
+    assert s["speech_status"] == "interrupted", s
+    assert s["speech_seconds"] < 20, s
+    said = words(s["text"])
+    # Whole, from its first words: what came before the rule fired is in it.
+    assert heard(s["text"], {"young", "man"}), s
+    assert said & {"he", "was", "not"}, s
+    assert "the person spoke over Hark: speech stopped" in d.log()
+
+
+def test_without_cancellation_the_room_returns_harks_voice(start_daemon):
+    """The control: the simulated room is really heard. With the
+    microphone open while Hark speaks and nothing cancelling, a listen
+    hears Hark's own words."""
+    d = start_daemon({**ROOM, "audio": {"half_duplex": False}})
+    listener, t, out = ask(d, "listener", "transcribe_voice", {"timeout_seconds": 10})
+    assert wait_for(lambda: status(d)["recording"], 10)
+    # The same agent speaks while its own listen holds the floor.
+    speaker = client(d, "listener")
+    call(speaker, "speak_text", {"text": "The weather tomorrow is sunny and warm.", "wait": True}, 2)
+    speaker.close()
+    s = answered(listener, t, out)["structuredContent"]
+    assert heard(s["text"], {"weather", "sunny", "warm"}), s
+
+
+def test_the_wake_word_stops_hark_mid_sentence(start_daemon, tmp_path):
+    d = start_daemon({**ECHO, "wake": {"enabled": True}})
+    assert wait_for(lambda: status(d)["wake"]["state"] == "listening", 10)
+    speaker = client(d, "speaker")
+    call(speaker, "speak_text", {"text": LONG, "wait": False}, 2)
+    speaking_for(d, 3)
+    hark(d, "inject", str(speak(tmp_path, "wake", "Okay Nabu.")))
+    assert wait_for(lambda: not status(d)["speaking"], 5), "the wake word stopped the speech"
+    [detection] = status(d)["wake"]["detections"]
+    assert detection["word"] == "okay_nabu", detection
+    speaker.close()
