@@ -446,7 +446,7 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
         let channels = config.channels as usize;
         let mut buffer = vec![0i16; period * channels];
         // One period of the echo reference at 16 kHz, scaled by the volume.
-        let mut heard = vec![0f32; period * PIPELINE_RATE as usize / config.rate as usize + 2];
+        let mut played = vec![0f32; period * PIPELINE_RATE as usize / config.rate as usize + 2];
         // Where the next clip's first sample is heard (capture position):
         // set when sound starts after silence, carried on while clips
         // follow back to back.
@@ -531,13 +531,16 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
                             let to = ((position + written) as u64 * u64::from(PIPELINE_RATE)
                                 / rate)
                                 .min(clip.reference.len() as u64);
-                            let n = (to.saturating_sub(from) as usize).min(heard.len());
-                            let from = from as usize;
-                            for (h, v) in heard[..n].iter_mut().zip(&clip.reference[from..from + n])
+                            // The two resamplings round apart by a sample
+                            // or two at the end: never past the reference.
+                            let n = (to.saturating_sub(from) as usize).min(played.len());
+                            let from = (from as usize).min(clip.reference.len() - n);
+                            for (p, v) in
+                                played[..n].iter_mut().zip(&clip.reference[from..from + n])
                             {
-                                *h = v * gain;
+                                *p = v * gain;
                             }
-                            reference.write(anchor + from as u64, &heard[..n]);
+                            reference.write(anchor + from as u64, &played[..n]);
                         }
                         position += written;
                         pacer.pace(written);
