@@ -37,6 +37,16 @@ pub enum EchoError {
     Frame(String),
 }
 
+/// The voice detector's settings that decide a barge-in: `vad`'s, with
+/// `barge_in_ms` of speech needed. One rule for the daemon's watch and
+/// `hark-bench echo`, which measures it.
+pub fn barge_in_rule(vad: &crate::config::VadConfig, barge_in_ms: u32) -> crate::config::VadConfig {
+    crate::config::VadConfig {
+        min_speech_ms: barge_in_ms,
+        ..vad.clone()
+    }
+}
+
 /// AEC3's settings beyond its defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Stages {

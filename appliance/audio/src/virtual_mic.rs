@@ -246,20 +246,16 @@ fn feed(
                 _ => {}
             }
         }
-        if unsent == 0 && room.is_some() && queued(&out) >= 2 * period_bytes {
-            // Capture is behind: a microphone's sound in this period is
-            // lost, as in an overrun. With a room, the pipe's backlog must
-            // not grow either: the echo would come later than the speaker
-            // played it, by however far capture fell behind.
+        // Capture is behind: a microphone's sound in this period is lost,
+        // as in an overrun. With a room, the pipe's backlog must not grow
+        // either: the echo would come later than the speaker played it, by
+        // however far capture fell behind.
+        let behind = unsent == 0 && room.is_some() && queued(&out) >= 2 * period_bytes;
+        if behind {
             if let Some(room) = room.as_deref_mut() {
                 room.follow();
                 room.skip(period_bytes / (2 * format.channels.max(1) as usize));
             }
-            unsent = usize::MAX;
-        }
-        if unsent == usize::MAX {
-            // Skipped this period.
-            unsent = 0;
         } else if unsent == 0 {
             let mut q = queue.lock().unwrap_or_else(PoisonError::into_inner);
             let take = q.len().min(period_bytes) & !1;

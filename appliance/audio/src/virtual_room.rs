@@ -187,7 +187,8 @@ impl Room {
 }
 
 /// A second-order high-pass (RBJ, Q 0.707): a small speaker's bass.
-struct Highpass {
+/// Also the speaker of `hark-bench echo`'s simulated room.
+pub struct Highpass {
     b: [f32; 3],
     a: [f32; 2],
     x: [f32; 2],
@@ -195,7 +196,7 @@ struct Highpass {
 }
 
 impl Highpass {
-    fn new(hz: f32, rate: f32) -> Self {
+    pub fn new(hz: f32, rate: f32) -> Self {
         let w = 2.0 * std::f32::consts::PI * hz / rate;
         let alpha = w.sin() / (2.0 * std::f32::consts::FRAC_1_SQRT_2);
         let (cos, a0) = (w.cos(), 1.0 + alpha);
@@ -211,7 +212,7 @@ impl Highpass {
         }
     }
 
-    fn run(&mut self, x0: f32) -> f32 {
+    pub fn run(&mut self, x0: f32) -> f32 {
         let y0 = self.b[0] * x0 + self.b[1] * self.x[0] + self.b[2] * self.x[1]
             - self.a[0] * self.y[0]
             - self.a[1] * self.y[1];

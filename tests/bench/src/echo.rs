@@ -318,24 +318,10 @@ fn impulse(room: &Room, seed: u64) -> Vec<f32> {
 /// A small speaker: no bass (a second-order high-pass at 150 Hz) and a
 /// soft limit where it is driven hard.
 fn speaker(x: &[f32]) -> Vec<f32> {
-    // RBJ high-pass biquad, Q 0.707.
-    let w = 2.0 * std::f32::consts::PI * 150.0 / RATE as f32;
-    let alpha = w.sin() / (2.0 * std::f32::consts::FRAC_1_SQRT_2);
-    let cos = w.cos();
-    let a0 = 1.0 + alpha;
-    let b = [
-        (1.0 + cos) / 2.0 / a0,
-        -(1.0 + cos) / a0,
-        (1.0 + cos) / 2.0 / a0,
-    ];
-    let a = [-2.0 * cos / a0, (1.0 - alpha) / a0];
-    let (mut x1, mut x2, mut y1, mut y2) = (0.0, 0.0, 0.0, 0.0);
+    // The virtual card's room has the same speaker.
+    let mut highpass = hark_audio::virtual_room::Highpass::new(150.0, RATE as f32);
     x.iter()
-        .map(|&x0| {
-            let y0 = b[0] * x0 + b[1] * x1 + b[2] * x2 - a[0] * y1 - a[1] * y2;
-            (x2, x1, y2, y1) = (x1, x0, y1, y0);
-            (DRIVE * y0).tanh() / DRIVE
-        })
+        .map(|&x0| (DRIVE * highpass.run(x0)).tanh() / DRIVE)
         .collect()
 }
 
@@ -394,11 +380,7 @@ fn hark_speech(sentences: &[Vec<f32>], seconds: f64) -> Vec<f32> {
 /// What the barge-in rule makes of a stream: the sample positions where
 /// it fires.
 fn barge_ins(audio: &[f32], barge_ms: u32) -> Vec<u64> {
-    let config = VadConfig {
-        min_speech_ms: barge_ms,
-        hangover_ms: 300,
-        ..VadConfig::default()
-    };
+    let config = echo::barge_in_rule(&VadConfig::default(), barge_ms);
     let mut segmenter = Segmenter::new(&config, 0);
     let mut fired = Vec::new();
     let mut consumed = 0usize;

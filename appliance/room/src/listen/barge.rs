@@ -18,10 +18,7 @@ use std::{
     time::Duration,
 };
 
-use hark_audio::{
-    config::VadConfig,
-    vad::{Event, Segmenter},
-};
+use hark_audio::vad::{Event, Segmenter};
 
 use crate::state::ApplianceState;
 
@@ -40,10 +37,7 @@ impl Watch {
         let barge_in = mic.barge_in.clone()?;
         let stop = Arc::new(AtomicBool::new(false));
         let heard = Arc::new(AtomicU64::new(0));
-        let config = VadConfig {
-            min_speech_ms: barge_in.ms,
-            ..mic.vad.clone()
-        };
+        let config = hark_audio::echo::barge_in_rule(&mic.vad, barge_in.ms);
         let (ring, tts) = (barge_in.ring, Arc::clone(&state.tts));
         let (stopped, found) = (Arc::clone(&stop), Arc::clone(&heard));
         // Subscribed now: the question's first sound is not missed.
