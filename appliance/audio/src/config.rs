@@ -154,6 +154,9 @@ impl Default for VirtualCardConfig {
     }
 }
 
+/// The virtual card's capture device (see [`VIRTUAL_CARD_ALSA_CONF`]).
+pub const VIRTUAL_MIC_DEVICE: &str = "hark_virtual_mic";
+
 /// The ALSA configuration that defines the virtual card's devices
 /// (`hark_virtual_mic`, `hark_virtual_speaker`); the paths come from
 /// `HARK_VIRTUAL_MIC` and `HARK_VIRTUAL_SPEAKER`.

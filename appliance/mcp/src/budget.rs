@@ -2,10 +2,20 @@
 //! loopback, open mode) and paired agents share `mcp.max_connections`;
 //! connections from anyone else start in a small budget of their own
 //! (`[mcp.unpaired]`: a few per address, a few more in total), and move
-//! to the agents' slots when they present a token. So no number of idle,
-//! slow or unpaired connections from one host can take a paired agent's
-//! place: that host runs out of its own few first, and when many hosts fill
-//! the unpaired budget together the oldest of theirs makes way.
+//! to the agents' slots when they present a token.
+//!
+//! Nobody is refused for what others opened: a newcomer is always let in
+//! long enough to present its credential, and the budget makes room by
+//! closing an older connection instead. Within one address (per-address
+//! budget) or among everyone (the total), that is the oldest connection
+//! that has not yet sent a complete message, else the oldest. So idle,
+//! slow or unpaired connections, from any host or from the agent's own
+//! address, can delay a paired agent by one eviction, never lock it out:
+//! it sends its request at once and the silent ones make way first. The
+//! agents' slots make room the same way, but only from trusted
+//! connections that have never said anything (a loopback flood when
+//! loopback is trusted); connections that spoke are only refused when
+//! every slot is held by one that spoke.
 
 use std::{
     collections::VecDeque,
@@ -13,7 +23,6 @@ use std::{
     sync::{Arc, Mutex, PoisonError},
 };
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::UnpairedConfig;
@@ -25,46 +34,105 @@ pub enum Refusal {
         "Hark is serving its maximum of {limit} connections (mcp.max_connections); try again later"
     )]
     Full { limit: usize },
-    #[error(
-        "Hark already has {limit} unpaired connections from {address} (mcp.unpaired.per_address); close some, or pair (`hark pair`) and present the token"
-    )]
-    Address { address: IpAddr, limit: usize },
 }
 
-struct Unpaired {
+/// Which slots a connection holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pool {
+    /// `mcp.max_connections`: the trusted and paired agents.
+    Agents,
+    /// `[mcp.unpaired]`.
+    Unpaired,
+}
+
+struct Entry {
     id: u64,
-    address: IpAddr,
+    address: Option<IpAddr>,
+    /// Sent a complete message or request, or presented a token.
+    spoke: bool,
     /// Cancelled to close the connection when it must make way.
     close: CancellationToken,
 }
 
-struct Table {
-    /// Oldest first.
-    open: VecDeque<Unpaired>,
+#[derive(Default)]
+struct Tables {
+    /// Oldest first, each.
+    agents: VecDeque<Entry>,
+    unpaired: VecDeque<Entry>,
     next: u64,
 }
 
+impl Tables {
+    fn pool(&mut self, pool: Pool) -> &mut VecDeque<Entry> {
+        match pool {
+            Pool::Agents => &mut self.agents,
+            Pool::Unpaired => &mut self.unpaired,
+        }
+    }
+}
+
+/// Closes the connection in `open` that makes way among those `within`
+/// keeps: the oldest silent one, else (`or_oldest`) the oldest. Whether
+/// one was found.
+fn make_way(open: &mut VecDeque<Entry>, within: impl Fn(&Entry) -> bool, or_oldest: bool) -> bool {
+    let victim = open
+        .iter()
+        .position(|e| within(e) && !e.spoke)
+        .or_else(|| or_oldest.then(|| open.iter().position(&within)).flatten());
+    match victim.and_then(|i| open.remove(i)) {
+        Some(entry) => {
+            tracing::info!(
+                address = ?entry.address,
+                spoke = entry.spoke,
+                "closing an older connection to make way for a new one"
+            );
+            entry.close.cancel();
+            true
+        }
+        None => false,
+    }
+}
+
 pub struct Budget {
-    agents: Arc<Semaphore>,
     max_agents: usize,
     limits: UnpairedConfig,
-    unpaired: Mutex<Table>,
+    tables: Mutex<Tables>,
 }
 
 /// A connection's slot; freed when dropped.
-pub enum Slot {
-    Agent(#[allow(dead_code)] OwnedSemaphorePermit),
-    Unpaired(UnpairedSlot),
-}
-
-pub struct UnpairedSlot {
+pub struct Slot {
     budget: Arc<Budget>,
     id: u64,
+    pool: Pool,
+    /// A copy of its entry's, so marking it takes the lock once.
+    spoke: bool,
 }
 
-impl Drop for UnpairedSlot {
+impl Drop for Slot {
     fn drop(&mut self) {
-        self.budget.table().open.retain(|u| u.id != self.id);
+        // Gone already if it was made to make way.
+        self.budget
+            .tables()
+            .pool(self.pool)
+            .retain(|e| e.id != self.id);
+    }
+}
+
+impl Slot {
+    /// In the unpaired budget (not yet trusted or paired).
+    pub fn unpaired(&self) -> bool {
+        self.pool == Pool::Unpaired
+    }
+
+    fn mark_spoke(&mut self) {
+        if self.spoke {
+            return;
+        }
+        self.spoke = true;
+        let mut tables = self.budget.tables();
+        if let Some(entry) = tables.pool(self.pool).iter_mut().find(|e| e.id == self.id) {
+            entry.spoke = true;
+        }
     }
 }
 
@@ -77,8 +145,8 @@ impl std::fmt::Debug for Held {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let slot = match &*self.lock() {
             None => "none",
-            Some(Slot::Agent(_)) => "agent",
-            Some(Slot::Unpaired(_)) => "unpaired",
+            Some(slot) if slot.pool == Pool::Agents => "agent",
+            Some(_) => "unpaired",
         };
         f.debug_tuple("Held").field(&slot).finish()
     }
@@ -98,26 +166,52 @@ impl Held {
         drop(self.lock().take());
     }
 
+    /// The connection sent a complete message or request: it is no longer
+    /// among the first to make way.
+    pub fn spoke(&self) {
+        if let Some(slot) = &mut *self.lock() {
+            slot.mark_spoke();
+        }
+    }
+
     /// The connection presented a good token: it moves to an agent's slot
-    /// (if one is free; otherwise it keeps its unpaired one, and says so).
+    /// (if one is free or a silent trusted connection makes way; otherwise
+    /// it keeps its unpaired one, and says so).
     pub fn promote(&self) {
-        let mut slot = self.lock();
-        let Some(Slot::Unpaired(unpaired)) = &*slot else {
+        let mut held = self.lock();
+        let Some(slot) = &mut *held else {
             return;
         };
-        let budget = Arc::clone(&unpaired.budget);
-        match budget.agent() {
-            Some(agent) => *slot = Some(agent),
-            None => tracing::warn!(
+        if slot.pool == Pool::Agents {
+            return;
+        }
+        let budget = Arc::clone(&slot.budget);
+        let mut tables = budget.tables();
+        if tables.agents.len() >= budget.max_agents
+            && !make_way(&mut tables.agents, |_| true, false)
+        {
+            tracing::warn!(
                 limit = budget.max_agents,
                 "a paired connection keeps its unpaired slot: the agents' connections are full"
-            ),
+            );
+            return;
+        }
+        let Some(i) = tables.unpaired.iter().position(|e| e.id == slot.id) else {
+            // It was made to make way as it presented the token: its
+            // connection is closing.
+            return;
+        };
+        if let Some(mut entry) = tables.unpaired.remove(i) {
+            entry.spoke = true;
+            tables.agents.push_back(entry);
+            slot.pool = Pool::Agents;
+            slot.spoke = true;
         }
     }
 
     #[cfg(test)]
     fn is_unpaired(&self) -> bool {
-        matches!(*self.lock(), Some(Slot::Unpaired(_)))
+        matches!(&*self.lock(), Some(slot) if slot.pool == Pool::Unpaired)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Slot>> {
@@ -128,74 +222,72 @@ impl Held {
 impl Budget {
     pub fn new(max_agents: usize, limits: UnpairedConfig) -> Arc<Self> {
         Arc::new(Self {
-            agents: Arc::new(Semaphore::new(max_agents)),
             max_agents,
             limits,
-            unpaired: Mutex::new(Table {
-                open: VecDeque::new(),
-                next: 0,
-            }),
+            tables: Mutex::new(Tables::default()),
         })
     }
 
-    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
-        self.unpaired.lock().unwrap_or_else(PoisonError::into_inner)
+    fn tables(&self) -> std::sync::MutexGuard<'_, Tables> {
+        self.tables.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A slot for a new connection: an agent's when it is trusted, else an
-    /// unpaired one from `address`. `close` closes the connection if it
-    /// must make way for a newer unpaired one.
+    /// A slot for a new connection: an agent's when it is trusted (or
+    /// `spoke`: it came with a good token), else an unpaired one from
+    /// `address`. `close` closes the connection if it must make way for a
+    /// newer one later.
     pub fn admit(
         self: &Arc<Self>,
         trusted: bool,
+        spoke: bool,
         address: Option<IpAddr>,
         close: &CancellationToken,
     ) -> Result<Slot, Refusal> {
-        let address = match address.map(|a| a.to_canonical()) {
-            Some(address) if !trusted => address,
+        let address = address.map(|a| a.to_canonical());
+        let mut tables = self.tables();
+        let pool = match address {
+            Some(here) if !trusted => {
+                let open = &mut tables.unpaired;
+                if open.iter().filter(|e| e.address == Some(here)).count()
+                    >= self.limits.per_address
+                {
+                    make_way(open, |e| e.address == Some(here), true);
+                }
+                if open.len() >= self.limits.max_connections {
+                    make_way(open, |_| true, true);
+                }
+                Pool::Unpaired
+            }
             _ => {
-                return self.agent().ok_or(Refusal::Full {
-                    limit: self.max_agents,
-                });
+                if tables.agents.len() >= self.max_agents
+                    && !make_way(&mut tables.agents, |_| true, false)
+                {
+                    return Err(Refusal::Full {
+                        limit: self.max_agents,
+                    });
+                }
+                Pool::Agents
             }
         };
-        let mut table = self.table();
-        let from_here = table.open.iter().filter(|u| u.address == address).count();
-        if from_here >= self.limits.per_address {
-            return Err(Refusal::Address {
-                address,
-                limit: self.limits.per_address,
-            });
-        }
-        if table.open.len() >= self.limits.max_connections
-            && let Some(oldest) = table.open.pop_front()
-        {
-            tracing::info!(address = %oldest.address, "the unpaired connections are full; closing the oldest");
-            oldest.close.cancel();
-        }
-        table.next += 1;
-        let id = table.next;
-        table.open.push_back(Unpaired {
+        tables.next += 1;
+        let id = tables.next;
+        tables.pool(pool).push_back(Entry {
             id,
             address,
+            spoke,
             close: close.clone(),
         });
-        Ok(Slot::Unpaired(UnpairedSlot {
+        Ok(Slot {
             budget: Arc::clone(self),
             id,
-        }))
-    }
-
-    fn agent(&self) -> Option<Slot> {
-        Arc::clone(&self.agents)
-            .try_acquire_owned()
-            .ok()
-            .map(Slot::Agent)
+            pool,
+            spoke,
+        })
     }
 
     /// Unpaired connections open now.
     pub fn unpaired_count(&self) -> usize {
-        self.table().open.len()
+        self.tables().unpaired.len()
     }
 }
 
@@ -215,26 +307,79 @@ mod tests {
     fn one_host_cannot_take_the_agents_slots() {
         let budget = Budget::new(2, limits(3, 2));
         let stranger: IpAddr = "10.0.0.9".parse().unwrap();
-        let close = CancellationToken::new();
-        let a = budget.admit(false, Some(stranger), &close).unwrap();
-        let _b = budget.admit(false, Some(stranger), &close).unwrap();
-        assert_eq!(
-            budget.admit(false, Some(stranger), &close).err(),
-            Some(Refusal::Address {
-                address: stranger,
-                limit: 2
-            })
-        );
+        let close: Vec<CancellationToken> = (0..3).map(|_| CancellationToken::new()).collect();
+        let _a = budget
+            .admit(false, false, Some(stranger), &close[0])
+            .unwrap();
+        let _b = budget
+            .admit(false, false, Some(stranger), &close[1])
+            .unwrap();
+        // A third from the same address: the oldest makes way.
+        let _c = budget
+            .admit(false, false, Some(stranger), &close[2])
+            .unwrap();
+        assert!(close[0].is_cancelled() && !close[1].is_cancelled());
+        assert_eq!(budget.unpaired_count(), 2);
         // The agents' slots are untouched.
-        let _x = budget.admit(true, None, &close).unwrap();
-        let _y = budget.admit(true, Some(stranger), &close).unwrap();
+        let _x = budget
+            .admit(true, true, None, &CancellationToken::new())
+            .unwrap();
+        let _y = budget
+            .admit(true, true, Some(stranger), &CancellationToken::new())
+            .unwrap();
         assert_eq!(
-            budget.admit(true, None, &close).err(),
+            budget
+                .admit(true, true, None, &CancellationToken::new())
+                .err(),
             Some(Refusal::Full { limit: 2 })
         );
-        drop(a);
-        assert_eq!(budget.unpaired_count(), 1);
-        assert!(budget.admit(false, Some(stranger), &close).is_ok());
+    }
+
+    #[test]
+    fn the_silent_make_way_before_those_that_spoke() {
+        let budget = Budget::new(4, limits(8, 3));
+        let here: IpAddr = "127.0.0.1".parse().unwrap();
+        let close: Vec<CancellationToken> = (0..5).map(|_| CancellationToken::new()).collect();
+        let agent = Held::new(budget.admit(false, false, Some(here), &close[0]).unwrap());
+        agent.spoke();
+        let _idle1 = budget.admit(false, false, Some(here), &close[1]).unwrap();
+        let _idle2 = budget.admit(false, false, Some(here), &close[2]).unwrap();
+        let _idle3 = budget.admit(false, false, Some(here), &close[3]).unwrap();
+        // The oldest is the one that spoke: a silent one goes instead.
+        assert!(!close[0].is_cancelled() && close[1].is_cancelled());
+        let _idle4 = budget.admit(false, false, Some(here), &close[4]).unwrap();
+        assert!(!close[0].is_cancelled() && close[2].is_cancelled());
+        // Its token takes it out of the unpaired budget altogether.
+        agent.promote();
+        assert!(!agent.is_unpaired());
+        assert_eq!(budget.unpaired_count(), 2);
+    }
+
+    #[test]
+    fn silent_trusted_connections_make_way_in_the_agents_slots() {
+        let budget = Budget::new(2, limits(4, 4));
+        let close: Vec<CancellationToken> = (0..4).map(|_| CancellationToken::new()).collect();
+        let talker = Held::new(budget.admit(true, false, None, &close[0]).unwrap());
+        talker.spoke();
+        let _silent = budget.admit(true, false, None, &close[1]).unwrap();
+        let _new = budget.admit(true, false, None, &close[2]).unwrap();
+        assert!(!close[0].is_cancelled() && close[1].is_cancelled());
+        let newest = Held::new(budget.admit(true, false, None, &close[3]).unwrap());
+        assert!(close[2].is_cancelled());
+        newest.spoke();
+        // Every slot is held by one that spoke: now a newcomer is refused.
+        assert_eq!(
+            budget
+                .admit(true, false, None, &CancellationToken::new())
+                .err(),
+            Some(Refusal::Full { limit: 2 })
+        );
+        drop(talker);
+        assert!(
+            budget
+                .admit(true, false, None, &CancellationToken::new())
+                .is_ok()
+        );
     }
 
     #[test]
@@ -246,13 +391,13 @@ mod tests {
             CancellationToken::new(),
         );
         let oldest = budget
-            .admit(false, Some("10.0.0.1".parse().unwrap()), &c1)
+            .admit(false, false, Some("10.0.0.1".parse().unwrap()), &c1)
             .unwrap();
         let _second = budget
-            .admit(false, Some("10.0.0.2".parse().unwrap()), &c2)
+            .admit(false, false, Some("10.0.0.2".parse().unwrap()), &c2)
             .unwrap();
         let _third = budget
-            .admit(false, Some("10.0.0.3".parse().unwrap()), &c3)
+            .admit(false, false, Some("10.0.0.3".parse().unwrap()), &c3)
             .unwrap();
         assert!(c1.is_cancelled() && !c2.is_cancelled() && !c3.is_cancelled());
         assert_eq!(budget.unpaired_count(), 2);
@@ -265,14 +410,14 @@ mod tests {
         let budget = Budget::new(1, limits(4, 1));
         let stranger: IpAddr = "10.0.0.9".parse().unwrap();
         let close = CancellationToken::new();
-        let held = Held::new(budget.admit(false, Some(stranger), &close).unwrap());
+        let held = Held::new(budget.admit(false, false, Some(stranger), &close).unwrap());
         assert!(held.is_unpaired());
         held.promote();
         assert!(!held.is_unpaired());
         assert_eq!(budget.unpaired_count(), 0);
         // Its address may open another unpaired connection now.
-        assert!(budget.admit(false, Some(stranger), &close).is_ok());
+        assert!(budget.admit(false, false, Some(stranger), &close).is_ok());
         held.release();
-        assert!(budget.admit(true, None, &close).is_ok());
+        assert!(budget.admit(true, false, None, &close).is_ok());
     }
 }

@@ -195,10 +195,12 @@ pub const UNPAIRED_DEADLINE_RANGE: (u64, u64) = (1, 300);
 #[serde(deny_unknown_fields, default)]
 pub struct UnpairedConfig {
     /// Unpaired connections at once, all addresses together (1–1024);
-    /// past it the oldest is closed to make room.
+    /// past it one is closed to make room: the oldest that has sent no
+    /// complete request yet, else the oldest.
     pub max_connections: usize,
-    /// Unpaired connections from one address at once (1–256); more are
-    /// refused.
+    /// Unpaired connections from one address at once (1–256); past it one
+    /// of that address's is closed the same way. A newcomer is never
+    /// refused, so a paired agent always gets to present its token.
     pub per_address: usize,
     /// Seconds an unpaired connection may sit with no request in flight,
     /// and an HTTP one may take to send its request head, before it is

@@ -365,6 +365,12 @@ impl Steps<'_> {
         self.push(step, (Outcome::Fail, why), Value::Null);
     }
 
+    /// Capture is the virtual card's microphone, not a real one.
+    fn hears_only_the_virtual_card(&self) -> bool {
+        self.audio.virtual_card.enabled
+            && self.audio.capture.device == hark_audio::config::VIRTUAL_MIC_DEVICE
+    }
+
     fn skipped(&mut self, step: StepName, why: &str) {
         self.push(step, (Outcome::Skipped, why.to_owned()), Value::Null);
     }
@@ -556,6 +562,16 @@ impl Steps<'_> {
             "Level: after the chime, speak for {} s as you would to Hark (count from one to ten)…",
             seconds(SPEECH_MS)
         ));
+        // The virtual card's microphone hears nobody unless something is
+        // played into it: without --speech there is nothing to measure,
+        // which is not a fault of the appliance.
+        if self.options.speech.is_none() && self.hears_only_the_virtual_card() {
+            self.skipped(
+                StepName::Level,
+                "the virtual sound card's microphone has nobody speaking into it: pass --speech FILE.wav to play a recording of a person into it",
+            );
+            return Ok(());
+        }
         // The person's speech, on the virtual card: played into its
         // microphone while the step records (the chime before the
         // recording costs its first fifth of a second).

@@ -375,6 +375,9 @@ where
             match frame {
                 Frame::Data(bytes) => match framing::decode(&bytes) {
                     Decoded::Message(message) => {
+                        if let Some((_, identity)) = &self.auth {
+                            identity.slot.spoke();
+                        }
                         if let Some(message) = self.check_token(*message) {
                             return Some(self.accept(message));
                         }
@@ -518,7 +521,7 @@ pub async fn serve<S>(
                 ct.cancel();
             }
             () = identity.close.cancelled() => {
-                tracing::info!("closing an unpaired connection to make way for a newer one");
+                tracing::info!("closing a connection to make way for a newer one");
                 ct.cancel();
             }
             _ = shared.shutdown.cancelled() => {

@@ -117,6 +117,8 @@ async fn handle(
     identity: Arc<ClientIdentity>,
     mut request: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
+    // A whole request head: not one of the silent that make way first.
+    identity.slot.spoke();
     if let Err(rejection) = shared.hosts.check(request.uri(), request.headers()) {
         tracing::warn!(%rejection, "refused request");
         return Ok(text_response(StatusCode::FORBIDDEN, rejection.to_string()));
@@ -332,6 +334,7 @@ async fn serve(shared: Arc<Shared>, listener: TcpListener, tls: Option<tokio_rus
         let unpaired = admitted.unpaired();
         let guard = shared.connect(kind, peer_of(addr), admitted);
         let identity = Arc::clone(guard.identity());
+        let close = identity.close.clone();
         let span = tracing::info_span!("connection", transport = %kind, peer = %addr, client_id = identity.id);
         let service = {
             let shared = Arc::clone(&shared);
@@ -376,10 +379,11 @@ async fn serve(shared: Arc<Shared>, listener: TcpListener, tls: Option<tokio_rus
                         // hyper's timer only starts once it knows the HTTP
                         // version, so wait for the first bytes here.
                         let mut first = [0u8; 1];
-                        if !matches!(
-                            tokio::time::timeout(request_wait, stream.peek(&mut first)).await,
-                            Ok(Ok(1))
-                        ) {
+                        let peeked = tokio::select! {
+                            peeked = tokio::time::timeout(request_wait, stream.peek(&mut first)) => peeked,
+                            () = close.cancelled() => Ok(Ok(0)),
+                        };
+                        if !matches!(peeked, Ok(Ok(1))) {
                             tracing::debug!("no request arrived (or the client left); closing");
                             drop(guard);
                             return;
@@ -389,7 +393,14 @@ async fn serve(shared: Arc<Shared>, listener: TcpListener, tls: Option<tokio_rus
                     Some(tls) => {
                         // The handshake within the same wait: a client that
                         // opens a TLS connection and stalls holds nothing long.
-                        match tokio::time::timeout(request_wait, tls.accept(stream)).await {
+                        let handshake = tokio::select! {
+                            handshake = tokio::time::timeout(request_wait, tls.accept(stream)) => handshake,
+                            () = close.cancelled() => {
+                                tracing::debug!("made way before its handshake ended");
+                                return;
+                            }
+                        };
+                        match handshake {
                             Ok(Ok(stream)) => {
                                 serve_connection(&shared2, guard, stream, service, request_wait)
                                     .await;
@@ -441,7 +452,7 @@ async fn serve_connection<I, S>(
             }
         }
         () = close.cancelled() => {
-            tracing::info!("closing an unpaired connection to make way for a newer one");
+            tracing::info!("closing a connection to make way for a newer one");
         }
         _ = shared.shutdown.cancelled() => {
             connection.as_mut().graceful_shutdown();

@@ -128,7 +128,7 @@ impl Shared {
         let base = self.auth().base(transport, address);
         let trusted = paired || matches!(base.principal, crate::auth::Principal::Trusted(_));
         let close = CancellationToken::new();
-        let slot = self.budget.admit(trusted, address, &close)?;
+        let slot = self.budget.admit(trusted, paired, address, &close)?;
         Ok(Admitted { slot, close, base })
     }
 
@@ -148,7 +148,7 @@ pub struct Admitted {
 
 impl Admitted {
     pub fn unpaired(&self) -> bool {
-        matches!(self.slot, crate::budget::Slot::Unpaired(_))
+        self.slot.unpaired()
     }
 }
 
