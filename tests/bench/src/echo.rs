@@ -109,6 +109,8 @@ enum Kind {
     Aec3Linear,
     Aec3Long,
     Aec3LongLinear,
+    Aec3Shorter,
+    Aec3ShorterLinear,
     Speex,
 }
 
@@ -119,8 +121,10 @@ impl Kind {
             Kind::Aec3 => "AEC3, suppressed",
             Kind::Aec3Ns => "AEC3 + noise suppression",
             Kind::Aec3Linear => "AEC3's filter alone",
-            Kind::Aec3Long => "AEC3 160 ms, suppressed (Hark's barge-in)",
-            Kind::Aec3LongLinear => "AEC3 160 ms filter alone (Hark's listening)",
+            Kind::Aec3Long => "AEC3 320 ms, suppressed (Hark's barge-in)",
+            Kind::Aec3LongLinear => "AEC3 320 ms filter alone (Hark's listening)",
+            Kind::Aec3Shorter => "AEC3 160 ms, suppressed",
+            Kind::Aec3ShorterLinear => "AEC3 160 ms filter alone",
             Kind::Speex => "speexdsp + residual suppression",
         }
     }
@@ -153,6 +157,8 @@ impl Canceller {
             Kind::Aec3Linear => aec3(0, false, true),
             Kind::Aec3Long => aec3(echo::FILTER_BLOCKS, false, false),
             Kind::Aec3LongLinear => aec3(echo::FILTER_BLOCKS, false, true),
+            Kind::Aec3Shorter => aec3(echo::SHORTER_FILTER_BLOCKS, false, false),
+            Kind::Aec3ShorterLinear => aec3(echo::SHORTER_FILTER_BLOCKS, false, true),
             Kind::Speex => Ok(Canceller::Speex(Speex::new(Arc::clone(
                 speex.ok_or_else(|| anyhow::anyhow!("no speexdsp"))?,
             )))),
@@ -444,12 +450,15 @@ pub fn main(args: EchoArgs) -> anyhow::Result<()> {
         }
     };
     // By default the candidates that decide: the two AEC3 stages Hark
-    // runs, AEC3 as it comes, and speexdsp.
+    // runs, the same with the shorter filter, AEC3 as it comes, and
+    // speexdsp.
     let default = [
         Kind::None,
         Kind::Aec3,
         Kind::Aec3Long,
         Kind::Aec3LongLinear,
+        Kind::Aec3Shorter,
+        Kind::Aec3ShorterLinear,
         Kind::Speex,
     ];
     let kinds: Vec<Kind> = default
