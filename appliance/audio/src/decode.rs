@@ -554,7 +554,12 @@ fn decode_stream(
             "audio is shorter than its header says"
         );
     }
-    let samples = out.finish()?;
+    let mut samples = out.finish()?;
+    // Resampling full-scale input rings past full scale (by more than 2×
+    // on a fuzzed file): what leaves here is in range, as documented.
+    for sample in &mut samples {
+        *sample = sample.clamp(-1.0, 1.0);
+    }
     let duration_secs = frames as f64 / f64::from(rate);
     tracing::debug!(
         format,
@@ -602,7 +607,14 @@ fn mix<S: Sample + IntoSample<f32>>(buffer: &AudioBuffer<S>, mono: &mut Vec<f32>
         }
     }
     for acc in &mut mono[start..] {
-        *acc *= scale;
+        // A float file may hold NaN, infinities or values far past full
+        // scale (found by fuzzing): the models downstream need finite
+        // audio in range, so those are silence and clipping.
+        *acc = if acc.is_finite() {
+            (*acc * scale).clamp(-1.0, 1.0)
+        } else {
+            0.0
+        };
     }
 }
 
