@@ -121,7 +121,8 @@ def test_a_flood_from_another_host_cannot_lock_out_an_agent_there(start_daemon, 
     there = address.rsplit(".", 1)[0] + ".2"
     everywhere = {"mcp.tcp": {"listen": "0.0.0.0:0"}, "mcp.http": {"listen": "0.0.0.0:0"},
                   "mcp.https": {"enabled": True, "listen": "0.0.0.0:0"}}
-    d = start_daemon(dict(LIMITS, **everywhere))
+    # A long deadline: what closes the flood is making way, not waiting.
+    d = start_daemon(dict(LIMITS, **everywhere, **{"mcp.unpaired": {"deadline_secs": 60}}))
     token = new_token(d, "lan-agent")
     ca = str(d.tmp / "state" / "tls" / "ca.pem")
     flooder = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, FLOOD, "flood", address,

@@ -11,7 +11,8 @@
 //!   while Hark speaks, without and with each canceller, against the same
 //!   clip in silence, per subset;
 //! - **echo reduction** (ERLE) over minutes of Hark speaking alone;
-//! - **false barge-ins an hour** of Hark speaking alone: how often the
+//! - **false barge-ins an hour** of Hark speaking alone: how many of its
+//!   sentences (each watched from its start, as the daemon does) the
 //!   barge-in rule (the voice detector, speech of `--barge-ms`) fires on
 //!   what the canceller leaves;
 //! - **barge-in reaction**: from the person's first word to the rule
@@ -130,6 +131,10 @@ impl Kind {
     }
 }
 
+/// The filter length Hark ran before [`echo::FILTER_BLOCKS`] (160 ms),
+/// measured beside it.
+const SHORTER_FILTER_BLOCKS: usize = 40;
+
 /// One canceller, fed 10 ms at a time.
 enum Canceller {
     None,
@@ -157,8 +162,8 @@ impl Canceller {
             Kind::Aec3Linear => aec3(0, false, true),
             Kind::Aec3Long => aec3(echo::FILTER_BLOCKS, false, false),
             Kind::Aec3LongLinear => aec3(echo::FILTER_BLOCKS, false, true),
-            Kind::Aec3Shorter => aec3(echo::SHORTER_FILTER_BLOCKS, false, false),
-            Kind::Aec3ShorterLinear => aec3(echo::SHORTER_FILTER_BLOCKS, false, true),
+            Kind::Aec3Shorter => aec3(SHORTER_FILTER_BLOCKS, false, false),
+            Kind::Aec3ShorterLinear => aec3(SHORTER_FILTER_BLOCKS, false, true),
             Kind::Speex => Ok(Canceller::Speex(Speex::new(Arc::clone(
                 speex.ok_or_else(|| anyhow::anyhow!("no speexdsp"))?,
             )))),
@@ -365,22 +370,37 @@ fn convolve(x: &[f32], h: &[f32]) -> Vec<f32> {
 }
 
 /// Hark's speech for `seconds`: the piper voice's sentences in turn with
-/// a short breath between them, at the render level.
-fn hark_speech(sentences: &[Vec<f32>], seconds: f64) -> Vec<f32> {
+/// a short breath between them, at the render level, and where each
+/// sentence lies in it (start, end).
+fn hark_speech(sentences: &[Vec<f32>], seconds: f64) -> (Vec<f32>, Vec<(usize, usize)>) {
     let n = (seconds * RATE as f64) as usize;
     let gap = vec![0.0; RATE / 4];
     let mut out = Vec::with_capacity(n + RATE * 10);
+    let mut spans = Vec::new();
     for s in sentences.iter().cycle() {
         if out.len() >= n {
             break;
         }
+        spans.push((out.len(), (out.len() + s.len()).min(n)));
         out.extend_from_slice(s);
         out.extend_from_slice(&gap);
     }
     out.truncate(n);
     let g = db_gain(rms(&out), RENDER_DBFS);
     out.iter_mut().for_each(|v| *v *= g);
-    out
+    (out, spans)
+}
+
+/// How many of Hark's sentences the barge-in rule stops: each is one
+/// speech, watched from its start with a fresh detector, as the daemon's
+/// watch does from each `SpeakingStarted`. (One detector over the whole
+/// stream would stay in speech through echo that keeps leaking and count
+/// it once.)
+fn false_barge_ins(out: &[f32], spans: &[(usize, usize)], barge_ms: u32) -> usize {
+    spans
+        .iter()
+        .filter(|&&(a, b)| !barge_ins(&out[a..b], barge_ms).is_empty())
+        .count()
 }
 
 /// What the barge-in rule makes of a stream: the sample positions where
@@ -509,7 +529,7 @@ pub fn main(args: EchoArgs) -> anyhow::Result<()> {
     let noise: Vec<f32> = (0..length)
         .map(|_| rng.next() * 10f32.powf(NOISE_DBFS / 20.0) * 3f32.sqrt())
         .collect();
-    let render = hark_speech(&sentences, length as f64 / RATE as f64);
+    let (render, _) = hark_speech(&sentences, length as f64 / RATE as f64);
     let person_rms = 10f32.powf(PERSON_DBFS / 20.0);
 
     // The clips in silence: the mark every condition is held to.
@@ -524,7 +544,7 @@ pub fn main(args: EchoArgs) -> anyhow::Result<()> {
     }
 
     let alone_len = ((args.alone_minutes * 60.0) as usize * RATE).next_multiple_of(FRAME);
-    let alone_render = hark_speech(&sentences, alone_len as f64 / RATE as f64);
+    let (alone_render, utterances) = hark_speech(&sentences, alone_len as f64 / RATE as f64);
     let mut conditions = Vec::new();
     for (r, room) in ROOMS.iter().enumerate() {
         let h = impulse(room, 11 + r as u64);
@@ -575,7 +595,7 @@ pub fn main(args: EchoArgs) -> anyhow::Result<()> {
                     * (f64::from(rms(&alone_mic[settled..]))
                         / f64::from(rms(&alone_out[settled..])).max(1e-12))
                     .log10();
-                let false_fires = barge_ins(&alone_out, args.barge_ms).len();
+                let false_fires = false_barge_ins(&alone_out, &utterances, args.barge_ms);
                 let hours = alone_len as f64 / RATE as f64 / 3600.0;
                 conditions.push(Condition {
                     room: r,
@@ -698,7 +718,7 @@ fn report(
     }
     let _ = writeln!(
         out,
-        "\n### Echo cancellation: echo removed, false barge-ins, reaction\n\nHark speaking alone for {} min per row (its sentences in turn). Echo reduction: the microphone's level against the canceller's output after the first 3 s. A barge-in is the voice detector hearing {} ms of speech. Reaction: from the person's first word to the barge-in, in the audio, over the clips above (missed: the rule did not fire before the clip ended); early: fired in the {LEAD} s of Hark alone before a clip. CPU: ms of one core per second of audio.\n",
+        "\n### Echo cancellation: echo removed, false barge-ins, reaction\n\nHark speaking alone for {} min per row (its sentences in turn). Echo reduction: the microphone's level against the canceller's output after the first 3 s. A barge-in is the voice detector hearing {} ms of speech; a false one is a sentence of Hark's stopped by its own echo, each sentence watched from its start as one speech. Reaction: from the person's first word to the barge-in, in the audio, over the clips above (missed: the rule did not fire before the clip ended); early: fired in the {LEAD} s of Hark alone before a clip. CPU: ms of one core per second of audio.\n",
         args.alone_minutes, args.barge_ms
     );
     let _ = writeln!(

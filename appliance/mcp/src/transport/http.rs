@@ -381,7 +381,10 @@ async fn serve(shared: Arc<Shared>, listener: TcpListener, tls: Option<tokio_rus
                         let mut first = [0u8; 1];
                         let peeked = tokio::select! {
                             peeked = tokio::time::timeout(request_wait, stream.peek(&mut first)) => peeked,
-                            () = close.cancelled() => Ok(Ok(0)),
+                            () = close.cancelled() => {
+                                tracing::debug!("made way before its first request");
+                                return;
+                            }
                         };
                         if !matches!(peeked, Ok(Ok(1))) {
                             tracing::debug!("no request arrived (or the client left); closing");
