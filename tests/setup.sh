@@ -82,6 +82,11 @@ command -v ssh-keygen >/dev/null 2>&1 || need_apt+=(openssh-client)
 # through systemd-sysusers and systemd-tmpfiles --root (no running systemd needed).
 command -v systemd-sysusers >/dev/null 2>&1 && command -v systemd-tmpfiles >/dev/null 2>&1 \
   || need_apt+=(systemd)
+# Sound devices that vanish, stall and come back (e2e/test_faults.py): a
+# PulseAudio server of the test's own, reached through ALSA's pulse plugin.
+command -v pulseaudio >/dev/null 2>&1 || need_apt+=(pulseaudio)
+command -v paplay >/dev/null 2>&1 || need_apt+=(pulseaudio-utils)
+compgen -G "/usr/lib/*/alsa-lib/libasound_module_pcm_pulse.so" >/dev/null || need_apt+=(libasound2-plugins)
 if ! command -v "$PYTHON" >/dev/null 2>&1; then
   need_apt+=(python3 python3-venv); PYTHON=python3
 elif ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then

@@ -67,6 +67,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         board,
         audio,
         wake,
+        history,
     } = start_room(&mut room_config, &health, &token).await?;
     let state = Arc::new(state);
     let board = start_board(&state, &room_config, board, &token);
@@ -115,6 +116,11 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         drop(audio);
     })
     .await;
+    // Last, the history: the speech and listening cut off above have said
+    // how they ended.
+    if let Some(history) = history {
+        history.finish(Duration::from_secs(2)).await;
+    }
     tracing::info!("stopped");
     Ok(())
 }
@@ -173,6 +179,7 @@ async fn serve(
         inbox: state.inbox.clone(),
         history: state.history.clone(),
         tls,
+        shutdown: token.clone(),
         ..hark_mcp::ServerState::new(state.bus.clone(), Arc::new(auth), started)
     });
     tokio::spawn(hark_mcp::resources::notify_subscribers(

@@ -98,6 +98,9 @@ pub struct CaptureStats {
     last_error: Mutex<Option<String>>,
     /// Told when `state` changes.
     pub changed: crate::changed::Changed,
+    /// Beats every period read and every retry step, so the watchdog sees
+    /// a thread stuck in the device.
+    pub heartbeat: crate::heartbeat::Heartbeat,
 }
 
 impl CaptureStats {
@@ -261,10 +264,11 @@ impl Drop for Capture {
 }
 
 /// Sleeps up to `total`, waking early when asked to stop.
-fn pause(stop: &AtomicBool, total: Duration) {
+fn pause(stop: &AtomicBool, total: Duration, heart: &crate::heartbeat::Heartbeat) {
     let step = Duration::from_millis(50);
     let mut slept = Duration::ZERO;
     while slept < total && !stop.load(Ordering::Acquire) {
+        heart.beat();
         std::thread::sleep(step);
         slept += step;
     }
@@ -332,6 +336,7 @@ fn run(
     let _ended = Ended(stats);
     let mut logged_missing = false;
     while !stop.load(Ordering::Acquire) {
+        stats.heartbeat.beat();
         match opener(config) {
             Ok((mut device, period)) => {
                 logged_missing = false;
@@ -357,6 +362,7 @@ fn run(
                             } else {
                                 Duration::from_millis(200)
                             },
+                            &stats.heartbeat,
                         );
                     }
                 }
@@ -373,7 +379,7 @@ fn run(
                 } else {
                     CaptureState::DeviceError
                 });
-                pause(stop, RETRY);
+                pause(stop, RETRY, &stats.heartbeat);
             }
         }
     }
@@ -421,7 +427,9 @@ fn read_loop(
     let mut buffer = vec![0u8; period * frame_bytes];
     let mut pacer = Pacer::new(config.rate, Duration::from_millis(200));
     while !stop.load(Ordering::Acquire) {
-        match device.read(&mut buffer) {
+        let read = device.read(&mut buffer);
+        stats.heartbeat.beat();
+        match read {
             Ok(frames) => {
                 stats.periods.fetch_add(1, Ordering::Relaxed);
                 pacer.pace(frames);

@@ -35,6 +35,7 @@ pub mod dsp;
 pub mod earcon;
 pub mod echo;
 pub mod files;
+pub mod heartbeat;
 pub mod mixer;
 pub mod pace;
 pub mod playback;

@@ -110,6 +110,9 @@ pub struct PlayerStats {
     last_error: Mutex<Option<String>>,
     /// Told when `state` or `speaking` changes.
     pub changed: crate::changed::Changed,
+    /// Beats every period written, every wait for a clip and every retry
+    /// step, so the watchdog sees a thread stuck in the device.
+    pub heartbeat: crate::heartbeat::Heartbeat,
 }
 
 impl PlayerStats {
@@ -230,6 +233,7 @@ impl Player {
                 last_stop_latency_us: AtomicU64::new(0),
                 last_error: Mutex::new(None),
                 changed: Default::default(),
+                heartbeat: Default::default(),
             }),
             stop_generation: AtomicU64::new(0),
             stop_requested: Mutex::new(None),
@@ -416,6 +420,7 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
     let _ended = Ended(stats);
     let mut logged = false;
     'device: while !shared.shutdown.load(Ordering::Acquire) {
+        stats.heartbeat.beat();
         let (pcm, period) = match open(config) {
             Ok(opened) => opened,
             Err(e) => {
@@ -432,6 +437,7 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
                 // Clips queued meanwhile fail at once rather than wait.
                 let deadline = Instant::now() + RETRY;
                 while Instant::now() < deadline && !shared.shutdown.load(Ordering::Acquire) {
+                    stats.heartbeat.beat();
                     if let Ok(mut clip) = rx.recv_timeout(Duration::from_millis(50)) {
                         finish(&mut clip, Outcome::Failed);
                     }
@@ -470,6 +476,7 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
         };
         let mut next: Option<Queued> = None;
         loop {
+            stats.heartbeat.beat();
             let received = match next.take() {
                 Some(clip) => Ok(clip),
                 None => rx.recv_timeout(Duration::from_millis(100)),
@@ -523,7 +530,9 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
                         buffer[i * channels + c] = s;
                     }
                 }
-                match io.writei(&buffer[..frames * channels]) {
+                let wrote = io.writei(&buffer[..frames * channels]);
+                stats.heartbeat.beat();
+                match wrote {
                     Ok(written) => {
                         if let (Some(reference), false) = (&shared.reference, stopping) {
                             let rate = u64::from(config.rate);

@@ -92,6 +92,9 @@ pub enum Kind {
     NotScheduled,
     /// What is kept for later could not be kept (its store failed).
     Schedule,
+    /// The appliance began to stop (a restart, an update, power off) and
+    /// ended the call: call again once it is back.
+    ShuttingDown,
 }
 
 impl Kind {
@@ -121,6 +124,7 @@ impl Kind {
             Kind::PermissionDenied => "PermissionDeniedError",
             Kind::NotScheduled => "NotScheduledError",
             Kind::Schedule => "ScheduleError",
+            Kind::ShuttingDown => "ShuttingDownError",
         }
     }
 }

@@ -59,6 +59,9 @@ pub struct ServerState {
     pub subscribers: resources::Subscribers,
     /// `GET /events` clients.
     pub sse: transport::scripts::SseStats,
+    /// Cancelled when the daemon begins to stop, so a call it ends says
+    /// why (see `call_tool`).
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl ServerState {
@@ -76,6 +79,7 @@ impl ServerState {
             tls: None,
             subscribers: Default::default(),
             sse: Default::default(),
+            shutdown: Default::default(),
         }
     }
 

@@ -683,6 +683,30 @@ impl ServerHandler for HarkServer {
                 .into_result()
                 .into());
             }
+            // A call the daemon's stop cancelled says so, rather than
+            // looking like one the client cancelled: the agent should call
+            // again once the appliance is back, not give up.
+            if self.state.shutdown.is_cancelled()
+                && let Ok(CallToolResponse::Complete(r)) = &result
+                && r.is_error == Some(true)
+                && r.structured_content.as_ref().and_then(|c| c.pointer("/error/type"))
+                    == Some(&serde_json::Value::from(hark_core::room::Kind::Cancelled.name()))
+            {
+                let said: Vec<&str> = r
+                    .content
+                    .iter()
+                    .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+                    .collect();
+                result = Ok(super::tools::ToolError::new(
+                    hark_core::room::Kind::ShuttingDown,
+                    format!(
+                        "the appliance is shutting down (a restart, an update or power off), so this call ended ({}); call again once it is back",
+                        said.join(" ")
+                    ),
+                )
+                .into_result()
+                .into());
+            }
             // Every failure of Hark's own is typed; one without a type is
             // rmcp's own refusal of the arguments (a missing field, a value
             // not in an enum, an item of the wrong type): typed here, once.

@@ -278,7 +278,8 @@ impl AudioEngine {
                 if player_stats.state() == PlaybackState::Stopped {
                     return Err("the playback thread stopped".into());
                 }
-                Ok(())
+                capture_stats.heartbeat.check("capture")?;
+                player_stats.heartbeat.check("playback")
             }),
         );
         let bridge = match Bridge::start(

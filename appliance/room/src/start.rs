@@ -31,6 +31,26 @@ pub struct Started {
     pub audio: crate::audio::AudioEngine,
     /// The wake word's thread, while it runs: stop it before the audio.
     pub wake: Option<crate::wake::WakeService>,
+    /// What writes the history: stopped after the speech and the audio, so
+    /// what shutdown cut off is kept.
+    pub history: Option<HistoryRecorder>,
+}
+
+/// The history's writer task and what stops it.
+pub struct HistoryRecorder {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl HistoryRecorder {
+    /// Writes what the event stream still holds, then ends (within
+    /// `within`: a disk that no longer answers does not hold up the stop).
+    pub async fn finish(self, within: std::time::Duration) {
+        self.stop.cancel();
+        if tokio::time::timeout(within, self.task).await.is_err() {
+            tracing::warn!("the history's last writes did not finish in time");
+        }
+    }
 }
 
 /// Starts the room's engines in order, each reporting to the event
@@ -99,7 +119,10 @@ pub async fn start_room(
         });
     }
     let inbox = open_inbox(config, agents.clone(), &bus, &subsystems, token).await;
-    let history = open_history(config, &bus, &subsystems, token).await;
+    let (history, recorder) = match open_history(config, &bus, &subsystems).await {
+        Some((history, recorder)) => (Some(history), Some(recorder)),
+        None => (None, None),
+    };
     let schedule = {
         let dir = config.state_dir.clone();
         match tokio::task::spawn_blocking(move || crate::schedule::Scheduler::open(&dir)).await {
@@ -136,6 +159,7 @@ pub async fn start_room(
         board,
         audio,
         wake,
+        history: recorder,
     })
 }
 
@@ -229,8 +253,7 @@ async fn open_history(
     config: &RoomConfig,
     bus: &crate::events::Bus,
     subsystems: &hark_core::status::Subsystems,
-    token: &CancellationToken,
-) -> Option<Arc<crate::history::History>> {
+) -> Option<(Arc<crate::history::History>, HistoryRecorder)> {
     if !config.history.enabled {
         subsystems.set(Subsystem::History, fixed(SubsystemState::Disabled));
         return None;
@@ -245,12 +268,13 @@ async fn open_history(
         Subsystem::History,
         Arc::new(move || SubsystemState::Running(status.status())),
     );
-    tokio::spawn(crate::history::record(
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(crate::history::record(
         Arc::clone(&history),
         bus.clone(),
-        token.clone(),
+        stop.clone(),
     ));
-    Some(history)
+    Some((history, HistoryRecorder { stop, task }))
 }
 
 /// Opens a store with `open` (it reads its database: off the runtime); one

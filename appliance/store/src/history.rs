@@ -457,19 +457,34 @@ impl History {
     }
 }
 
-/// Writes the history from the event stream until `token` is cancelled.
-/// The writes run on the history's thread; a slow disk only delays this
-/// consumer (which then skips, counted, what it fell behind by).
-pub async fn record(history: Arc<History>, bus: Bus, token: CancellationToken) {
+/// Writes the history from the event stream until `stop` is cancelled,
+/// then writes what the stream still holds and returns. The daemon stops it
+/// last, once the speech and listening that shutdown cut off have said how
+/// they ended, so those are kept too. The writes run on the history's
+/// thread; a slow disk only delays this consumer (which then skips,
+/// counted, what it fell behind by).
+pub async fn record(history: Arc<History>, bus: Bus, stop: CancellationToken) {
     let mut events = bus.subscribe();
+    let mut stopping = false;
     // The person's messages: their recording's row, by recording and by
     // inbox id, until an agent takes them.
     let mut by_listen: HashMap<u64, i64> = HashMap::new();
     let mut by_message: HashMap<i64, i64> = HashMap::new();
     loop {
-        let event = tokio::select! {
-            () = token.cancelled() => return,
-            event = events::next(&mut events, "history") => event,
+        let event = if stopping {
+            match events.try_recv() {
+                Ok(event) => Some(event),
+                Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => continue,
+                Err(_) => return,
+            }
+        } else {
+            tokio::select! {
+                () = stop.cancelled() => {
+                    stopping = true;
+                    continue;
+                }
+                event = events::next(&mut events, "history") => event,
+            }
         };
         let Some(stamped) = event else { return };
         let at = SystemTime::UNIX_EPOCH + Duration::from_millis(stamped.at_ms);

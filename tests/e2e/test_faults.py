@@ -1,0 +1,305 @@
+"""Faults injected into a running appliance, and what the person and the
+agents see: sound devices that vanish, stall and come back (a real sound
+server behind ALSA, see sound_server.py), signals mid-call, and the watchdog
+restarting a stuck daemon under a real systemd."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import (HARK, REPO, Daemon, LineClient, after_the_chime, heard, render_config, response,
+                     start_listening, status, status_of, wait_for, words)
+from sound_server import AVAILABLE, WHY_NOT, SoundServer
+
+SPEECH = REPO / "tests" / ".speech"
+needs_sound_server = pytest.mark.skipif(not AVAILABLE, reason=f"needs {WHY_NOT}")
+
+
+def clip(clip_id):
+    """A recording from the real-speech set and its transcript."""
+    with open(SPEECH / "manifest.json", encoding="utf-8") as f:
+        for line in f:
+            entry = json.loads(line)
+            if entry["id"] == clip_id:
+                return SPEECH / entry["file"], entry["text"]
+    raise KeyError(clip_id)
+
+
+@pytest.fixture
+def sound(tmp_path):
+    server = SoundServer(tmp_path / "pulse").start()
+    yield server
+    server.stop()
+
+
+def on_the_sound_server(start_daemon, sound, overrides=None):
+    """A daemon whose microphone and speaker are the sound server's."""
+    return start_daemon(
+        {
+            "audio.capture": {"device": "room_mic", "rate": 16000, "channels": 1},
+            "audio.playback": {"device": "room_speaker", "rate": 16000, "channels": 1},
+            "audio.virtual_card": {"enabled": False},
+            **(overrides or {}),
+        },
+        env=sound.env(),
+    )
+
+
+def audio(d):
+    return status(d)["subsystems"]["audio"]
+
+
+def listen_to(d, sound, wav, id):
+    """The person says `wav` once the microphone is open; the result."""
+    c, watcher = start_listening(d, id, {"timeout_seconds": 20})
+    after_the_chime(d)
+    sound.say(wav)
+    r, _ = response(c, id)
+    c.close()
+    watcher.close()
+    return r["result"]
+
+
+@needs_sound_server
+def test_the_microphone_gone_mid_listen_and_back(start_daemon, sound):
+    d = on_the_sound_server(start_daemon, sound)
+    assert wait_for(lambda: audio(d) == "capturing; speaker ready", 10), audio(d)
+    c, watcher = start_listening(d, 1, {"timeout_seconds": 30})
+    sound.unplug()
+    unplugged = time.monotonic()
+    r, _ = response(c, 1)
+    took = time.monotonic() - unplugged
+    # The agent is told at once what happened, not left waiting out its
+    # timeout or handed an empty transcript.
+    assert r["result"]["isError"] is True, r
+    assert "microphone stopped delivering audio" in r["result"]["content"][0]["text"], r
+    assert took < 6, took
+    state = audio(d)
+    assert state.startswith("capture device"), state
+    # Plugged back in: capture comes back by itself and hears the person.
+    sound.start()
+    assert wait_for(lambda: audio(d) == "capturing; speaker ready", 15), audio(d)
+    wav, text = clip("ps-librivox-0880")
+    result = listen_to(d, sound, wav, 2)
+    assert result["isError"] is False, result
+    assert heard(result["structuredContent"]["text"], words(text)), result
+    c.close()
+    watcher.close()
+
+
+LONG = ("The kitchen timer went off a minute ago. The bread should come out of the oven now, "
+        "and the tray goes on the rack by the window to cool. After that, the soup needs stirring, "
+        "and the heat can go down to low until everyone sits down to eat.")
+
+
+@needs_sound_server
+def test_the_speaker_gone_mid_speech_and_back(start_daemon, sound):
+    d = on_the_sound_server(start_daemon, sound)
+    assert wait_for(lambda: audio(d) == "capturing; speaker ready", 10), audio(d)
+    c = LineClient.tcp(d, timeout=60)
+    c.initialize()
+    c.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "speak_text", "arguments": {"text": LONG, "wait": True}}})
+    assert wait_for(lambda: status(d)["speaking"], 20), "speech started"
+    time.sleep(1)
+    sound.unplug()
+    unplugged = time.monotonic()
+    r, _ = response(c, 1)
+    took = time.monotonic() - unplugged
+    # The agent hears at once that its speech did not reach the room.
+    assert r["result"]["isError"] is True, r
+    assert "the speaker failed while playing" in r["result"]["content"][0]["text"], r
+    assert took < 3, took
+    assert "speaker error" in audio(d) or "speaker missing" in audio(d), audio(d)
+    # Plugged back in: the next speech plays.
+    sound.start()
+    assert wait_for(lambda: audio(d) == "capturing; speaker ready", 15), audio(d)
+    c.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "speak_text", "arguments": {"text": "The speaker is back.", "wait": True}}})
+    r, _ = response(c, 2)
+    assert r["result"]["structuredContent"]["status"] == "spoken", r
+    # The history keeps both, the cut-off one as not spoken.
+    c.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "list_captures", "arguments": {"kind": "spoken"}}})
+    rows = response(c, 3)[0]["result"]["structuredContent"]["captures"]
+    print(rows)
+    assert [(r["text"], r["end_reason"]) for r in rows][:2] == [("The speaker is back.", "spoken"), (LONG, "failed")], rows
+    c.close()
+
+
+# ---- the watchdog, under a real systemd ---------------------------------------
+
+SYSTEMD = Path("/usr/lib/systemd/systemd")
+UNIT = REPO / "systemd" / "hark.service"
+
+
+def unit_setting(key):
+    """The last value of `key` in the shipped unit."""
+    values = [line.partition("=")[2].strip() for line in UNIT.read_text().splitlines()
+              if line.partition("=")[0].strip() == key]
+    return values[-1]
+
+
+def socket_unix(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(str(path))
+    return s
+
+
+class UserManager:
+    """systemd's own service manager (a user instance, in a mount namespace
+    where /run/systemd/system exists, as on a machine booted with systemd),
+    so a unit's watchdog and restarts are systemd's real ones."""
+
+    def __init__(self, tmp: Path):
+        self.runtime = tmp / "xdg"
+        self.runtime.mkdir(mode=0o700, parents=True)
+        script = (
+            "mount -t tmpfs tmpfs /run/systemd 2>/dev/null "
+            "|| { mkdir -p /run/systemd && mount -t tmpfs tmpfs /run/systemd; }\n"
+            "mkdir -p /run/systemd/system\n"
+            f"exec {SYSTEMD} --user\n"
+        )
+        self.log = open(tmp / "systemd.log", "wb")
+        self.proc = subprocess.Popen(
+            ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+            env=self.env(), stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
+        )
+        assert wait_for(lambda: (self.runtime / "systemd" / "private").exists(), 20), \
+            (tmp / "systemd.log").read_text()
+
+    def env(self):
+        return {**os.environ, "XDG_RUNTIME_DIR": str(self.runtime)}
+
+    def run(self, *args):
+        return subprocess.run(args, env=self.env(), capture_output=True, text=True, timeout=30)
+
+    def show(self, unit, prop):
+        return self.run("systemctl", "--user", "show", "-p", prop, "--value", unit).stdout.strip()
+
+    def stop(self):
+        self.run("systemctl", "--user", "exit")
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+needs_systemd = pytest.mark.skipif(not SYSTEMD.exists() or not shutil.which("unshare"),
+                                   reason="needs systemd (Debian's systemd package) and unshare")
+
+
+@needs_sound_server
+@needs_systemd
+def test_a_stalled_audio_thread_stops_the_watchdog_and_systemd_restarts_the_daemon(sound, tmp_path):
+    manager = UserManager(tmp_path / "systemd")
+    try:
+        d = Daemon(tmp_path / "hark", {
+            "audio.capture": {"device": "room_mic", "rate": 16000, "channels": 1},
+            "audio.playback": {"device": "room_speaker", "rate": 16000, "channels": 1},
+            "audio.virtual_card": {"enabled": False},
+        })
+        d.tmp.mkdir(parents=True)
+        config = d.tmp / "hark.toml"
+        config.write_text(render_config(d.config()))
+        log = d.tmp / "hark.log"
+        started = manager.run(
+            "systemd-run", "--user", "--unit=hark-watchdog",
+            # The shipped unit's lifecycle; a short watchdog so the test
+            # need not wait out 30 s.
+            "-p", f"Type={unit_setting('Type')}", "-p", f"NotifyAccess={unit_setting('NotifyAccess')}",
+            "-p", f"Restart={unit_setting('Restart')}", "-p", f"RestartSec={unit_setting('RestartSec')}",
+            "-p", "WatchdogSec=3", "-p", "LimitCORE=0",
+            "-p", f"StandardOutput=append:{log}", "-p", f"StandardError=append:{log}",
+            *[f"--setenv={k}={v}" for k, v in sound.env().items()],
+            str(HARK), "--config", str(config), "run",
+        )
+        assert started.returncode == 0, started.stderr
+        socket_path = d.tmp / "run" / "mcp.sock"
+
+        def served():
+            try:
+                c = LineClient(socket_unix(socket_path), timeout=5)
+                c.initialize()
+                state = status_of(c)["subsystems"]["audio"]
+                c.close()
+                return state
+            except OSError:
+                return None
+
+        assert wait_for(lambda: served() == "capturing; speaker ready", 30), (served(), log.read_text()[-3000:])
+        first = manager.show("hark-watchdog", "MainPID")
+        assert manager.show("hark-watchdog", "NRestarts") == "0"
+        # The sound server stops answering: the capture thread blocks inside
+        # ALSA and never comes back by itself.
+        sound.hang()
+        hung = time.monotonic()
+        assert wait_for(lambda: manager.show("hark-watchdog", "NRestarts") != "0", 30), log.read_text()[-3000:]
+        took = time.monotonic() - hung
+        text = log.read_text()
+        assert "health check failed; not feeding the watchdog" in text, text[-3000:]
+        assert re.search(r"the (capture|playback) thread has not run for \d+ s", text), text[-3000:]
+        # 5 s to call the thread stuck, then up to WatchdogSec without a ping.
+        assert took < 15, took
+        # The device answers again: the restarted daemon serves and captures.
+        sound.resume()
+        assert wait_for(lambda: served() == "capturing; speaker ready", 40), (served(), log.read_text()[-3000:])
+        assert manager.show("hark-watchdog", "MainPID") != first
+        assert manager.show("hark-watchdog", "ActiveState") == "active"
+    finally:
+        manager.run("systemctl", "--user", "stop", "hark-watchdog")
+        manager.stop()
+
+
+# ---- stopping mid-call ---------------------------------------------------------
+
+def shutting_down(r):
+    """The call ended with the error an agent can act on: call again later."""
+    result = r["result"]
+    assert result["isError"] is True, r
+    assert result["structuredContent"]["error"]["type"] == "ShuttingDownError", r
+    assert result["content"][0]["text"].startswith("the appliance is shutting down"), r
+    assert "call again once it is back" in result["content"][0]["text"], r
+
+
+def test_sigterm_mid_listen_tells_the_agent_and_keeps_nothing_half_done(start_daemon):
+    d = start_daemon()
+    c, watcher = start_listening(d, 1, {"timeout_seconds": 30})
+    watcher.close()
+    d.send_signal(signal.SIGTERM)
+    r, _ = response(c, 1)
+    shutting_down(r)
+    assert "listening was cancelled" in r["result"]["content"][0]["text"], r
+    assert d.proc.wait(5) == 0
+
+
+def test_sigterm_mid_speech_tells_the_agent(start_daemon):
+    d = start_daemon()
+    c = LineClient.tcp(d, timeout=60)
+    c.initialize()
+    c.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "speak_text", "arguments": {"text": LONG, "wait": True}}})
+    assert wait_for(lambda: status(d)["speaking"], 20), "speech started"
+    d.send_signal(signal.SIGTERM)
+    r, _ = response(c, 1)
+    shutting_down(r)
+    assert "its speech was stopped" in r["result"]["content"][0]["text"], r
+    assert d.proc.wait(5) == 0
+    # The history says the speech was cut off, not spoken.
+    again = Daemon(d.tmp).start()
+    try:
+        c = LineClient.tcp(again)
+        c.initialize()
+        rows = c.call_tool("list_captures", {"kind": "spoken"})["result"]["structuredContent"]["captures"]
+        assert [(r["text"], r["end_reason"]) for r in rows] == [(LONG, "stopped")], rows
+    finally:
+        again.stop()
