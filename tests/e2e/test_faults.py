@@ -68,19 +68,33 @@ def listen_to(d, sound, wav, id):
     return r["result"]
 
 
+def unplugged_during(sound, c, id):
+    """Unplugs the sound device while call `id` runs: its result, and how
+    long after the unplugging it came."""
+    sound.unplug()
+    unplugged = time.monotonic()
+    r, _ = response(c, id)
+    return r["result"], time.monotonic() - unplugged
+
+
+def failed_saying(result, words_):
+    assert result["isError"] is True, result
+    assert words_ in result["content"][0]["text"], result
+
+
+def send_call(c, id, tool, arguments):
+    c.send({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
+
+
 @needs_sound_server
 def test_the_microphone_gone_mid_listen_and_back(start_daemon, sound):
     d = on_the_sound_server(start_daemon, sound)
     assert wait_for(lambda: audio(d) == "capturing; speaker ready", 10), audio(d)
     c, watcher = start_listening(d, 1, {"timeout_seconds": 30})
-    sound.unplug()
-    unplugged = time.monotonic()
-    r, _ = response(c, 1)
-    took = time.monotonic() - unplugged
+    result, took = unplugged_during(sound, c, 1)
     # The agent is told at once what happened, not left waiting out its
     # timeout or handed an empty transcript.
-    assert r["result"]["isError"] is True, r
-    assert "microphone stopped delivering audio" in r["result"]["content"][0]["text"], r
+    failed_saying(result, "microphone stopped delivering audio")
     assert took < 6, took
     state = audio(d)
     assert state.startswith("capture device"), state
@@ -106,31 +120,23 @@ def test_the_speaker_gone_mid_speech_and_back(start_daemon, sound):
     assert wait_for(lambda: audio(d) == "capturing; speaker ready", 10), audio(d)
     c = LineClient.tcp(d, timeout=60)
     c.initialize()
-    c.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "speak_text", "arguments": {"text": LONG, "wait": True}}})
+    send_call(c, 1, "speak_text", {"text": LONG, "wait": True})
     assert wait_for(lambda: status(d)["speaking"], 20), "speech started"
     time.sleep(1)
-    sound.unplug()
-    unplugged = time.monotonic()
-    r, _ = response(c, 1)
-    took = time.monotonic() - unplugged
+    result, took = unplugged_during(sound, c, 1)
     # The agent hears at once that its speech did not reach the room.
-    assert r["result"]["isError"] is True, r
-    assert "the speaker failed while playing" in r["result"]["content"][0]["text"], r
+    failed_saying(result, "the speaker failed while playing")
     assert took < 3, took
     assert "speaker error" in audio(d) or "speaker missing" in audio(d), audio(d)
     # Plugged back in: the next speech plays.
     sound.start()
     assert wait_for(lambda: audio(d) == "capturing; speaker ready", 15), audio(d)
-    c.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "speak_text", "arguments": {"text": "The speaker is back.", "wait": True}}})
+    send_call(c, 2, "speak_text", {"text": "The speaker is back.", "wait": True})
     r, _ = response(c, 2)
     assert r["result"]["structuredContent"]["status"] == "spoken", r
     # The history keeps both, the cut-off one as not spoken.
-    c.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-            "params": {"name": "list_captures", "arguments": {"kind": "spoken"}}})
+    send_call(c, 3, "list_captures", {"kind": "spoken"})
     rows = response(c, 3)[0]["result"]["structuredContent"]["captures"]
-    print(rows)
     assert [(r["text"], r["end_reason"]) for r in rows][:2] == [("The speaker is back.", "spoken"), (LONG, "failed")], rows
     c.close()
 
@@ -286,8 +292,7 @@ def test_sigterm_mid_speech_tells_the_agent(start_daemon):
     d = start_daemon()
     c = LineClient.tcp(d, timeout=60)
     c.initialize()
-    c.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "speak_text", "arguments": {"text": LONG, "wait": True}}})
+    send_call(c, 1, "speak_text", {"text": LONG, "wait": True})
     assert wait_for(lambda: status(d)["speaking"], 20), "speech started"
     d.send_signal(signal.SIGTERM)
     r, _ = response(c, 1)
