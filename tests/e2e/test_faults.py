@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import (HARK, REPO, Daemon, LineClient, after_the_chime, call, client, heard, render_config,
-                     response, start_listening, status, status_of, wait_for, words)
+from harness import (HARK, REPO, Daemon, LineClient, after_the_chime, call, client, heard, in_thread,
+                     render_config, response, start_listening, status, status_of, wait_for, words)
 from harness import speak as speak_message
 from test_conversation import person_says
 from sound_server import AVAILABLE, WHY_NOT, SoundServer
@@ -452,3 +452,83 @@ def test_kill_9_while_a_message_is_being_kept_loses_none_kept_before(start_daemo
         assert [g["received"] for g in got] == [True] * waiting + [False] * (3 - waiting), "each once"
     finally:
         again.stop()
+
+
+# ---- a read-only state directory --------------------------------------------------
+
+@pytest.fixture
+def state_mount(tmp_path):
+    """A state directory on an ext4 file system of its own (a loop device),
+    mounted as the appliance's data partition is: errors=remount-ro."""
+    image, state = tmp_path / "state.img", tmp_path / "mounted-state"
+    state.mkdir()
+    with open(image, "wb") as f:
+        f.truncate(32 << 20)
+    subprocess.run(["mkfs.ext4", "-q", str(image)], check=True)
+    if subprocess.run(["mount", "-o", "loop,errors=remount-ro", str(image), str(state)]).returncode != 0:
+        pytest.fail("this test needs to mount a loop device (run as root)")
+    yield state
+    subprocess.run(["umount", "-l", str(state)])
+
+
+def read_only(state):
+    """What the kernel does when the card under the file system fails: an
+    ext4 error (raised through ext4's own sysfs trigger) remounts it
+    read-only, with the appliance's files still open."""
+    device = Path(subprocess.run(["findmnt", "-n", "-o", "SOURCE", str(state)], capture_output=True,
+                                 text=True, check=True).stdout.strip())
+    (Path("/sys/fs/ext4") / device.name / "trigger_fs_error").write_text("1")
+    options = lambda: subprocess.run(["findmnt", "-n", "-o", "OPTIONS", str(state)],  # noqa: E731
+                                     capture_output=True, text=True).stdout.strip().split(",")
+    assert wait_for(lambda: {"ro", "emergency_ro"} & set(options()), 5), options()
+
+
+def test_a_read_only_state_directory_at_start(start_daemon, state_mount):
+    """The appliance serves the room from memory, and says where each store
+    is not kept; the token store, which must not forget a revocation, is
+    refused rather than kept in memory."""
+    read_only(state_mount)
+    d = start_daemon({"service": {"state_dir": str(state_mount)}})
+    subsystems = status(d)["subsystems"]
+    for store in ("inbox", "history", "schedule"):
+        assert "in memory only: " in subsystems[store] and "unable to open database file" in subsystems[store], \
+            (store, subsystems[store])
+    assert subsystems["audio"] == "capturing; speaker ready"
+    c = client(d, "alpha", 30)
+    assert call(c, "speak_text", {"text": "Still here.", "wait": True}, 1)["structuredContent"]["status"] == "spoken"
+    rows = call(c, "list_captures", {}, 2)["structuredContent"]["captures"]
+    assert [(r["kind"], r["text"]) for r in rows] == [("spoken", "Still here.")], rows
+    later = call(c, "speak_text", {"text": "Later.", "delay_seconds": 600}, 3)["structuredContent"]["scheduled"]
+    assert [x["id"] for x in scheduled(d)] == [later["id"]]
+    c.close()
+    # Tokens: a clear refusal naming the database, on the CLI and in get_status.
+    r = subprocess.run([str(HARK), "--config", str(d.config_path), "token", "create", "beta", "--json"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and "the token store is unavailable" in r.stderr and "tokens.sqlite3" in r.stderr, r
+    assert "tokens cannot be checked" in status(d)["auth"]["warning"]
+    assert d.log().count("cannot be kept on disk") == 3, "each store said so once"
+
+
+def test_the_state_directory_turning_read_only_while_running(start_daemon, state_mount, tmp_path):
+    """As a failing SD card is remounted read-only by the kernel: writes fail
+    and get_status says so, the room keeps working, and a message for a
+    waiting agent still reaches it."""
+    d = start_daemon({"service": {"state_dir": str(state_mount)}})
+    c = client(d, "alpha", 60)
+    assert call(c, "speak_text", {"text": "Before.", "wait": True}, 1)["structuredContent"]["status"] == "spoken"
+    assert wait_for(lambda: len(captures(d)) == 1, 10)
+    read_only(state_mount)
+    assert call(c, "speak_text", {"text": "After.", "wait": True}, 2)["structuredContent"]["status"] == "spoken"
+    assert wait_for(lambda: "write(s) failed" in status(d)["subsystems"]["history"], 10), status(d)["subsystems"]
+    # Speech for later is refused, not kept where it would be lost.
+    later = call(c, "speak_text", {"text": "Later.", "delay_seconds": 600}, 3)
+    assert later["structuredContent"]["error"]["type"] == "ScheduleError", later
+    assert "schedule.sqlite3" in later["content"][0]["text"], later
+    t, out = in_thread(call, c, "wait_for_person", {"timeout_seconds": 60}, 4)
+    assert wait_for(lambda: "1 agent(s) waiting" in status(d)["subsystems"]["inbox"], 10)
+    person_says(d, speak_message(tmp_path, "ro", "Remind me to call the plumber."))
+    t.join(60)
+    got = out["value"]["structuredContent"]
+    assert got["received"] and heard(got["text"], {"remind", "call", "plumber"}), got
+    c.close()
+    assert "handed to the waiting agent from memory" in d.log()

@@ -49,6 +49,8 @@ def test_handshake_list_and_status(daemon, transport):
     board = structured["subsystems"].pop("board")
     inbox = structured["subsystems"].pop("inbox")
     history = structured["subsystems"].pop("history")
+    schedule = structured["subsystems"].pop("schedule")
+    assert schedule.startswith("0 waiting; kept in ") and schedule.endswith("schedule.sqlite3"), schedule
     assert history.startswith("0 rows; kept in ") and history.endswith("history.sqlite3"), history
     assert inbox.startswith("0 waiting; 0 agent(s) waiting for the person; kept in ") and \
         inbox.endswith("inbox.sqlite3"), inbox

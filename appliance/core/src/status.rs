@@ -22,17 +22,20 @@ pub enum Subsystem {
     Board,
     Inbox,
     History,
+    /// Speech and timers kept for later.
+    Schedule,
     Wake,
 }
 
 impl Subsystem {
-    pub const ALL: [Subsystem; 7] = [
+    pub const ALL: [Subsystem; 8] = [
         Subsystem::Audio,
         Subsystem::Stt,
         Subsystem::Tts,
         Subsystem::Board,
         Subsystem::Inbox,
         Subsystem::History,
+        Subsystem::Schedule,
         Subsystem::Wake,
     ];
 
@@ -45,6 +48,7 @@ impl Subsystem {
             Subsystem::Board => "board",
             Subsystem::Inbox => "inbox",
             Subsystem::History => "history",
+            Subsystem::Schedule => "schedule",
             Subsystem::Wake => "wake",
         }
     }

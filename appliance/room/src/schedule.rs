@@ -104,6 +104,11 @@ impl Scheduler {
         &self.0.store.kept
     }
 
+    /// `get_status`'s line: how many wait, and where they are kept.
+    pub fn status(&self) -> String {
+        format!("{} waiting; {}", self.waiting().len(), self.kept())
+    }
+
     fn waiting(&self) -> std::sync::MutexGuard<'_, BTreeMap<i64, Entry>> {
         self.0
             .waiting

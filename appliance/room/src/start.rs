@@ -126,13 +126,22 @@ pub async fn start_room(
     let schedule = {
         let dir = config.state_dir.clone();
         match tokio::task::spawn_blocking(move || crate::schedule::Scheduler::open(&dir)).await {
-            Ok(Ok(schedule)) => Some(schedule),
+            Ok(Ok(schedule)) => {
+                let status = schedule.clone();
+                subsystems.set(
+                    Subsystem::Schedule,
+                    Arc::new(move || SubsystemState::Running(status.status())),
+                );
+                Some(schedule)
+            }
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "speech cannot be kept for later");
+                subsystems.set(Subsystem::Schedule, fixed(SubsystemState::unavailable(&e)));
                 None
             }
             Err(e) => {
                 tracing::error!(error = %e, "speech cannot be kept for later");
+                subsystems.set(Subsystem::Schedule, fixed(SubsystemState::unavailable(&e)));
                 None
             }
         }

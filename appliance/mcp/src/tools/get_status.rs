@@ -96,6 +96,10 @@ pub struct Subsystems {
     pub board: String,
     pub inbox: String,
     pub history: String,
+    /// Speech and timers kept for later: how many, and where they are
+    /// kept ("in memory only: …" when the state directory cannot be used,
+    /// so they would not outlast a restart).
+    pub schedule: String,
     pub wake: String,
 }
 
@@ -181,6 +185,7 @@ impl Status {
                 board: subsystem(Subsystem::Board),
                 inbox: subsystem(Subsystem::Inbox),
                 history: subsystem(Subsystem::History),
+                schedule: subsystem(Subsystem::Schedule),
                 wake: subsystem(Subsystem::Wake),
             },
             wake: room.wake,
