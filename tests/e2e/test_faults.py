@@ -20,6 +20,7 @@ import pytest
 
 from harness import (HARK, REPO, Daemon, LineClient, after_the_chime, call, client, heard, in_thread,
                      render_config, response, start_listening, status, status_of, wait_for, words)
+from harness import MODELS, VOICES
 from harness import speak as speak_message
 from test_conversation import person_says
 from sound_server import AVAILABLE, WHY_NOT, SoundServer
@@ -532,3 +533,137 @@ def test_the_state_directory_turning_read_only_while_running(start_daemon, state
     assert got["received"] and heard(got["text"], {"remind", "call", "plumber"}), got
     c.close()
     assert "handed to the waiting agent from memory" in d.log()
+
+
+# ---- models broken at start and under a running daemon ------------------------------
+
+@pytest.fixture
+def models(tmp_path):
+    """A copy of the model store a test may break."""
+    copy = tmp_path / "models"
+    shutil.copytree(MODELS, copy)
+    return copy
+
+
+def truncate(path):
+    with open(path, "r+b") as f:
+        f.truncate(path.stat().st_size // 2)
+
+
+def transcribed(d, wav, id=1):
+    c = client(d, "transcriber", 120)
+    try:
+        return call(c, "transcribe_audio", {"audio_path": str(wav)}, id)
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def voices(tmp_path):
+    copy = tmp_path / "voices"
+    shutil.copytree(VOICES, copy)
+    return copy
+
+
+LIVE = {"audio.vad": {"end_of_turn": "smart-turn"}}
+
+
+def with_models(models, voices=None):
+    """The shipped configuration's engines (appliance/run): whisper, the
+    Moonshine live engine and Smart Turn, from `models`."""
+    return {"stt": {"models_dir": str(models), "live_model": "moonshine-tiny-en", "audio_dirs": [str(SPEECH)]},
+            **LIVE, **({"tts": {"voices_dir": str(voices)}} if voices else {})}
+
+
+def heard_in_the_room(d, wav, id=1):
+    """The person says `wav` to a listening agent; its result."""
+    c, watcher = start_listening(d, id, {"timeout_seconds": 20})
+    after_the_chime(d)
+    hark_cli(d, "inject", str(wav))
+    r, _ = response(c, id)
+    c.close()
+    watcher.close()
+    return r["result"]
+
+
+def test_models_damaged_before_start(start_daemon, models):
+    """Files cut short while the appliance was off (a full card, an update
+    pulled out halfway): it starts, says which model cannot be used and why,
+    the live engine and the end of turn fall back, transcription names the
+    file and how to check it, and putting the file right needs no restart."""
+    whisper = models / "ggml-tiny.en-q8_0.bin"
+    good = whisper.read_bytes()
+    for f in (whisper, models / "moonshine-tiny-en" / "encoder_model.ort", models / "smart-turn-v3.2.onnx"):
+        truncate(f)
+    d = start_daemon(with_models(models))
+    stt = status(d)["subsystems"]["stt"]
+    assert "live engine unavailable" in stt and "encoder_model.ort is not a usable Moonshine model" in stt, stt
+    assert "end of turn by silence" in stt and "smart-turn-v3.2.onnx is not a usable end-of-turn model" in stt, stt
+    wav, text = clip("ps-librivox-0880")
+    r = transcribed(d, wav)
+    assert r["structuredContent"]["error"]["type"] == "ModelNotLoadedError", r
+    assert str(whisper) in r["content"][0]["text"] and "hark models verify" in r["content"][0]["text"], r
+    stt = status(d)["subsystems"]["stt"]
+    assert stt.startswith("unavailable: whisper.cpp cannot load the model") and str(whisper) in stt, stt
+    # `hark models verify` names each damaged file.
+    check = subprocess.run([str(HARK), "--config", str(d.config_path), "models", "verify"],
+                           capture_output=True, text=True, timeout=120)
+    assert check.returncode != 0, check
+    for name in ("ggml-tiny.en-q8_0.bin", "encoder_model.ort", "smart-turn-v3.2.onnx"):
+        assert name in check.stdout + check.stderr, (name, check.stdout, check.stderr)
+    # Put right: the next request loads it.
+    whisper.write_bytes(good)
+    r = transcribed(d, wav, 2)
+    assert heard(r["structuredContent"]["text"], words(text)), r
+    assert status(d)["subsystems"]["stt"].startswith("ready; model tiny.en-q8_0")
+
+
+def test_models_damaged_under_a_running_daemon(start_daemon, models, voices):
+    """Every model file cut short while the appliance runs: what is loaded
+    keeps working (the person is heard, transcribed and answered), and a
+    model first needed afterwards fails by name without harming the rest."""
+    d = start_daemon(with_models(models, voices))
+    wav, text = clip("ps-librivox-0880")
+    assert heard(transcribed(d, wav)["structuredContent"]["text"], words(text))
+    damaged = [models / "ggml-tiny.en-q8_0.bin", models / "ggml-base-q8_0.bin",
+               models / "moonshine-tiny-en" / "encoder_model.ort",
+               models / "moonshine-tiny-en" / "decoder_model_merged.ort",
+               models / "smart-turn-v3.2.onnx", voices / "en_US-joe-medium.onnx"]
+    for f in damaged:
+        truncate(f)
+    result = heard_in_the_room(d, wav)
+    assert not result["isError"] and heard(result["structuredContent"]["text"], words(text)), result
+    assert heard(transcribed(d, wav, 2)["structuredContent"]["text"], words(text))
+    c = client(d, "speaker", 60)
+    assert call(c, "speak_text", {"text": "Still talking.", "wait": True}, 1)["structuredContent"]["engine"] == "piper"
+    # The multilingual model was never loaded: it fails by name.
+    r = call(c, "transcribe_audio", {"audio_path": str(wav), "language": "de"}, 2)
+    assert r["structuredContent"]["error"]["type"] == "ModelNotLoadedError", r
+    assert "ggml-base-q8_0.bin" in r["content"][0]["text"], r
+    stt = status(d)["subsystems"]["stt"]
+    assert stt.startswith("ready; model tiny.en-q8_0") and "; base-q8_0 cannot load: " in stt, stt
+    # English is still served.
+    assert call(c, "speak_text", {"text": "And still talking.", "wait": True}, 3)["structuredContent"]["status"] == "spoken"
+    c.close()
+    assert d.proc.poll() is None
+
+
+def test_onnx_runtime_missing(start_daemon, tmp_path):
+    """Without ONNX Runtime's library every engine on it says so, naming the
+    path and how to install it, and the appliance still hears (whisper) and
+    speaks (espeak-ng)."""
+    missing = tmp_path / "nowhere" / "libonnxruntime.so"
+    d = start_daemon({**with_models(MODELS), "tts": {"onnxruntime": str(missing)}})
+    subsystems = status(d)["subsystems"]
+    for engine, says in (("stt", "live engine unavailable (ONNX Runtime library"),
+                         ("stt", "end of turn by silence: the end-of-turn model is unavailable (ONNX Runtime library"),
+                         ("tts", "espeak-ng (piper unavailable: ONNX Runtime library")):
+        assert says in subsystems[engine] and str(missing) in subsystems[engine], (engine, subsystems[engine])
+        assert "appliance/setup-voices" in subsystems[engine]
+    wav, text = clip("ps-librivox-0880")
+    result = heard_in_the_room(d, wav)
+    assert not result["isError"] and heard(result["structuredContent"]["text"], words(text)), result
+    c = client(d, "speaker", 60)
+    spoken = call(c, "speak_text", {"text": "Still talking.", "wait": True}, 1)["structuredContent"]
+    assert spoken["engine"] == "espeak" and str(missing) in spoken["fallback_reason"], spoken
+    c.close()

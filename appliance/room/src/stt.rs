@@ -98,8 +98,16 @@ impl SpeechToText {
                                 (None, true) => ", multilingual".to_owned(),
                                 (None, false) => ", English".to_owned(),
                             };
+                            let mut failed = String::new();
+                            for (model, why) in live.load_failures() {
+                                // The main model: nothing can be transcribed.
+                                if model == info.name {
+                                    return SubsystemState::unavailable(why);
+                                }
+                                failed.push_str(&format!("; {model} cannot load: {why}"));
+                            }
                             SubsystemState::Running(format!(
-                                "{activity}; model {} ({} {}{languages})",
+                                "{activity}; model {} ({} {}{languages}){failed}",
                                 info.name, info.kind, info.quantisation,
                             ))
                         }),

@@ -23,7 +23,7 @@
 use std::{
     path::PathBuf,
     sync::{
-        Arc,
+        Arc, Mutex, PoisonError,
         atomic::{AtomicBool, AtomicUsize, Ordering},
         mpsc::{self, Receiver, SyncSender, TrySendError},
     },
@@ -315,11 +315,43 @@ pub struct Engine {
     jobs: Option<SyncSender<Job>>,
     worker: Option<JoinHandle<()>>,
     info: ModelInfo,
+    /// Models loaded on first use that failed to load, for `get_status`.
+    failures: LoadFailures,
     queued: Arc<AtomicUsize>,
     busy: Arc<AtomicBool>,
 }
 
+/// The models loaded when first needed whose last load failed (a file
+/// damaged or cut short after the daemon checked its header), by name, with
+/// why. A load is tried again on the next request, and a success clears it,
+/// so a file put right needs no restart.
+#[derive(Clone, Default)]
+struct LoadFailures(Arc<Mutex<std::collections::BTreeMap<String, String>>>);
+
+impl LoadFailures {
+    fn set(&self, model: &str, failure: Option<String>) {
+        let mut failures = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match failure {
+            Some(why) => failures.insert(model.to_owned(), why),
+            None => failures.remove(model),
+        };
+    }
+
+    fn list(&self) -> Vec<(String, String)> {
+        let failures = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        failures
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+}
+
 impl Engine {
+    /// Models whose load on first use failed, and why (name, error).
+    pub fn load_failures(&self) -> Vec<(String, String)> {
+        self.failures.list()
+    }
+
     /// Loads the model and starts the worker. Blocking (the load reads the
     /// whole file): call it from a blocking context.
     pub fn start(config: EngineConfig) -> Result<Engine, SttError> {
@@ -336,35 +368,47 @@ impl Engine {
             on_busy: config.on_busy.clone(),
         };
         let other = config.multilingual.clone();
+        let failures = LoadFailures::default();
         let main: Box<dyn Recognizer> = if config.lazy {
-            Box::new(LazyWhisper::checked(config.clone())?)
+            Box::new(LazyWhisper::checked(config.clone(), &failures)?)
         } else {
             Box::new(Whisper::load(config.clone())?)
         };
         let recognizer = match other {
-            Some(path) if !main.info().multilingual => match Self::other_languages(&config, path) {
-                Ok(other) => Box::new(Paired::new(main, other, &config.language)),
-                Err(e) => {
-                    tracing::warn!(error = %e, "no multilingual model: speech to text is English only");
-                    main
+            Some(path) if !main.info().multilingual => {
+                match Self::other_languages(&config, path, &failures) {
+                    Ok(other) => Box::new(Paired::new(main, other, &config.language)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "no multilingual model: speech to text is English only");
+                        main
+                    }
                 }
-            },
+            }
             _ => main,
         };
-        Self::from_recognizer(recognizer, hooks)
+        let mut engine = Self::from_recognizer(recognizer, hooks)?;
+        engine.failures = failures;
+        Ok(engine)
     }
 
     /// The multilingual model beside an English-only one, checked (not
     /// loaded).
-    fn other_languages(config: &EngineConfig, path: PathBuf) -> Result<LazyWhisper, SttError> {
+    fn other_languages(
+        config: &EngineConfig,
+        path: PathBuf,
+        failures: &LoadFailures,
+    ) -> Result<LazyWhisper, SttError> {
         if !path.is_file() {
             return Err(SttError::ModelMissing { path });
         }
-        let other = LazyWhisper::checked(EngineConfig {
-            model: path,
-            multilingual: None,
-            ..config.clone()
-        })?;
+        let other = LazyWhisper::checked(
+            EngineConfig {
+                model: path,
+                multilingual: None,
+                ..config.clone()
+            },
+            failures,
+        )?;
         if !other.info.multilingual {
             return Err(SttError::ModelLoad {
                 path: other.info.path.clone(),
@@ -397,6 +441,7 @@ impl Engine {
             jobs: Some(tx),
             worker: Some(handle),
             info,
+            failures: LoadFailures::default(),
             queued,
             busy,
         })
@@ -504,11 +549,12 @@ struct LazyWhisper {
     config: EngineConfig,
     info: ModelInfo,
     loaded: Option<Whisper>,
+    failures: LoadFailures,
 }
 
 impl LazyWhisper {
     /// The model's header read and checked; nothing loaded yet.
-    fn checked(config: EngineConfig) -> Result<Self, SttError> {
+    fn checked(config: EngineConfig, failures: &LoadFailures) -> Result<Self, SttError> {
         let header =
             hark_models::ggml::read_header(&config.model).map_err(|e| SttError::ModelLoad {
                 path: config.model.clone(),
@@ -528,13 +574,19 @@ impl LazyWhisper {
             config,
             info,
             loaded: None,
+            failures: failures.clone(),
         })
     }
 
     fn whisper(&mut self) -> Result<&mut Whisper, SttError> {
         let whisper = match self.loaded.take() {
             Some(whisper) => whisper,
-            None => Whisper::load(self.config.clone())?,
+            None => {
+                let loaded = Whisper::load(self.config.clone());
+                let failure = loaded.as_ref().err().map(ToString::to_string);
+                self.failures.set(&self.info.name, failure);
+                loaded?
+            }
         };
         Ok(self.loaded.insert(whisper))
     }
@@ -676,17 +728,18 @@ impl Whisper {
         let path = config.model.to_string_lossy().into_owned();
         let mut params = WhisperContextParameters::default();
         params.flash_attn(config.flash_attn);
-        let ctx =
-            WhisperContext::new_with_params(&path, params).map_err(|e| SttError::ModelLoad {
-                path: config.model.clone(),
-                reason: e.to_string(),
-            })?;
+        // whisper.cpp says only that it failed; a header that read well
+        // and a load that fails is almost always a damaged file.
+        let damaged = |e: whisper_rs::WhisperError| SttError::ModelLoad {
+            path: config.model.clone(),
+            reason: format!(
+                "{e} (a damaged or incomplete file? `hark models verify` checks it against its checksum)"
+            ),
+        };
+        let ctx = WhisperContext::new_with_params(&path, params).map_err(damaged)?;
         // A state is made per request (see `Worker::decode`); making one
         // now proves the model can run before the daemon says it is ready.
-        drop(ctx.create_state().map_err(|e| SttError::ModelLoad {
-            path: config.model.clone(),
-            reason: e.to_string(),
-        })?);
+        drop(ctx.create_state().map_err(damaged)?);
         let info = ModelInfo {
             path: config.model.clone(),
             name: model_name(&config.model),
