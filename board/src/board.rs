@@ -310,6 +310,10 @@ impl Board {
         self.add_contact(ContactKind::Mute, Box::new(mute))?;
         let resend = (handle.clone(), Arc::clone(&self.link_pattern));
         self.tasks.push(tokio::spawn(async move {
+            // Whether the button is down as far as the board knows: a link
+            // lost while it is held (the cable pulled, the release's frame
+            // cut in half) would otherwise hold push-to-talk open for good.
+            let mut held = false;
             while let Some(event) = link_events.recv().await {
                 let sent = match event {
                     LinkEvent::Connected { hello } => {
@@ -320,15 +324,27 @@ impl Board {
                         }
                         Ok(())
                     }
-                    LinkEvent::Button { id: 0, pressed, .. } => button_levels
-                        .send(if pressed { Level::Pressed } else { Level::Released })
-                        .await,
+                    LinkEvent::Button { id: 0, pressed, .. } => {
+                        held = pressed;
+                        button_levels
+                            .send(if pressed { Level::Pressed } else { Level::Released })
+                            .await
+                    }
                     LinkEvent::Mute(on) => mute_levels
                         .send(if on { Level::Pressed } else { Level::Released })
                         .await,
                     LinkEvent::Disconnected { reason } => {
                         tracing::warn!(error = %reason, "microcontroller link down; reconnecting");
-                        Ok(())
+                        // Let go of a held button, as the person would be
+                        // seen to if the link could still say so. (The mute
+                        // switch keeps its last state: it is a switch, and
+                        // the state report on reconnecting corrects it.)
+                        if std::mem::take(&mut held) {
+                            tracing::info!("the button was held when the link went down: released");
+                            button_levels.send(Level::Released).await
+                        } else {
+                            Ok(())
+                        }
                     }
                     LinkEvent::Rejected { command, code } => {
                         tracing::warn!(?command, ?code, "the microcontroller refused a command");

@@ -545,6 +545,49 @@ async fn a_pulled_cable_is_reported_and_the_link_comes_back() {
 }
 
 #[tokio::test]
+async fn a_cable_pulled_mid_frame_leaves_no_phantom_event_and_the_next_frames_decode() {
+    let (mut rig, opener) = rig(vec![Mcu::default()], pty_pair);
+    let shutdown = CancellationToken::new();
+    let mut link = Link::spawn(fast_config(), opener, shutdown.clone());
+    connected(&mut link).await;
+    let mcu = rig.next_mcu().await;
+    // Half of a button press's frame reaches the wire, then the cable goes.
+    let press = Frame {
+        seq: 7,
+        msg: Message::Button(ButtonEvent {
+            id: 0,
+            edge: Edge::Pressed,
+            at_ms: 9,
+        }),
+    };
+    let mut out = [0u8; MAX_FRAME];
+    let whole = encode(&press, &mut out)
+        .expect("a frame that fits")
+        .to_vec();
+    mcu.script(Script::Raw(whole[..whole.len() / 2].to_vec()));
+    mcu.script(Script::Hangup);
+    match next(&mut link).await {
+        LinkEvent::Disconnected {
+            reason: LinkError::Read { .. } | LinkError::Closed { .. },
+        } => {}
+        other => panic!("the half frame is no event; expected the loss, got {other:?}"),
+    }
+    // Plugged back in: the half frame does not stick to the next one.
+    connected(&mut link).await;
+    let mcu = rig.next_mcu().await;
+    mcu.send(Message::Button(ButtonEvent {
+        id: 0,
+        edge: Edge::Released,
+        at_ms: 12,
+    }));
+    assert!(matches!(
+        next(&mut link).await,
+        LinkEvent::Button { pressed: false, .. }
+    ));
+    stop(link, &shutdown).await;
+}
+
+#[tokio::test]
 async fn an_mcu_without_leds_rejects_led_commands() {
     let bare = Mcu {
         capabilities: Capabilities::BUTTON | Capabilities::MUTE | Capabilities::VOLUME,
@@ -851,6 +894,56 @@ async fn a_board_takes_its_button_mute_and_lights_through_the_link() {
         )
     })
     .await;
+    drop(board);
+}
+
+#[tokio::test]
+async fn a_button_held_when_the_cable_is_pulled_is_let_go() {
+    use hark_board::{Board, BoardConfig, BoardEvent, button};
+
+    let (mut rig, opener) = rig(vec![Mcu::default()], pty_pair);
+    let config = BoardConfig {
+        board: "simulated".into(),
+        ..BoardConfig::default()
+    };
+    let mut board = Board::open(&config, std::path::Path::new("/")).expect("board");
+    let mut events = board.take_events().expect("events");
+    board
+        .attach_link(Link::spawn(fast_config(), opener, CancellationToken::new()))
+        .expect("link attached");
+    let mut mcu = rig.next_mcu().await;
+    mcu.saw(|m| matches!(m, Message::Hello(_))).await;
+    // The person holds push-to-talk; the cable is pulled in the middle of
+    // the next frame (the release that never arrives).
+    mcu.send(Message::Button(ButtonEvent {
+        id: 0,
+        edge: Edge::Pressed,
+        at_ms: 10,
+    }));
+    assert_eq!(
+        board_event(&mut events).await,
+        Some(BoardEvent::Button(button::ButtonEvent::Press))
+    );
+    let release = Frame {
+        seq: 9,
+        msg: Message::Button(ButtonEvent {
+            id: 0,
+            edge: Edge::Released,
+            at_ms: 900,
+        }),
+    };
+    let mut out = [0u8; MAX_FRAME];
+    let whole = encode(&release, &mut out)
+        .expect("a frame that fits")
+        .to_vec();
+    mcu.script(Script::Raw(whole[..whole.len() / 2].to_vec()));
+    mcu.script(Script::Hangup);
+    // A button no one can see is not held: push-to-talk ends, as if the
+    // person had let go, rather than keeping the microphone open for good.
+    assert_eq!(
+        board_event(&mut events).await,
+        Some(BoardEvent::Button(button::ButtonEvent::Release))
+    );
     drop(board);
 }
 
