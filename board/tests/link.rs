@@ -817,13 +817,15 @@ async fn dropping_the_events_stops_the_task_without_a_shutdown_signal() {
     ));
 }
 
-/// The link inside a board: the microcontroller's button and mute switch
-/// come out as the board's events, through the same classifiers as GPIO
-/// ones, and the lights go to its ring as patterns (again after a
-/// reconnect).
-#[tokio::test]
-async fn a_board_takes_its_button_mute_and_lights_through_the_link() {
-    use hark_board::{Board, BoardConfig, BoardEvent, button, status::Status};
+/// A simulated board with a microcontroller linked over a pseudo-terminal,
+/// its events, and the microcontroller once it has said hello.
+async fn linked_board() -> (
+    Rig,
+    hark_board::Board,
+    mpsc::Receiver<hark_board::BoardEvent>,
+    McuConn,
+) {
+    use hark_board::{Board, BoardConfig};
 
     let (mut rig, opener) = rig(vec![Mcu::default()], pty_pair);
     let config = BoardConfig {
@@ -831,12 +833,24 @@ async fn a_board_takes_its_button_mute_and_lights_through_the_link() {
         ..BoardConfig::default()
     };
     let mut board = Board::open(&config, std::path::Path::new("/")).expect("board");
-    let mut events = board.take_events().expect("events");
+    let events = board.take_events().expect("events");
     board
         .attach_link(Link::spawn(fast_config(), opener, CancellationToken::new()))
         .expect("link attached");
     let mut mcu = rig.next_mcu().await;
     mcu.saw(|m| matches!(m, Message::Hello(_))).await;
+    (rig, board, events, mcu)
+}
+
+/// The link inside a board: the microcontroller's button and mute switch
+/// come out as the board's events, through the same classifiers as GPIO
+/// ones, and the lights go to its ring as patterns (again after a
+/// reconnect).
+#[tokio::test]
+async fn a_board_takes_its_button_mute_and_lights_through_the_link() {
+    use hark_board::{BoardEvent, button, status::Status};
+
+    let (mut rig, board, mut events, mut mcu) = linked_board().await;
     // What the MCU shows on connecting: the board's current (idle) light.
     mcu.saw(|m| matches!(m, Message::SetLeds(LedPattern::Off)))
         .await;
@@ -899,20 +913,9 @@ async fn a_board_takes_its_button_mute_and_lights_through_the_link() {
 
 #[tokio::test]
 async fn a_button_held_when_the_cable_is_pulled_is_let_go() {
-    use hark_board::{Board, BoardConfig, BoardEvent, button};
+    use hark_board::{BoardEvent, button};
 
-    let (mut rig, opener) = rig(vec![Mcu::default()], pty_pair);
-    let config = BoardConfig {
-        board: "simulated".into(),
-        ..BoardConfig::default()
-    };
-    let mut board = Board::open(&config, std::path::Path::new("/")).expect("board");
-    let mut events = board.take_events().expect("events");
-    board
-        .attach_link(Link::spawn(fast_config(), opener, CancellationToken::new()))
-        .expect("link attached");
-    let mut mcu = rig.next_mcu().await;
-    mcu.saw(|m| matches!(m, Message::Hello(_))).await;
+    let (_rig, board, mut events, mcu) = linked_board().await;
     // The person holds push-to-talk; the cable is pulled in the middle of
     // the next frame (the release that never arrives).
     mcu.send(Message::Button(ButtonEvent {
