@@ -942,12 +942,23 @@ pub struct CaptureCounters {
     pub overruns: u64,
 }
 
+/// The playback thread's counters.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PlaybackCounters {
+    /// Clips played to their end since the start (a sentence, a chime).
+    pub clips: u64,
+    /// Times the speaker ran dry mid-clip (recovered).
+    pub underruns: u64,
+}
+
 /// What the room is doing that the event stream's snapshot does not say.
 #[derive(Debug, Clone)]
 pub struct RoomStatus {
     pub floor: FloorStatus,
     pub volume: Option<u8>,
     pub capture: Option<CaptureCounters>,
+    pub playback: Option<PlaybackCounters>,
     /// What the lights show (`listening`, `muted`, …).
     pub lights: &'static str,
     /// The board is the simulated one (moved with `hark button`).

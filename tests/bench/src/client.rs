@@ -1,6 +1,7 @@
 //! Minimal MCP clients, one per transport, that do exactly what the bench
-//! needs: the initialize handshake, then `tools/call get_status` one at a
-//! time, checking each answer is a successful result for the id sent.
+//! needs: the initialize handshake, then `tools/call get_status` (or
+//! `list_captures`) one at a time, checking each answer is a successful
+//! result for the id sent.
 //!
 //! They are hand-rolled rather than an SDK client so that the time measured is
 //! the server's plus the wire's, not a client library's: a call is one write
@@ -32,11 +33,32 @@ pub const PROTOCOL_VERSION: &str = "2025-06-18";
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"hark-bench","version":"1"}}}"#;
 const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 
-fn get_status(id: u64) -> String {
+/// The read-only tools the bench calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Tool {
+    GetStatus,
+    ListCaptures,
+}
+
+impl Tool {
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::GetStatus => "get_status",
+            Tool::ListCaptures => "list_captures",
+        }
+    }
+}
+
+fn tool_call(id: u64, tool: Tool) -> String {
     format!(
-        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"get_status","arguments":{{}}}}}}"#
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{}","arguments":{{}}}}}}"#,
+        tool.name()
     )
 }
+
+/// A byte stream a client speaks over: TCP, or TLS over TCP.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
 
 /// One of the four ways to reach an MCP server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +67,9 @@ pub enum Transport {
     Unix,
     Http,
     Websocket,
+    /// Streamable HTTP over TLS (`[mcp.https]`), trusting the appliance's
+    /// own certificate authority.
+    Https,
 }
 
 impl fmt::Display for Transport {
@@ -53,6 +78,7 @@ impl fmt::Display for Transport {
             Transport::Tcp => "tcp",
             Transport::Unix => "unix",
             Transport::Http => "http",
+            Transport::Https => "https",
             Transport::Websocket => "websocket",
         })
     }
@@ -67,8 +93,9 @@ impl FromStr for Transport {
             "unix" => Ok(Transport::Unix),
             "http" => Ok(Transport::Http),
             "websocket" | "ws" => Ok(Transport::Websocket),
+            "https" => Ok(Transport::Https),
             other => Err(format!(
-                "unknown transport `{other}` (tcp, unix, http, websocket)"
+                "unknown transport `{other}` (tcp, unix, http, websocket, https)"
             )),
         }
     }
@@ -76,12 +103,36 @@ impl FromStr for Transport {
 
 /// Where a server listens. A missing entry means it does not serve that
 /// transport (the Python peer only speaks HTTP).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Endpoints {
     pub tcp: Option<SocketAddr>,
     /// Streamable HTTP and WebSocket, both at `/mcp`.
     pub http: Option<SocketAddr>,
     pub unix: Option<PathBuf>,
+    /// HTTPS, and the TLS client that trusts the appliance's authority.
+    pub https: Option<(SocketAddr, tokio_rustls::TlsConnector)>,
+}
+
+/// A TLS client trusting only the certificate authority in `ca_pem` (the
+/// appliance's `tls/ca.pem`).
+pub fn tls_trusting(ca_pem: &[u8]) -> anyhow::Result<tokio_rustls::TlsConnector> {
+    use tokio_rustls::rustls::{
+        ClientConfig, RootCertStore,
+        pki_types::{CertificateDer, pem::PemObject},
+    };
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca_pem).context("the CA is not a PEM certificate")?)
+        .context("the CA certificate is not usable")?;
+    let config = ClientConfig::builder_with_provider(std::sync::Arc::new(
+        tokio_rustls::rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(tokio_rustls::TlsConnector::from(std::sync::Arc::new(
+        config,
+    )))
 }
 
 /// A connected, initialised client.
@@ -116,7 +167,14 @@ impl Client {
             }
             Transport::Http => {
                 let addr = endpoints.http.context("the server has no HTTP listener")?;
-                Ok(Client::Http(HttpClient::handshake(addr).await?))
+                Ok(Client::Http(HttpClient::handshake(addr, None).await?))
+            }
+            Transport::Https => {
+                let (addr, tls) = endpoints
+                    .https
+                    .clone()
+                    .context("the server has no HTTPS listener")?;
+                Ok(Client::Http(HttpClient::handshake(addr, Some(tls)).await?))
             }
             Transport::Websocket => {
                 let addr = endpoints.http.context("the server has no HTTP listener")?;
@@ -127,11 +185,16 @@ impl Client {
 
     /// One `tools/call get_status` round trip.
     pub async fn call(&mut self, id: u64) -> anyhow::Result<()> {
+        self.call_tool(id, Tool::GetStatus).await
+    }
+
+    /// One `tools/call` round trip of `tool`.
+    pub async fn call_tool(&mut self, id: u64, tool: Tool) -> anyhow::Result<()> {
         match self {
-            Client::Tcp(c) => c.call(id).await,
-            Client::Unix(c) => c.call(id).await,
-            Client::Http(c) => c.call(id).await,
-            Client::Websocket(c) => c.call(id).await,
+            Client::Tcp(c) => c.call(id, tool).await,
+            Client::Unix(c) => c.call(id, tool).await,
+            Client::Http(c) => c.call(id, tool).await,
+            Client::Websocket(c) => c.call(id, tool).await,
         }
     }
 
@@ -212,8 +275,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> LineClient<S> {
         }
     }
 
-    async fn call(&mut self, id: u64) -> anyhow::Result<()> {
-        self.send(&get_status(id)).await?;
+    async fn call(&mut self, id: u64, tool: Tool) -> anyhow::Result<()> {
+        self.send(&tool_call(id, tool)).await?;
         self.receive(id).await
     }
 }
@@ -221,6 +284,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> LineClient<S> {
 /// Streamable HTTP over one keep-alive HTTP/1.1 connection.
 pub struct HttpClient {
     addr: SocketAddr,
+    tls: Option<tokio_rustls::TlsConnector>,
     host: String,
     session: Option<String>,
     sender: SendRequest<Full<Bytes>>,
@@ -231,11 +295,23 @@ pub struct HttpClient {
 
 async fn http_connect(
     addr: SocketAddr,
+    tls: Option<&tokio_rustls::TlsConnector>,
 ) -> anyhow::Result<(SendRequest<Full<Bytes>>, JoinHandle<()>)> {
     let stream = TcpStream::connect(addr)
         .await
         .with_context(|| format!("cannot connect to http {addr}"))?;
     stream.set_nodelay(true)?;
+    let stream: Box<dyn Io> = match tls {
+        Some(tls) => {
+            let name = tokio_rustls::rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+            Box::new(
+                tls.connect(name, stream)
+                    .await
+                    .with_context(|| format!("TLS handshake with {addr} failed"))?,
+            )
+        }
+        None => Box::new(stream),
+    };
     let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .context("HTTP handshake failed")?;
@@ -246,10 +322,14 @@ async fn http_connect(
 }
 
 impl HttpClient {
-    async fn handshake(addr: SocketAddr) -> anyhow::Result<Self> {
-        let (sender, connection) = http_connect(addr).await?;
+    async fn handshake(
+        addr: SocketAddr,
+        tls: Option<tokio_rustls::TlsConnector>,
+    ) -> anyhow::Result<Self> {
+        let (sender, connection) = http_connect(addr, tls.as_ref()).await?;
         let mut client = Self {
             addr,
+            tls,
             host: addr.to_string(),
             session: None,
             sender,
@@ -312,8 +392,8 @@ impl HttpClient {
         Ok((parts.status, parts.headers, body))
     }
 
-    async fn call(&mut self, id: u64) -> anyhow::Result<()> {
-        let (status, _, body) = self.post(&get_status(id)).await?;
+    async fn call(&mut self, id: u64, tool: Tool) -> anyhow::Result<()> {
+        let (status, _, body) = self.post(&tool_call(id, tool)).await?;
         ensure!(
             status == StatusCode::OK,
             "tools/call got HTTP {status}: {}",
@@ -330,7 +410,7 @@ impl HttpClient {
     /// Opens the standalone `GET /mcp` event stream on a second connection,
     /// as SDK clients do, and keeps reading it (keep-alives) until closed.
     pub async fn open_event_stream(&mut self) -> anyhow::Result<()> {
-        let (mut sender, connection) = http_connect(self.addr).await?;
+        let (mut sender, connection) = http_connect(self.addr, self.tls.as_ref()).await?;
         let request = self
             .request(http::Method::GET)
             .header(header::ACCEPT, "text/event-stream")
@@ -436,8 +516,8 @@ impl WsClient {
         }
     }
 
-    async fn call(&mut self, id: u64) -> anyhow::Result<()> {
-        self.socket.send(Message::text(get_status(id))).await?;
+    async fn call(&mut self, id: u64, tool: Tool) -> anyhow::Result<()> {
+        self.socket.send(Message::text(tool_call(id, tool))).await?;
         self.receive(id).await
     }
 }

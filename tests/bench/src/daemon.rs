@@ -132,6 +132,8 @@ pub struct Daemon {
     pub tcp: SocketAddr,
     /// The HTTP listener, if it serves one.
     pub http: Option<SocketAddr>,
+    /// The HTTPS listener, if `[mcp.https]` is on.
+    pub https: Option<SocketAddr>,
 }
 
 impl Daemon {
@@ -174,8 +176,9 @@ impl Daemon {
             log,
             tcp: SocketAddr::from(([127, 0, 0, 1], 0)),
             http: None,
+            https: None,
         };
-        (daemon.tcp, daemon.http) = daemon.wait_ready(&listener)?;
+        (daemon.tcp, daemon.http, daemon.https) = daemon.wait_ready(&listener)?;
         Ok(daemon)
     }
 
@@ -183,7 +186,7 @@ impl Daemon {
     fn wait_ready(
         &mut self,
         listener: &UnixDatagram,
-    ) -> anyhow::Result<(SocketAddr, Option<SocketAddr>)> {
+    ) -> anyhow::Result<(SocketAddr, Option<SocketAddr>, Option<SocketAddr>)> {
         let started = Instant::now();
         let mut buf = vec![0u8; 4096];
         while started.elapsed() < START {
@@ -218,9 +221,37 @@ impl Daemon {
                     .and_then(|addr| addr.parse().ok())
             };
             let tcp = find("tcp=").with_context(|| format!("no tcp= in {message:?}"))?;
-            return Ok((tcp, find("http=")));
+            return Ok((tcp, find("http="), find("https=")));
         }
         bail!("hark sent no READY=1 within {START:?}:\n{}", self.tail())
+    }
+
+    /// Plays `wav` into the virtual microphone (`hark inject`), returning
+    /// once it is handed over (it plays in real time).
+    pub fn inject(&self, wav: &Path) -> anyhow::Result<()> {
+        self.cli("inject", [wav.as_os_str()])
+    }
+
+    /// Runs `hark COMMAND ARGS…` against this daemon's configuration; an
+    /// error with its standard error if it fails.
+    pub fn cli<S: AsRef<std::ffi::OsStr>>(
+        &self,
+        command: &str,
+        args: impl IntoIterator<Item = S>,
+    ) -> anyhow::Result<()> {
+        let done = Command::new(&self.binary)
+            .arg("--config")
+            .arg(&self.config)
+            .arg(command)
+            .args(args)
+            .output()
+            .with_context(|| format!("cannot run hark {command}"))?;
+        anyhow::ensure!(
+            done.status.success(),
+            "hark {command} failed: {}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+        Ok(())
     }
 
     pub fn pid(&self) -> u32 {

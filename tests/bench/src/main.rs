@@ -33,6 +33,7 @@ mod report;
 mod room;
 mod server;
 mod speech;
+mod stress;
 mod stt;
 mod tts;
 mod turn;
@@ -138,6 +139,10 @@ enum Mode {
     /// Several agents: the floor's hand-over, event fan-out to 32
     /// subscribers, the history's write cost (see [`room`]).
     Room(room::RoomArgs),
+    /// Many agents on TCP, HTTP, WebSocket and HTTPS polling while one
+    /// listens to recorded people and one speaks: round trips, and no
+    /// overrun, underrun or mishearing (see [`stress`]).
+    Stress(stress::StressArgs),
     /// The turn: end of speech to the transcript at an MCP client, the
     /// live path against whisper with silence and a faster-whisper
     /// pipeline; the pause set; memory; first sound (see [`turn`]).
@@ -172,6 +177,7 @@ fn main() -> ExitCode {
         Some(Mode::Tts(tts)) => tts::main(tts),
         Some(Mode::Person(person)) => person::main(person),
         Some(Mode::Room(room)) => room::main(room),
+        Some(Mode::Stress(stress)) => stress::main(stress),
         Some(Mode::Turn(turn)) => turn::main(turn),
         Some(Mode::Eot(eot)) => eot::main(eot),
         Some(Mode::Wer(wer)) => wer::main(wer),

@@ -244,18 +244,7 @@ fn deliver(
         .map(|r| r.duration() as f64 / f64::from(r.spec().sample_rate))
         .with_context(|| format!("cannot read {}", wav.display()))?;
     let injected = Instant::now();
-    let done = Command::new(&daemon.binary)
-        .arg("--config")
-        .arg(&daemon.config)
-        .arg("inject")
-        .arg(wav)
-        .output()
-        .context("cannot run hark inject")?;
-    anyhow::ensure!(
-        done.status.success(),
-        "hark inject failed: {}",
-        String::from_utf8_lossy(&done.stderr)
-    );
+    daemon.inject(wav)?;
     let result = agent.answer(id)?;
     let received = SystemTime::now();
     let turn = ms(injected.elapsed()) - clip * 1000.0;

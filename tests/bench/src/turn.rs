@@ -450,20 +450,17 @@ fn spoken(
     then: Option<(&str, Duration)>,
 ) -> anyhow::Result<Clip> {
     let say = |text: &str, out: &Path| -> anyhow::Result<Vec<f32>> {
-        let done = Command::new(&daemon.binary)
-            .arg("--config")
-            .arg(&daemon.config)
-            .args(["say", "--out"])
-            .arg(out)
-            .arg(text)
-            .args(["--host", &daemon.tcp.to_string()])
-            .output()
-            .context("cannot run hark say")?;
-        anyhow::ensure!(
-            done.status.success(),
-            "hark say failed: {}",
-            String::from_utf8_lossy(&done.stderr)
-        );
+        let host = daemon.tcp.to_string();
+        daemon.cli(
+            "say",
+            [
+                std::ffi::OsStr::new("--out"),
+                out.as_os_str(),
+                text.as_ref(),
+                "--host".as_ref(),
+                host.as_ref(),
+            ],
+        )?;
         let clip = hark_audio::clip::Clip::read_wav(out)
             .and_then(|c| c.resampled(16_000))
             .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;

@@ -47,6 +47,9 @@ pub struct Status {
     /// since the start (50 a second at 20 ms periods, whatever else the
     /// appliance does), `overruns` recovered.
     pub capture: Option<CaptureCounters>,
+    /// The playback thread's counters (null without audio): `clips` played
+    /// to their end, `underruns` (the speaker ran dry mid-clip).
+    pub playback: Option<hark_core::room::PlaybackCounters>,
     /// State of each subsystem ("not configured" until its engine has started).
     pub subsystems: Subsystems,
     /// The wake word: whether it listens (`listening`, `off`, `muted`,
@@ -178,6 +181,7 @@ impl Status {
             floor: room.floor,
             events: state.sse.view(),
             capture: room.capture,
+            playback: room.playback,
             subsystems: Subsystems {
                 audio: subsystem(Subsystem::Audio),
                 stt: subsystem(Subsystem::Stt),

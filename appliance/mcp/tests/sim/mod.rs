@@ -438,6 +438,7 @@ impl Observe for SimRoom {
             floor,
             volume: self.volume(),
             capture: None,
+            playback: None,
             simulated_board: true,
             subsystems: vec![
                 (Subsystem::Audio, SubsystemState::running("simulated room")),

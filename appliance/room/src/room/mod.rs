@@ -21,8 +21,8 @@ use std::sync::{Arc, atomic::Ordering};
 
 use hark_core::{
     room::{
-        BoxFuture, CaptureCounters, Failure, Kind, Observe, RoomStatus, Schedule, Scheduled,
-        Sensitivity, Volume, VolumeSet, WakeStatus, WakeWord,
+        BoxFuture, CaptureCounters, Failure, Kind, Observe, PlaybackCounters, RoomStatus, Schedule,
+        Scheduled, Sensitivity, Volume, VolumeSet, WakeStatus, WakeWord,
     },
     status::Subsystem,
 };
@@ -49,6 +49,13 @@ impl Observe for Room {
             capture: state.microphone.as_ref().map(|mic| CaptureCounters {
                 periods: mic.stats.periods.load(Ordering::Relaxed),
                 overruns: mic.stats.overruns.load(Ordering::Relaxed),
+            }),
+            playback: state.player().map(|p| {
+                let stats = p.stats();
+                PlaybackCounters {
+                    clips: stats.clips_played.load(Ordering::Relaxed),
+                    underruns: stats.underruns.load(Ordering::Relaxed),
+                }
             }),
             lights: crate::board::lights_name(&state.bus.snapshot()),
             simulated_board: state.simulated_board.get().is_some(),
