@@ -116,6 +116,24 @@ pub fn start_listening(
     Ok((daemon, status))
 }
 
+/// Starts the daemon as [`start_listening`] does (log at `info`), runs
+/// `body` against it, stops it and removes `dir`; a failure carries the end
+/// of the daemon's log.
+pub fn with_daemon<T>(
+    binary: &Path,
+    models_dir: &Path,
+    dir: &Path,
+    extra: &[String],
+    body: impl FnOnce(&Daemon, &mut Rpc) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let (daemon, mut watcher) = start_listening(binary, models_dir, dir, "info", extra)?;
+    let result = body(&daemon, &mut watcher);
+    let tail = daemon.tail();
+    daemon.stop()?;
+    let _ = std::fs::remove_dir_all(dir);
+    result.with_context(|| format!("the daemon's log ends:\n{tail}"))
+}
+
 /// A path as a TOML basic string (JSON's escapes are TOML's).
 pub fn toml_str(path: &Path) -> String {
     Value::String(path.display().to_string()).to_string()

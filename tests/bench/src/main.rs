@@ -32,6 +32,7 @@ mod procfs;
 mod report;
 mod room;
 mod server;
+mod soak;
 mod speech;
 mod stress;
 mod stt;
@@ -143,6 +144,10 @@ enum Mode {
     /// listens to recorded people and one speaks: round trips, and no
     /// overrun, underrun or mishearing (see [`stress`]).
     Stress(stress::StressArgs),
+    /// The appliance used for a long time: cycles of listen, speak,
+    /// converse and a message with eight agents connected; memory,
+    /// descriptors, threads and the history checked (see [`soak`]).
+    Soak(soak::SoakArgs),
     /// The turn: end of speech to the transcript at an MCP client, the
     /// live path against whisper with silence and a faster-whisper
     /// pipeline; the pause set; memory; first sound (see [`turn`]).
@@ -178,6 +183,7 @@ fn main() -> ExitCode {
         Some(Mode::Person(person)) => person::main(person),
         Some(Mode::Room(room)) => room::main(room),
         Some(Mode::Stress(stress)) => stress::main(stress),
+        Some(Mode::Soak(soak)) => soak::main(soak),
         Some(Mode::Turn(turn)) => turn::main(turn),
         Some(Mode::Eot(eot)) => eot::main(eot),
         Some(Mode::Wer(wer)) => wer::main(wer),

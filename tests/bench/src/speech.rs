@@ -87,3 +87,52 @@ pub fn load(dir: &Path) -> anyhow::Result<Vec<RealClip>> {
     anyhow::ensure!(!clips.is_empty(), "{} lists no clips", manifest.display());
     Ok(clips)
 }
+
+/// Short English readings and commands by real people (under
+/// `max_seconds`, none kept for evaluation only), written as 16 kHz WAV
+/// files into `dir/clips` for `hark inject`: each file and its clip.
+pub fn short_english(
+    set: &Path,
+    dir: &Path,
+    max_seconds: f64,
+) -> anyhow::Result<Vec<(PathBuf, RealClip)>> {
+    let clips: Vec<RealClip> = load(set)?
+        .into_iter()
+        .filter(|c| {
+            c.language == "en"
+                && !c.evaluation_only
+                && matches!(c.subset.as_str(), "read" | "commands")
+                && (c.samples.len() as f64) < 16_000.0 * max_seconds
+        })
+        .collect();
+    anyhow::ensure!(
+        !clips.is_empty(),
+        "no short English clips in the real-speech set"
+    );
+    let clip_dir = dir.join("clips");
+    std::fs::create_dir_all(&clip_dir)?;
+    clips
+        .into_iter()
+        .map(|clip| {
+            let path = clip_dir.join(format!("{}.wav", clip.id));
+            write_wav(&path, &clip.samples)?;
+            Ok((path, clip))
+        })
+        .collect()
+}
+
+/// 16 kHz mono samples as a 16-bit WAV file.
+pub fn write_wav(path: &Path, samples: &[f32]) -> anyhow::Result<()> {
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 16_000,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::create(path, spec)?;
+    for s in samples {
+        w.write_sample((s.clamp(-1.0, 1.0) * 32767.0) as i16)?;
+    }
+    w.finalize()?;
+    Ok(())
+}

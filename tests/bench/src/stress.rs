@@ -15,7 +15,7 @@
 
 use std::{
     collections::BTreeMap,
-    path::{Path, PathBuf},
+    path::PathBuf,
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -79,32 +79,10 @@ pub fn main(args: StressArgs) -> anyhow::Result<()> {
         "--clients must be at least {}",
         TRANSPORTS.len()
     );
-    // Short English readings and commands by real people, a few seconds
-    // each, so a listen is one sentence.
-    let clips: Vec<RealClip> = speech::load(&args.speech.speech)?
-        .into_iter()
-        .filter(|c| {
-            c.language == "en"
-                && !c.evaluation_only
-                && matches!(c.subset.as_str(), "read" | "commands")
-                && c.samples.len() < 16_000 * 6
-        })
-        .collect();
-    ensure!(
-        !clips.is_empty(),
-        "no short English clips in the real-speech set"
-    );
     let dir = std::env::temp_dir().join(format!("hark-bench-stress-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let clip_dir = dir.join("clips");
-    std::fs::create_dir_all(&clip_dir)?;
-    let mut files = Vec::new();
-    for clip in &clips {
-        let path = clip_dir.join(format!("{}.wav", clip.id));
-        write_wav(&path, &clip.samples)?;
-        files.push((path, clip));
-    }
+    // One sentence a listen.
+    let files = speech::short_english(&args.speech.speech, &dir, 6.0)?;
     // Every agent is trusted (loopback): the connection limit is raised so
     // that all of them, the listener, the speaker and the watcher fit.
     let extra = [
@@ -114,20 +92,20 @@ pub fn main(args: StressArgs) -> anyhow::Result<()> {
         "enabled = true".to_owned(),
         "listen = \"127.0.0.1:0\"".to_owned(),
     ];
-    let (daemon, mut watcher) =
-        daemon::start_listening(&args.hark, &args.models_dir, &dir, "info", &extra)?;
-    let result = run(&args, &daemon, &mut watcher, &files);
-    let tail = daemon.tail();
-    daemon.stop()?;
-    let _ = std::fs::remove_dir_all(&dir);
-    result.with_context(|| format!("the daemon's log ends:\n{tail}"))
+    daemon::with_daemon(
+        &args.hark,
+        &args.models_dir,
+        &dir,
+        &extra,
+        |daemon, watcher| run(&args, daemon, watcher, &files),
+    )
 }
 
 fn run(
     args: &StressArgs,
     daemon: &Daemon,
     watcher: &mut Rpc,
-    clips: &[(PathBuf, &RealClip)],
+    clips: &[(PathBuf, RealClip)],
 ) -> anyhow::Result<()> {
     let https = daemon.https.context("the daemon serves no HTTPS")?;
     let ca = std::fs::read(daemon.dir.join("state/tls/ca.pem")).context("no tls/ca.pem")?;
@@ -313,7 +291,7 @@ fn speak_until(tcp: std::net::SocketAddr, stop: &AtomicBool) -> anyhow::Result<u
 fn listen_until(
     daemon: &Daemon,
     watcher: &mut Rpc,
-    clips: &[(PathBuf, &RealClip)],
+    clips: &[(PathBuf, RealClip)],
     until: Instant,
     heard: &mut Vec<Heard>,
 ) -> anyhow::Result<()> {
@@ -355,21 +333,6 @@ fn listen_until(
             words,
         });
     }
-    Ok(())
-}
-
-fn write_wav(path: &Path, samples: &[f32]) -> anyhow::Result<()> {
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: 16_000,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut w = hound::WavWriter::create(path, spec)?;
-    for s in samples {
-        w.write_sample((s.clamp(-1.0, 1.0) * 32767.0) as i16)?;
-    }
-    w.finalize()?;
     Ok(())
 }
 
