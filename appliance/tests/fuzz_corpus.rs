@@ -11,6 +11,8 @@ mod audio;
 mod config;
 #[path = "../../tests/fuzz/checks/ndjson.rs"]
 mod ndjson;
+#[path = "../../tests/fuzz/checks/stores.rs"]
+mod stores;
 
 fn corpus(target: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -47,4 +49,9 @@ fn the_audio_corpus_passes() {
 #[test]
 fn the_config_corpus_passes() {
     replay("config", config::check);
+}
+
+#[test]
+fn the_stores_corpus_passes() {
+    replay("stores", stores::check);
 }
