@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 mod audio;
 #[path = "../../tests/fuzz/checks/config.rs"]
 mod config;
+#[path = "../../tests/fuzz/checks/http.rs"]
+mod http;
 #[path = "../../tests/fuzz/checks/ndjson.rs"]
 mod ndjson;
 #[path = "../../tests/fuzz/checks/stores.rs"]
@@ -54,4 +56,9 @@ fn the_config_corpus_passes() {
 #[test]
 fn the_stores_corpus_passes() {
     replay("stores", stores::check);
+}
+
+#[test]
+fn the_http_corpus_passes() {
+    replay("http", http::check);
 }
