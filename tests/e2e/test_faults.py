@@ -166,24 +166,48 @@ def socket_unix(path):
     return s
 
 
+def cgroup2_root() -> Path:
+    """Where this machine mounts the unified (v2) cgroup hierarchy."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[fields.index("-") + 1] == "cgroup2":
+                return Path(fields[4])
+    raise RuntimeError("no cgroup2 hierarchy mounted")
+
+
 class UserManager:
-    """systemd's own service manager (a user instance, in a mount namespace
-    where /run/systemd/system exists, as on a machine booted with systemd),
-    so a unit's watchdog and restarts are systemd's real ones."""
+    """systemd's own service manager (a user instance), so a unit's watchdog
+    and restarts are systemd's real ones. It is kept off this machine's own
+    processes and control groups: new mount and cgroup namespaces, its
+    cgroup root a fresh group of the v2 hierarchy (the v1 controllers are not
+    mounted in its view; /run/systemd/system exists there, as on a machine
+    booted with systemd). Without this it moves the machine's PID 1 into an
+    `init.scope` of the v1 `cpu` controller, where SCHED_FIFO is refused to
+    every process from then on. (Not a PID namespace: systemctl from outside
+    could not then reach its bus.)"""
 
     def __init__(self, tmp: Path):
         self.runtime = tmp / "xdg"
         self.runtime.mkdir(mode=0o700, parents=True)
+        self.group = cgroup2_root() / f"hark-test-{os.getpid()}-{tmp.name}"
+        self.group.mkdir()
         script = (
-            "mount -t tmpfs tmpfs /run/systemd 2>/dev/null "
-            "|| { mkdir -p /run/systemd && mount -t tmpfs tmpfs /run/systemd; }\n"
+            "mount -t cgroup2 none /sys/fs/cgroup\n"
+            "mkdir -p /run/systemd && mount -t tmpfs tmpfs /run/systemd\n"
             "mkdir -p /run/systemd/system\n"
-            f"exec {SYSTEMD} --user\n"
+            f"{SYSTEMD} --user &\n"
+            "wait\n"
         )
+        procs = self.group / "cgroup.procs"
+
+        def into_group():
+            procs.write_text("0")
+
         self.log = open(tmp / "systemd.log", "wb")
         self.proc = subprocess.Popen(
-            ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-            env=self.env(), stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
+            ["unshare", "--mount", "--cgroup", "--propagation", "private", "sh", "-c", script],
+            env=self.env(), stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, preexec_fn=into_group,
         )
         assert wait_for(lambda: (self.runtime / "systemd" / "private").exists(), 20), \
             (tmp / "systemd.log").read_text()
@@ -204,6 +228,17 @@ class UserManager:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        # Its groups, deepest first, once their processes are gone.
+        for group in sorted(self.group.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+            if group.is_dir():
+                wait_for(lambda: not (group / "cgroup.procs").read_text().strip(), 5)
+                group.rmdir()
+        wait_for(lambda: not procs_of(self.group), 5)
+        self.group.rmdir()
+
+
+def procs_of(group: Path) -> str:
+    return (group / "cgroup.procs").read_text().strip()
 
 
 needs_systemd = pytest.mark.skipif(not SYSTEMD.exists() or not shutil.which("unshare"),
@@ -213,6 +248,7 @@ needs_systemd = pytest.mark.skipif(not SYSTEMD.exists() or not shutil.which("uns
 @needs_sound_server
 @needs_systemd
 def test_a_stalled_audio_thread_stops_the_watchdog_and_systemd_restarts_the_daemon(sound, tmp_path):
+    machine = Path("/proc/1/cgroup").read_text()
     manager = UserManager(tmp_path / "systemd")
     try:
         d = Daemon(tmp_path / "hark", {
@@ -270,6 +306,7 @@ def test_a_stalled_audio_thread_stops_the_watchdog_and_systemd_restarts_the_daem
     finally:
         manager.run("systemctl", "--user", "stop", "hark-watchdog")
         manager.stop()
+    assert Path("/proc/1/cgroup").read_text() == machine, "the machine's own processes were left where they were"
 
 
 # ---- stopping mid-call ---------------------------------------------------------
