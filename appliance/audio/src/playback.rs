@@ -554,22 +554,27 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
                         position += written;
                         pacer.pace(written);
                     }
-                    Err(e) if e.errno() == errno::EPIPE => {
-                        // Underrun: the card ran dry. Recover and go on.
-                        stats.underruns.fetch_add(1, Ordering::Relaxed);
-                        if pcm.try_recover(e, true).is_err() {
-                            outcome = Outcome::Failed;
-                            break;
-                        }
-                    }
                     Err(e) => {
-                        tracing::warn!(error = %e, device = %config.device, "playback write failed; reopening");
-                        stats.set_error(Some(e.to_string()));
-                        stats.set_state(PlaybackState::DeviceError);
-                        finish(&mut clip, Outcome::Failed);
-                        stats.set_speaking(false);
-                        std::thread::sleep(Duration::from_millis(200));
-                        continue 'device;
+                        // An underrun (the card ran dry): recover and go on.
+                        let failed = if e.errno() == errno::EPIPE {
+                            stats.underruns.fetch_add(1, Ordering::Relaxed);
+                            pcm.try_recover(e, true).err()
+                        } else {
+                            Some(e)
+                        };
+                        // The device failed, or cannot come back from the
+                        // underrun (a sound server gone shows as one): the
+                        // clip failed and the status says so until the
+                        // device opens again.
+                        if let Some(e) = failed {
+                            tracing::warn!(error = %e, device = %config.device, "playback write failed; reopening");
+                            stats.set_error(Some(e.to_string()));
+                            stats.set_state(PlaybackState::DeviceError);
+                            finish(&mut clip, Outcome::Failed);
+                            stats.set_speaking(false);
+                            std::thread::sleep(Duration::from_millis(200));
+                            continue 'device;
+                        }
                     }
                 }
                 if stopping {

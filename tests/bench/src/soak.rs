@@ -45,6 +45,10 @@ pub struct SoakArgs {
     /// RSS KiB, descriptors, threads.
     #[arg(long)]
     csv: Option<PathBuf>,
+    /// The longest recording the person says (seconds): shorter ones make
+    /// shorter cycles.
+    #[arg(long, default_value_t = 3.0)]
+    clip_seconds: f64,
     /// The hark binary to start (`cargo build --release -p hark`).
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/release/hark"))]
     hark: PathBuf,
@@ -72,13 +76,24 @@ struct Done {
     heard: usize,
     messages: usize,
     spoken: usize,
+    /// Seconds spent in each step (listen, speak, converse, message),
+    /// summed over the cycles: where a cycle's time goes.
+    steps: [f64; 4],
+}
+
+impl Done {
+    /// Adds the time since `mark` to step `k` and restarts the mark.
+    fn took(&mut self, k: usize, mark: &mut Instant) {
+        self.steps[k] += mark.elapsed().as_secs_f64();
+        *mark = Instant::now();
+    }
 }
 
 pub fn main(args: SoakArgs) -> anyhow::Result<()> {
     ensure!(args.cycles >= 3, "--cycles must be at least 3");
     let dir = std::env::temp_dir().join(format!("hark-bench-soak-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let wavs: Vec<PathBuf> = speech::short_english(&args.speech.speech, &dir, 4.0)?
+    let wavs: Vec<PathBuf> = speech::short_english(&args.speech.speech, &dir, args.clip_seconds)?
         .into_iter()
         .map(|(path, _)| path)
         .collect();
@@ -127,6 +142,7 @@ fn soak(
     for cycle in 0..args.cycles {
         let wav = |k: usize| &wavs[(cycle * 3 + k) % wavs.len()];
         let step = (|| -> anyhow::Result<()> {
+            let mut mark = Instant::now();
             // An agent listens.
             let id = listener.start(
                 "tools/call",
@@ -135,26 +151,29 @@ fn soak(
             speak_when_open(daemon, watcher, wav(0))?;
             heard(listener.answer(id)?, "transcribe_voice")?;
             done.heard += 1;
+            done.took(0, &mut mark);
             // Hark speaks for another.
             let said = speaker.call(
                 "speak_text",
-                json!({"text": format!("This is cycle {cycle}."), "wait": true}),
+                json!({"text": format!("Cycle {cycle}."), "wait": true}),
             )?;
             ensure!(
                 said["structuredContent"]["status"] == "spoken",
                 "speak_text answered {said}"
             );
             done.spoken += 1;
+            done.took(1, &mut mark);
             // A third asks, and the person answers.
             let id = asker.start(
                 "tools/call",
                 json!({"name": "converse", "arguments": {
-                    "text": "What should I write down?", "timeout_seconds": 30}}),
+                    "text": "Anything else?", "timeout_seconds": 30}}),
             )?;
             speak_when_open(daemon, watcher, wav(1))?;
             heard(asker.answer(id)?, "converse")?;
             done.spoken += 1;
             done.heard += 1;
+            done.took(2, &mut mark);
             // The person leaves a message for the agent waiting for one.
             let id = reader.start(
                 "tools/call",
@@ -173,6 +192,7 @@ fn soak(
                 "wait_for_person answered {got}"
             );
             done.messages += 1;
+            done.took(3, &mut mark);
             Ok(())
         })();
         step.with_context(|| format!("cycle {cycle}"))?;
@@ -348,7 +368,8 @@ fn report(
          | warm | {:.1} | {:.1} | {} | {} |\n\
          | end | {:.1} | {:.1} | {} | {} |\n\
          | most seen | {:.1} | {:.1} | {} | {} |\n\n\
-         history: {} heard, {} messages, {} spoken; the cycles made {} heard, {} messages, {} spoken\n",
+         history: {} heard, {} messages, {} spoken; the cycles made {} heard, {} messages, {} spoken\n\
+         a cycle's steps on average: listen {:.1} s, speak {:.1} s, converse {:.1} s, message {:.1} s\n",
         args.cycles,
         last.seconds / 60.0,
         first.cycle,
@@ -370,5 +391,9 @@ fn report(
         done.heard,
         done.messages,
         done.spoken,
+        done.steps[0] / samples.len() as f64,
+        done.steps[1] / samples.len() as f64,
+        done.steps[2] / samples.len() as f64,
+        done.steps[3] / samples.len() as f64,
     )
 }

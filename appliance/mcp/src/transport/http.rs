@@ -441,6 +441,12 @@ async fn serve_connection<I, S>(
     let mut http1 = builder.http1();
     http1.timer(TokioTimer::new());
     http1.header_read_timeout(request_wait);
+    // A client may send its request and shut its side (`nc -N`, a script
+    // that writes then half-closes). Without this hyper reads that end of
+    // input while the answer is being made and drops the connection
+    // unanswered; the header deadline and the admission budget still bound
+    // how long such a connection stays.
+    http1.half_close(true);
     // What one connection may have waiting to be written: a GET /events
     // client that stops reading fills this, then its own queue, and is
     // dropped, instead of holding megabytes of events.
