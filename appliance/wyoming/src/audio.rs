@@ -295,32 +295,35 @@ mod tests {
             heard.chunk(&chunk(16_000, 2, 1, vec![0, 0])),
             Err(AudioError::TooLong { seconds: 1 })
         );
-        let bad = |data: Value| {
-            AudioFormat::of(&Event::new("audio-start").with_data(data), "audio-start")
-        };
-        assert_eq!(
-            bad(json!({"rate": 16000, "width": 3, "channels": 1})),
-            Err(AudioError::Width(3))
-        );
-        assert_eq!(
-            bad(json!({"rate": 8000, "width": 1, "channels": 1})),
-            Err(AudioError::Width(1))
-        );
-        assert_eq!(
-            bad(json!({"rate": 4000, "width": 2, "channels": 1})),
-            Err(AudioError::Rate(4000))
-        );
-        assert_eq!(
-            bad(json!({"rate": 16000, "width": 2, "channels": 0})),
-            Err(AudioError::Channels(0))
-        );
-        assert_eq!(
-            bad(json!({"rate": 16000, "width": 2})),
-            Err(AudioError::Missing {
-                event: "audio-start",
-                field: "channels"
-            })
-        );
+        let cases = [
+            (
+                json!({"rate": 16000, "width": 3, "channels": 1}),
+                AudioError::Width(3),
+            ),
+            (
+                json!({"rate": 8000, "width": 1, "channels": 1}),
+                AudioError::Width(1),
+            ),
+            (
+                json!({"rate": 4000, "width": 2, "channels": 1}),
+                AudioError::Rate(4000),
+            ),
+            (
+                json!({"rate": 16000, "width": 2, "channels": 0}),
+                AudioError::Channels(0),
+            ),
+            (
+                json!({"rate": 16000, "width": 2}),
+                AudioError::Missing {
+                    event: "audio-start",
+                    field: "channels",
+                },
+            ),
+        ];
+        for (data, error) in cases {
+            let event = Event::new("audio-start").with_data(data);
+            assert_eq!(AudioFormat::of(&event, "audio-start"), Err(error));
+        }
     }
 
     #[test]
