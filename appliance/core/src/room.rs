@@ -1269,6 +1269,80 @@ pub trait Files: Send + Sync {
     fn remove_voice(&self, id: String) -> BoxFuture<'_, Result<RemovedVoice, Failure>>;
 }
 
+// -------------------------------------------------------------------- pcm
+
+/// Audio handed over whole, as samples: what protocols that carry raw PCM
+/// (Wyoming) send and take, with no file or encoding around it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pcm {
+    /// Samples a second.
+    pub rate: u32,
+    /// Mono, −1 to 1.
+    pub samples: Vec<f32>,
+}
+
+/// What was said in some [`Pcm`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PcmText {
+    /// The text; empty when nothing was said.
+    pub text: String,
+    /// Its language (ISO 639-1).
+    pub language: String,
+}
+
+/// Text made into speech.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PcmVoice {
+    pub audio: Pcm,
+    /// The voice that spoke.
+    pub voice: String,
+}
+
+/// A speech-to-text model on offer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OfferedModel {
+    pub name: String,
+    /// ISO 639-1 codes it understands.
+    pub languages: Vec<String>,
+}
+
+/// A voice on offer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OfferedVoice {
+    pub name: String,
+    /// Its language, e.g. `en_US`.
+    pub languages: Vec<String>,
+}
+
+/// What speech to text and text to speech can do here now.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Offer {
+    pub models: Vec<OfferedModel>,
+    pub voices: Vec<OfferedVoice>,
+    /// The default voice.
+    pub voice: Option<String>,
+}
+
+pub trait PcmSpeech: Send + Sync {
+    /// What was said in `audio`, in `language` (ISO 639-1, `None`: the
+    /// configured one).
+    fn transcribe_pcm(
+        &self,
+        audio: Pcm,
+        language: Option<String>,
+    ) -> BoxFuture<'_, Result<PcmText, Failure>>;
+
+    /// `text` spoken in `voice` (`None`: the default), not played.
+    fn synthesize_pcm(
+        &self,
+        text: String,
+        voice: Option<String>,
+    ) -> BoxFuture<'_, Result<PcmVoice, Failure>>;
+
+    /// The models and installed voices on offer.
+    fn offer(&self) -> BoxFuture<'_, Result<Offer, Failure>>;
+}
+
 // ------------------------------------------------------------------ hands
 
 /// A button action asked of the simulated board (`hark button`).

@@ -1127,6 +1127,19 @@ unsafe extern "C" fn abort_requested(flag: *mut std::ffi::c_void) -> bool {
     unsafe { (*(flag as *const AtomicBool)).load(Ordering::Relaxed) }
 }
 
+/// The languages a model understands (ISO 639-1 codes, whisper's own
+/// order): every one whisper knows for a multilingual model, English for
+/// an English-only one.
+pub fn languages(multilingual: bool) -> Vec<String> {
+    if !multilingual {
+        return vec!["en".to_owned()];
+    }
+    (0..=whisper_rs::get_lang_max_id())
+        .filter_map(whisper_rs::get_lang_str)
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The encoder context for `samples` of audio: the audio's frames plus
 /// `margin`, rounded up to a multiple of 64 (ggml's kernels prefer it), or
 /// the full context when fitting is off or would not save anything.
@@ -1215,6 +1228,16 @@ pub fn looks_degenerate(segments: &[Segment], duration: f64) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_multilingual_model_offers_whispers_languages() {
+        assert_eq!(super::languages(false), ["en"]);
+        let all = super::languages(true);
+        assert!(all.len() > 90, "{}", all.len());
+        for code in ["en", "de", "sv", "zh", "haw"] {
+            assert!(all.iter().any(|l| l == code), "{code} in {all:?}");
+        }
+    }
 
     fn segment(text: &str) -> super::Segment {
         super::Segment {

@@ -20,7 +20,7 @@ use hark_core::room::{
     RemovedVoice, Subtitles, SynthesizeCall, Synthesized, TranscribeCall, Transcribed,
     Transcription, VoiceInfo, Voices,
 };
-use hark_stt::engine::{Engine, Request};
+use hark_stt::engine::{Engine, Request, Transcript};
 use hark_tts::voices::{VoiceStore, VoicesError};
 use serde_json::{Value, json};
 
@@ -67,7 +67,7 @@ fn load_audio(stt: &SpeechToText, audio: AudioInput) -> Result<(Decoded, Value),
 }
 
 /// Speech to text and its file engine, or why they are not there.
-fn engine(room: &Room) -> Result<(Arc<SpeechToText>, Arc<Engine>), Failure> {
+pub(super) fn engine(room: &Room) -> Result<(Arc<SpeechToText>, Arc<Engine>), Failure> {
     let stt = Arc::clone(&room.state.stt);
     let engine = Arc::clone(
         stt.engine()
@@ -94,6 +94,17 @@ impl Drop for AbandonOnDrop {
 
 fn stopped() -> Failure {
     Failure::new(Kind::ModelNotLoaded, "the speech-to-text engine stopped")
+}
+
+/// `request`'s transcript, abandoned if the caller goes away first.
+pub(super) async fn transcribed(engine: &Engine, request: Request) -> Result<Transcript, Failure> {
+    let _abandon = AbandonOnDrop(Arc::clone(&request.cancel));
+    engine
+        .submit(request)
+        .map_err(failure::stt)?
+        .await
+        .map_err(|_| stopped())?
+        .map_err(failure::stt)
 }
 
 /// 16-bit PCM WAV, mono.
@@ -152,13 +163,7 @@ impl Files for Room {
             let mut request = Request::new(std::mem::take(&mut decoded.samples));
             request.language = call.language;
             request.word_timestamps = call.word_timestamps;
-            let _abandon = AbandonOnDrop(Arc::clone(&request.cancel));
-            let transcript = engine
-                .submit(request)
-                .map_err(failure::stt)?
-                .await
-                .map_err(|_| stopped())?
-                .map_err(failure::stt)?;
+            let transcript = transcribed(&engine, request).await?;
             let result = Transcribed {
                 text: transcript.text.clone(),
                 language: transcript.language.clone(),

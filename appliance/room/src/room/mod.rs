@@ -15,6 +15,7 @@
 pub mod dialogue;
 pub mod files;
 pub mod hands;
+pub mod pcm;
 pub mod speech;
 
 use std::sync::{Arc, atomic::Ordering};

@@ -1,0 +1,113 @@
+//! Speech from and to raw samples, for the protocols that carry PCM
+//! (Wyoming): the same engines as the files agents hand over, with no file
+//! format around the audio, and nothing played in the room.
+
+use std::sync::Arc;
+
+use hark_audio::clip::Clip;
+use hark_core::room::{
+    BoxFuture, Failure, Kind, Offer, OfferedModel, OfferedVoice, Pcm, PcmSpeech, PcmText, PcmVoice,
+};
+use hark_stt::engine::{Request, languages};
+use hark_tts::voices::VoiceStore;
+
+use super::{
+    Room, failure,
+    files::{engine, transcribed},
+    speech,
+};
+
+/// The rate the speech-to-text engines take.
+const ENGINE_RATE: u32 = 16_000;
+
+impl PcmSpeech for Room {
+    fn transcribe_pcm(
+        &self,
+        audio: Pcm,
+        language: Option<String>,
+    ) -> BoxFuture<'_, Result<PcmText, Failure>> {
+        Box::pin(async move {
+            let (_, engine) = engine(self)?;
+            let samples = if audio.rate == ENGINE_RATE {
+                audio.samples
+            } else {
+                let clip = Clip {
+                    samples: audio.samples,
+                    rate: audio.rate,
+                };
+                tokio::task::spawn_blocking(move || clip.resampled(ENGINE_RATE))
+                    .await
+                    .map_err(|e| failure::task(Kind::AudioFormat, "resampling", e))?
+                    .map_err(|e| Failure::new(Kind::AudioFormat, e.to_string()))?
+                    .samples
+            };
+            let mut request = Request::new(samples);
+            request.language = language;
+            let transcript = transcribed(&engine, request).await?;
+            Ok(PcmText {
+                text: transcript.text.trim().to_owned(),
+                language: transcript.language,
+            })
+        })
+    }
+
+    fn synthesize_pcm(
+        &self,
+        text: String,
+        voice: Option<String>,
+    ) -> BoxFuture<'_, Result<PcmVoice, Failure>> {
+        Box::pin(async move {
+            let tts = speech::tts(&self.state)?;
+            let speakable = speech::check_text(&text, tts.max_chars)?;
+            let rendered = {
+                let tts = Arc::clone(&tts);
+                tokio::task::spawn_blocking(move || tts.render(&speakable, voice.as_deref(), 1.0))
+                    .await
+                    .map_err(|e| failure::task(Kind::Speech, "synthesis", e))?
+                    .map_err(failure::speak)?
+            };
+            // As for files: the voice's working memory goes back now.
+            tokio::task::spawn_blocking(move || tts.release_idle());
+            Ok(PcmVoice {
+                audio: Pcm {
+                    rate: rendered.rate,
+                    samples: rendered.samples,
+                },
+                voice: rendered.voice,
+            })
+        })
+    }
+
+    fn offer(&self) -> BoxFuture<'_, Result<Offer, Failure>> {
+        Box::pin(async move {
+            let mut offer = Offer::default();
+            if let Ok((_, engine)) = engine(self) {
+                let info = engine.info();
+                // An English-only model with a multilingual one beside it
+                // hears every language whisper knows.
+                let multilingual = info.multilingual || info.other_languages.is_some();
+                offer.models.push(OfferedModel {
+                    name: info.name.clone(),
+                    languages: languages(multilingual),
+                });
+            }
+            if let Ok(tts) = speech::tts(&self.state) {
+                offer.voice = Some(tts.default_voice.clone());
+                let dir = tts.voices_dir.clone();
+                let listing = tokio::task::spawn_blocking(move || VoiceStore::open(&dir)?.list())
+                    .await
+                    .map_err(|e| failure::task(Kind::Voice, "listing", e))?
+                    .map_err(failure::voices)?;
+                offer.voices = listing
+                    .installed
+                    .into_iter()
+                    .map(|v| OfferedVoice {
+                        name: v.id,
+                        languages: v.language.into_iter().collect(),
+                    })
+                    .collect();
+            }
+            Ok(offer)
+        })
+    }
+}

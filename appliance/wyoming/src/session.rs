@@ -1,0 +1,509 @@
+//! One client's connection: events read in order and answered in order.
+//!
+//! - `describe` → `info` (what is on offer now).
+//! - `transcribe` (its `language` kept), then `audio-start`,
+//!   `audio-chunk`s and `audio-stop` → `transcript` (`text`, `language`).
+//! - `synthesize` → `audio-start`, `audio-chunk`s, `audio-stop`.
+//! - `synthesize-start`, `synthesize-chunk`s, `synthesize-stop`: each
+//!   sentence as it is complete → `audio-start`, `audio-chunk`s,
+//!   `audio-stop`; then `synthesize-stopped`. A `synthesize` sent inside
+//!   such a stream repeats its text for older servers and is not spoken
+//!   twice.
+//! - `ping` → `pong`.
+//!
+//! A request that cannot be served is answered with an `error` event
+//! (`text`, `code`) and the connection goes on; events of other types are
+//! dropped, as the protocol asks. Only a broken frame ends the connection,
+//! after an `error` saying what was wrong.
+
+use std::sync::Arc;
+
+use hark_core::room::{Failure, Pcm, PcmSpeech};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncWrite};
+
+use crate::{
+    audio::{self, AudioError, AudioFormat, Heard},
+    event::{Event, FrameError, Limits, read_event, write_event},
+    info::info,
+};
+
+/// How a session is bounded.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    pub limits: Limits,
+    /// The longest audio transcribed at once.
+    pub max_seconds: u32,
+    /// The most text a stream of `synthesize-chunk`s may hold unspoken.
+    pub max_text: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            max_seconds: 120,
+            max_text: 16 * 1024,
+        }
+    }
+}
+
+/// Why a session ended early.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    #[error("cannot write to the client: {0}")]
+    Write(#[from] std::io::Error),
+}
+
+/// A text stream being spoken sentence by sentence.
+#[derive(Debug, Default)]
+struct Stream {
+    voice: Option<String>,
+    text: String,
+}
+
+struct Session<W> {
+    services: Arc<dyn PcmSpeech>,
+    settings: Settings,
+    writer: W,
+    heard: Heard,
+    language: Option<String>,
+    stream: Option<Stream>,
+}
+
+/// Serves one connection until the client closes it (`Ok`) or sends what
+/// is not a Wyoming event.
+pub async fn serve<R, W>(
+    mut reader: R,
+    writer: W,
+    services: Arc<dyn PcmSpeech>,
+    settings: Settings,
+) -> Result<(), SessionError>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut session = Session {
+        services,
+        settings,
+        writer,
+        heard: Heard::new(settings.max_seconds),
+        language: None,
+        stream: None,
+    };
+    let mut line = Vec::new();
+    loop {
+        let event = match read_event(&mut reader, &settings.limits, &mut line).await {
+            Ok(Some(event)) => event,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                // Said before closing, so the client's log shows why.
+                let _ = session.error("BadEvent", &e.to_string()).await;
+                return Err(e.into());
+            }
+        };
+        session.handle(event).await?;
+    }
+}
+
+impl<W: AsyncWrite + Unpin> Session<W> {
+    async fn send(&mut self, event: &Event) -> std::io::Result<()> {
+        write_event(&mut self.writer, event).await
+    }
+
+    async fn error(&mut self, code: &str, text: &str) -> std::io::Result<()> {
+        self.send(&Event::new("error").with_data(json!({"text": text, "code": code})))
+            .await
+    }
+
+    async fn failed(&mut self, failure: &Failure) -> std::io::Result<()> {
+        self.error(failure.kind.name(), &failure.message).await
+    }
+
+    async fn refused(&mut self, error: &AudioError) -> std::io::Result<()> {
+        self.error("AudioFormatError", &error.to_string()).await
+    }
+
+    async fn handle(&mut self, event: Event) -> std::io::Result<()> {
+        match event.kind.as_str() {
+            "describe" => match self.services.offer().await {
+                Ok(offer) => self.send(&info(&offer)).await,
+                Err(failure) => self.failed(&failure).await,
+            },
+            "ping" => self.send(&Event::new("pong").with_data(json!({}))).await,
+            "transcribe" => {
+                self.language = text_field(&event.data, "language");
+                Ok(())
+            }
+            "audio-start" => match AudioFormat::of(&event, "audio-start") {
+                Ok(format) => {
+                    self.heard.start(format);
+                    Ok(())
+                }
+                Err(e) => self.refused(&e).await,
+            },
+            "audio-chunk" => match self.heard.chunk(&event) {
+                Ok(()) => Ok(()),
+                Err(AudioError::NotStarted) => Ok(()),
+                Err(e) => {
+                    // The rest of this stream would be heard with a gap or
+                    // in the wrong format: none of it is transcribed.
+                    self.heard.take();
+                    self.refused(&e).await
+                }
+            },
+            "audio-stop" => self.transcribe().await,
+            "synthesize" if self.stream.is_some() => Ok(()),
+            "synthesize" => {
+                let Some(text) = text_field(&event.data, "text") else {
+                    return self
+                        .error("InvalidArgumentError", "`synthesize` has no `text`")
+                        .await;
+                };
+                self.speak(text, voice(&event.data)).await
+            }
+            "synthesize-start" => {
+                self.stream = Some(Stream {
+                    voice: voice(&event.data),
+                    text: String::new(),
+                });
+                Ok(())
+            }
+            "synthesize-chunk" => self.stream_chunk(&event).await,
+            "synthesize-stop" => {
+                let Some(stream) = self.stream.take() else {
+                    return Ok(());
+                };
+                if !stream.text.trim().is_empty() {
+                    self.speak(stream.text, stream.voice).await?;
+                }
+                self.send(&Event::new("synthesize-stopped")).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    async fn transcribe(&mut self) -> std::io::Result<()> {
+        let Some((rate, samples)) = self.heard.take() else {
+            return Ok(());
+        };
+        let language = self.language.take();
+        match self
+            .services
+            .transcribe_pcm(Pcm { rate, samples }, language)
+            .await
+        {
+            Ok(heard) => {
+                self.send(
+                    &Event::new("transcript")
+                        .with_data(json!({"text": heard.text, "language": heard.language})),
+                )
+                .await
+            }
+            Err(failure) => self.failed(&failure).await,
+        }
+    }
+
+    async fn stream_chunk(&mut self, event: &Event) -> std::io::Result<()> {
+        let Some(stream) = self.stream.as_mut() else {
+            return Ok(());
+        };
+        let Some(text) = text_field(&event.data, "text") else {
+            return Ok(());
+        };
+        if stream.text.len() + text.len() > self.settings.max_text {
+            let limit = self.settings.max_text;
+            self.stream = None;
+            return self
+                .error(
+                    "InvalidArgumentError",
+                    &format!(
+                        "the text stream holds more than {limit} bytes without the end of a sentence"
+                    ),
+                )
+                .await;
+        }
+        stream.text.push_str(&text);
+        let done = complete(&stream.text);
+        if done == 0 {
+            return Ok(());
+        }
+        let rest = stream.text.split_off(done);
+        let sentences = std::mem::replace(&mut stream.text, rest);
+        let voice = stream.voice.clone();
+        self.speak(sentences, voice).await
+    }
+
+    /// `text` spoken: `audio-start`, its chunks, `audio-stop`.
+    async fn speak(&mut self, text: String, voice: Option<String>) -> std::io::Result<()> {
+        let spoken = match self.services.synthesize_pcm(text, voice).await {
+            Ok(spoken) => spoken,
+            Err(failure) => return self.failed(&failure).await,
+        };
+        let format = AudioFormat {
+            rate: spoken.audio.rate,
+            width: 2,
+            channels: 1,
+        };
+        self.send(&Event {
+            kind: "audio-start".into(),
+            data: format.data(),
+            payload: Vec::new(),
+        })
+        .await?;
+        for chunk in audio::chunks(spoken.audio.rate, &spoken.audio.samples) {
+            self.send(&chunk).await?;
+        }
+        self.send(&Event::new("audio-stop")).await
+    }
+}
+
+/// A string field of an event's data.
+fn text_field(data: &serde_json::Map<String, Value>, field: &str) -> Option<String> {
+    data.get(field).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// The voice a `synthesize` asks for: `voice.name`.
+fn voice(data: &serde_json::Map<String, Value>) -> Option<String> {
+    data.get("voice")
+        .and_then(|v| v.get("name"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// Bytes of `text` that are whole sentences: up to the last sentence end
+/// (`.`, `!`, `?`, `…` and their full-width forms) followed by white space,
+/// or the last line break.
+fn complete(text: &str) -> usize {
+    let mut done = 0;
+    let mut previous: Option<char> = None;
+    for (at, c) in text.char_indices() {
+        let ends = matches!(previous, Some('.' | '!' | '?' | '…' | '。' | '！' | '？'));
+        if c == '\n' || (c.is_whitespace() && ends) {
+            done = at + c.len_utf8();
+        }
+        previous = Some(c);
+    }
+    done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hark_core::room::{BoxFuture, Kind, Offer, PcmText, PcmVoice};
+    use tokio::io::{AsyncWriteExt, BufReader};
+
+    /// Stands in for the room: says how much audio it was given, and
+    /// speaks a text as one sample per character (a failure for "fail").
+    struct Counting;
+
+    impl PcmSpeech for Counting {
+        fn transcribe_pcm(
+            &self,
+            audio: Pcm,
+            language: Option<String>,
+        ) -> BoxFuture<'_, Result<PcmText, Failure>> {
+            Box::pin(async move {
+                Ok(PcmText {
+                    text: format!("{} samples at {} Hz", audio.samples.len(), audio.rate),
+                    language: language.unwrap_or_else(|| "en".into()),
+                })
+            })
+        }
+
+        fn synthesize_pcm(
+            &self,
+            text: String,
+            voice: Option<String>,
+        ) -> BoxFuture<'_, Result<PcmVoice, Failure>> {
+            Box::pin(async move {
+                if text.contains("fail") {
+                    return Err(Failure::new(Kind::Speech, "cannot say that"));
+                }
+                Ok(PcmVoice {
+                    audio: Pcm {
+                        rate: 22_050,
+                        samples: vec![0.25; text.chars().count()],
+                    },
+                    voice: voice.unwrap_or_else(|| "joe".into()),
+                })
+            })
+        }
+
+        fn offer(&self) -> BoxFuture<'_, Result<Offer, Failure>> {
+            Box::pin(async { Ok(Offer::default()) })
+        }
+    }
+
+    /// Sends `events` (then closes), and reads every event answered.
+    async fn exchange(events: &[Event]) -> (Vec<Event>, Result<(), SessionError>) {
+        let mut wire = Vec::new();
+        for event in events {
+            write_event(&mut wire, event).await.expect("written");
+        }
+        exchange_bytes(wire).await
+    }
+
+    async fn exchange_bytes(wire: Vec<u8>) -> (Vec<Event>, Result<(), SessionError>) {
+        let (client, server) = tokio::io::duplex(1 << 20);
+        let (server_read, server_write) = tokio::io::split(server);
+        let served = tokio::spawn(serve(
+            BufReader::new(server_read),
+            server_write,
+            Arc::new(Counting),
+            Settings::default(),
+        ));
+        let (client_read, mut client_write) = tokio::io::split(client);
+        client_write.write_all(&wire).await.expect("sent");
+        client_write.shutdown().await.expect("closed");
+        let result = served.await.expect("the session ran");
+        let mut reader = BufReader::new(client_read);
+        let mut line = Vec::new();
+        let mut answers = Vec::new();
+        while let Ok(Some(event)) = read_event(&mut reader, &Limits::default(), &mut line).await {
+            answers.push(event);
+        }
+        (answers, result)
+    }
+
+    fn kinds(events: &[Event]) -> Vec<&str> {
+        events.iter().map(|e| e.kind.as_str()).collect()
+    }
+
+    fn chunk(samples: usize) -> Event {
+        Event::new("audio-chunk")
+            .with_data(json!({"rate": 16000, "width": 2, "channels": 1}))
+            .with_payload(vec![0; samples * 2])
+    }
+
+    #[tokio::test]
+    async fn audio_between_start_and_stop_is_transcribed_in_the_language_asked() {
+        let format = json!({"rate": 16000, "width": 2, "channels": 1});
+        let (answers, result) = exchange(&[
+            Event::new("transcribe").with_data(json!({"language": "de"})),
+            Event::new("audio-start").with_data(format.clone()),
+            chunk(1000),
+            chunk(600),
+            Event::new("audio-stop"),
+            // A second request on the same connection, no language named.
+            Event::new("transcribe"),
+            Event::new("audio-start").with_data(format),
+            chunk(10),
+            Event::new("audio-stop"),
+        ])
+        .await;
+        result.expect("the client closed");
+        assert_eq!(kinds(&answers), ["transcript", "transcript"]);
+        assert_eq!(answers[0].data["text"], "1600 samples at 16000 Hz");
+        assert_eq!(answers[0].data["language"], "de");
+        assert_eq!(answers[1].data["text"], "10 samples at 16000 Hz");
+        assert_eq!(answers[1].data["language"], "en");
+    }
+
+    #[tokio::test]
+    async fn synthesis_comes_back_as_one_audio_stream() {
+        let (answers, result) = exchange(&[
+            Event::new("synthesize")
+                .with_data(json!({"text": "Hello there.", "voice": {"name": "amy"}})),
+            Event::new("ping"),
+        ])
+        .await;
+        result.expect("the client closed");
+        assert_eq!(
+            kinds(&answers),
+            ["audio-start", "audio-chunk", "audio-stop", "pong"]
+        );
+        assert_eq!(answers[0].data["rate"], 22_050);
+        assert_eq!(answers[1].payload.len(), "Hello there.".len() * 2);
+    }
+
+    #[tokio::test]
+    async fn a_text_stream_is_spoken_sentence_by_sentence_and_its_repeat_ignored() {
+        let chunk = |text: &str| Event::new("synthesize-chunk").with_data(json!({"text": text}));
+        let (answers, result) = exchange(&[
+            Event::new("synthesize-start"),
+            chunk("The oven is"),
+            chunk(" hot. The bread"),
+            chunk(" is done"),
+            // What Home Assistant also sends, for servers without streams.
+            Event::new("synthesize")
+                .with_data(json!({"text": "The oven is hot. The bread is done"})),
+            Event::new("synthesize-stop"),
+        ])
+        .await;
+        result.expect("the client closed");
+        assert_eq!(
+            kinds(&answers),
+            [
+                "audio-start",
+                "audio-chunk",
+                "audio-stop", // "The oven is hot. "
+                "audio-start",
+                "audio-chunk",
+                "audio-stop", // "The bread is done"
+                "synthesize-stopped",
+            ]
+        );
+        assert_eq!(answers[1].payload.len(), "The oven is hot. ".len() * 2);
+        assert_eq!(answers[4].payload.len(), "The bread is done".len() * 2);
+    }
+
+    #[tokio::test]
+    async fn what_cannot_be_done_is_an_error_and_the_connection_goes_on() {
+        let (answers, result) = exchange(&[
+            Event::new("synthesize"),
+            Event::new("synthesize").with_data(json!({"text": "please fail"})),
+            Event::new("audio-start").with_data(json!({"rate": 16000, "width": 3, "channels": 1})),
+            Event::new("audio-start").with_data(json!({"rate": 16000, "width": 2, "channels": 1})),
+            Event::new("audio-chunk")
+                .with_data(json!({"rate": 16000, "width": 2, "channels": 1}))
+                .with_payload(vec![0; 3]),
+            // Dropped with the broken stream: nothing to transcribe.
+            Event::new("audio-stop"),
+            Event::new("no-such-event"),
+            Event::new("ping"),
+        ])
+        .await;
+        result.expect("the client closed");
+        assert_eq!(
+            kinds(&answers),
+            ["error", "error", "error", "error", "pong"]
+        );
+        assert_eq!(answers[0].data["text"], "`synthesize` has no `text`");
+        assert_eq!(answers[1].data["code"], "SpeechError");
+        assert!(
+            answers[2].data["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("`width` 3"))
+        );
+        assert!(
+            answers[3].data["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("not whole frames"))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_broken_frame_is_named_before_the_connection_closes() {
+        let (answers, result) =
+            exchange_bytes(b"{\"type\": \"ping\"}\nnot an event\n".to_vec()).await;
+        assert!(
+            matches!(result, Err(SessionError::Frame(FrameError::Header(_)))),
+            "{result:?}"
+        );
+        assert_eq!(kinds(&answers), ["pong", "error"]);
+        assert_eq!(answers[1].data["code"], "BadEvent");
+    }
+
+    #[test]
+    fn sentences_end_at_a_stop_followed_by_space_or_a_line_break() {
+        assert_eq!(complete("Hello there"), 0);
+        assert_eq!(complete("Hello there. How"), "Hello there. ".len());
+        assert_eq!(complete("It costs 3.50 euros"), 0);
+        assert_eq!(complete("Wait! Really? Yes"), "Wait! Really? ".len());
+        assert_eq!(complete("a list\nnext"), "a list\n".len());
+        assert_eq!(complete("终于。 好"), "终于。 ".len());
+    }
+}
