@@ -42,6 +42,9 @@ PY_MAIN_REQS=(
   # frontend the wake word models were trained on, and the detector.
   "pymicro-features==2.0.2"
   "pymicro-wakeword==2.5.0"
+  # Home Assistant's Wyoming client library: the client of Hark's Wyoming
+  # services in tests/e2e/test_wyoming.py.
+  "wyoming==1.10.2"
 )
 PY_WS_REQS=(
   "mcp[ws]==1.30.0"

@@ -88,6 +88,8 @@ pub struct Config {
     pub auth: hark_mcp::config::AuthConfig,
     /// Advertising the appliance on the LAN (mDNS / DNS-SD).
     pub discovery: hark_mcp::config::DiscoveryConfig,
+    /// The Wyoming services for Home Assistant (off by default).
+    pub wyoming: hark_wyoming::config::WyomingConfig,
 }
 
 /// `[service]`
@@ -161,6 +163,7 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.auth.validate()?;
         self.mcp.validate()?;
+        self.wyoming.validate()?;
         check_range(
             "service.shutdown_timeout_ms",
             self.service.shutdown_timeout_ms,

@@ -29,6 +29,12 @@ pub enum ServiceError {
     Transport(#[from] TransportError),
     #[error(transparent)]
     Room(#[from] StartError),
+    #[error("cannot listen for Wyoming on {address}: {source}")]
+    Wyoming {
+        address: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
     /// Opening the tokens on the blocking pool died (it panicked).
     #[error("authentication start-up failed")]
     Auth(#[source] tokio::task::JoinError),
@@ -60,6 +66,17 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     // is announced.
     let mut listeners = Listeners::bind(&config.mcp).await?;
     let tls = open_tls(&config, &mut listeners).await;
+    let wyoming = match config.wyoming.enabled {
+        true => Some(
+            hark_wyoming::server::bind(&config.wyoming)
+                .await
+                .map_err(|source| ServiceError::Wyoming {
+                    address: config.wyoming.listen,
+                    source,
+                })?,
+        ),
+        false => None,
+    };
     let health = Arc::new(Health::default());
     let mut room_config = config.room();
     let Started {
@@ -71,12 +88,25 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     } = start_room(&mut room_config, &health, &token).await?;
     let state = Arc::new(state);
     let board = start_board(&state, &room_config, board, &token);
-    let serving = listeners
+    let mut serving = listeners
         .addresses()
         .iter()
         .map(|(transport, address)| format!("{transport}={address}"))
-        .collect::<Vec<_>>()
-        .join(" ");
+        .collect::<Vec<_>>();
+    if let Some(address) = wyoming.as_ref().and_then(|l| l.local_addr().ok()) {
+        serving.push(format!("wyoming={address}"));
+    }
+    let serving = serving.join(" ");
+    if let Some(listener) = wyoming {
+        let services: Arc<dyn hark_core::room::PcmSpeech> =
+            hark_room::room::Room::new(Arc::clone(&state));
+        tokio::spawn(hark_wyoming::server::run(
+            listener,
+            services,
+            config.wyoming.clone(),
+            token.clone(),
+        ));
+    }
     let (shared, loops) = serve(&config, &state, tls, &health, listeners, started, &token).await?;
     // On the LAN by name: advertised once the listeners serve.
     let advertising = advertise(&shared, config.discovery.clone(), &config.service.hostname).await;

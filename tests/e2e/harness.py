@@ -89,6 +89,7 @@ class Daemon:
     tcp: tuple[str, int] | None = None
     http: tuple[str, int] | None = None
     https: tuple[str, int] | None = None
+    wyoming: tuple[str, int] | None = None
     unix: str | None = None
 
     def config(self) -> dict:
@@ -160,7 +161,7 @@ class Daemon:
         assert serving, status
         for item in serving.group(1).split():
             kind, _, addr = item.partition("=")
-            if kind in ("tcp", "http", "https"):
+            if kind in ("tcp", "http", "https", "wyoming"):
                 host, _, port = addr.rpartition(":")
                 setattr(self, kind, (host, int(port)))
             elif kind == "unix":

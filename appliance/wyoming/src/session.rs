@@ -16,7 +16,13 @@
 //! dropped, as the protocol asks. Only a broken frame ends the connection,
 //! after an `error` saying what was wrong.
 
-use std::sync::Arc;
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use hark_core::room::{Failure, Pcm, PcmSpeech};
 use serde_json::{Value, json};
@@ -36,6 +42,8 @@ pub struct Settings {
     pub max_seconds: u32,
     /// The most text a stream of `synthesize-chunk`s may hold unspoken.
     pub max_text: usize,
+    /// How long the client may send nothing before the connection closes.
+    pub idle: Duration,
 }
 
 impl Default for Settings {
@@ -44,6 +52,7 @@ impl Default for Settings {
             limits: Limits::default(),
             max_seconds: 120,
             max_text: 16 * 1024,
+            idle: Duration::from_secs(60),
         }
     }
 }
@@ -73,13 +82,16 @@ struct Session<W> {
     stream: Option<Stream>,
 }
 
-/// Serves one connection until the client closes it (`Ok`) or sends what
-/// is not a Wyoming event.
+/// Serves one connection until the client closes it or stays silent past
+/// `settings.idle` (`Ok`), or sends what is not a Wyoming event. `spoke`
+/// is set once a whole event has come (the connection is in use, not
+/// merely open).
 pub async fn serve<R, W>(
     mut reader: R,
     writer: W,
     services: Arc<dyn PcmSpeech>,
     settings: Settings,
+    spoke: &AtomicBool,
 ) -> Result<(), SessionError>
 where
     R: AsyncBufRead + Unpin,
@@ -95,15 +107,21 @@ where
     };
     let mut line = Vec::new();
     loop {
-        let event = match read_event(&mut reader, &settings.limits, &mut line).await {
-            Ok(Some(event)) => event,
-            Ok(None) => return Ok(()),
-            Err(e) => {
+        let next = read_event(&mut reader, &settings.limits, &mut line);
+        let event = match tokio::time::timeout(settings.idle, next).await {
+            Err(_) => {
+                tracing::debug!(idle = ?settings.idle, "closing a silent Wyoming connection");
+                return Ok(());
+            }
+            Ok(Ok(Some(event))) => event,
+            Ok(Ok(None)) => return Ok(()),
+            Ok(Err(e)) => {
                 // Said before closing, so the client's log shows why.
                 let _ = session.error("BadEvent", &e.to_string()).await;
                 return Err(e.into());
             }
         };
+        spoke.store(true, Ordering::Relaxed);
         session.handle(event).await?;
     }
 }
@@ -349,12 +367,17 @@ mod tests {
     async fn exchange_bytes(wire: Vec<u8>) -> (Vec<Event>, Result<(), SessionError>) {
         let (client, server) = tokio::io::duplex(1 << 20);
         let (server_read, server_write) = tokio::io::split(server);
-        let served = tokio::spawn(serve(
-            BufReader::new(server_read),
-            server_write,
-            Arc::new(Counting),
-            Settings::default(),
-        ));
+        let served = tokio::spawn(async move {
+            let spoke = AtomicBool::new(false);
+            serve(
+                BufReader::new(server_read),
+                server_write,
+                Arc::new(Counting),
+                Settings::default(),
+                &spoke,
+            )
+            .await
+        });
         let (client_read, mut client_write) = tokio::io::split(client);
         client_write.write_all(&wire).await.expect("sent");
         client_write.shutdown().await.expect("closed");
