@@ -77,10 +77,24 @@ def test_readme_configuration_example_is_valid(tmp_path):
     import subprocess
 
     readme = (REPO / "README.md").read_text()
-    block = re.search(r"```toml\n(.*?)```", readme, re.S)
+    # The example of the "Configuration" section (others show one section).
+    configuration = readme[readme.index("## Configuration"):]
+    block = re.search(r"```toml\n(.*?)```", configuration, re.S)
     assert block, "the README shows a configuration example"
     example = tmp_path / "example.toml"
     example.write_text(block.group(1))
     out = subprocess.run([str(HARK), "config", "check", str(example)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "beamform = true" in out.stdout
+
+
+def test_every_configuration_block_in_the_readme_is_valid(tmp_path):
+    import subprocess
+
+    blocks = re.findall(r"```toml\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    assert len(blocks) >= 2, "the configuration example and Home Assistant's"
+    for n, block in enumerate(blocks):
+        example = tmp_path / f"block-{n}.toml"
+        example.write_text(block)
+        out = subprocess.run([str(HARK), "config", "check", str(example)], capture_output=True, text=True)
+        assert out.returncode == 0, (block, out.stderr)

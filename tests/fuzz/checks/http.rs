@@ -123,6 +123,7 @@ pub fn check(data: &[u8]) {
     let mut buf = [0u8; 16 * 1024];
     let mut enough: Option<Instant> = None;
     let mut reset = false;
+    let patience = Instant::now() + Duration::from_secs(5);
     loop {
         match stream.read(&mut buf) {
             Ok(0) => break,
@@ -135,6 +136,15 @@ pub fn check(data: &[u8]) {
                     break;
                 }
                 stream.set_read_timeout(Some(left)).expect("a read timeout");
+            }
+            // A signal (libFuzzer's timer) interrupted the wait: not an
+            // answer; wait on, to the same deadline.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                assert!(
+                    Instant::now() < patience,
+                    "the connection neither answered nor closed within 5 s"
+                );
+                continue;
             }
             Err(e) if matches!(e.kind(), std::io::ErrorKind::ConnectionReset) => {
                 reset = true;
