@@ -93,7 +93,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         .iter()
         .map(|(transport, address)| format!("{transport}={address}"))
         .collect::<Vec<_>>();
-    if let Some(address) = wyoming.as_ref().and_then(|l| l.local_addr().ok()) {
+    let wyoming_address = wyoming.as_ref().and_then(|l| l.local_addr().ok());
+    if let Some(address) = wyoming_address {
         serving.push(format!("wyoming={address}"));
     }
     let serving = serving.join(" ");
@@ -109,7 +110,13 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     }
     let (shared, loops) = serve(&config, &state, tls, &health, listeners, started, &token).await?;
     // On the LAN by name: advertised once the listeners serve.
-    let advertising = advertise(&shared, config.discovery.clone(), &config.service.hostname).await;
+    let advertising = advertise(
+        &shared,
+        config.discovery.clone(),
+        &config.service.hostname,
+        wyoming_address,
+    )
+    .await;
 
     tracing::info!(version = env!("CARGO_PKG_VERSION"), %serving, "hark is ready");
     let status = format!("serving {serving}");
@@ -329,6 +336,7 @@ async fn advertise(
     shared: &Shared,
     config: hark_mcp::config::DiscoveryConfig,
     hostname: &str,
+    wyoming: Option<std::net::SocketAddr>,
 ) -> Option<hark_mcp::discovery::Advertising> {
     if !config.enabled {
         return None;
@@ -338,6 +346,8 @@ async fn advertise(
         host: hark_mcp::transport::guard::short_hostname(hostname),
         tcp_port: None,
         http_port: None,
+        // On the LAN only: a loopback listener is not advertised.
+        wyoming_port: wyoming.filter(|a| !a.ip().is_loopback()).map(|a| a.port()),
         auth: shared.auth().mode.as_str(),
         version: env!("CARGO_PKG_VERSION"),
     };

@@ -70,8 +70,11 @@ def test_with_avahi_the_records_go_to_its_service_file(start_daemon, tmp_path):
     socket_file = tmp_path / "avahi.socket"
     socket_file.write_text("")  # avahi-daemon runs
     d = start_daemon(dict(LAN, discovery={
-        "enabled": True, "avahi_service_file": str(service), "avahi_socket": str(socket_file)}))
+        "enabled": True, "avahi_service_file": str(service), "avahi_socket": str(socket_file)},
+        wyoming={"enabled": True, "listen": "0.0.0.0:0"}))
     xml = service.read_text()
+    # Home Assistant finds the Wyoming services by their own type.
+    assert f"<type>_wyoming._tcp</type>\n    <port>{d.wyoming[1]}</port>" in xml, xml
     assert "<type>_mcp._tcp</type>" in xml and f"<port>{d.http[1]}</port>" in xml, xml
     assert "<txt-record>path=/mcp</txt-record>" in xml and "<txt-record>auth=paired</txt-record>" in xml
     assert f"<type>_hark._tcp</type>\n    <port>{d.tcp[1]}</port>" in xml

@@ -27,6 +27,8 @@ use crate::config::{DiscoveryConfig, Responder};
 pub const MCP_TYPE: &str = "_mcp._tcp.local.";
 /// Hark's own tools browse for this: the raw TCP transport.
 pub const HARK_TYPE: &str = "_hark._tcp.local.";
+/// Home Assistant browses for this: the Wyoming services (docs/wyoming.md).
+pub const WYOMING_TYPE: &str = "_wyoming._tcp.local.";
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoveryError {
@@ -52,6 +54,8 @@ pub struct Advert {
     pub host: String,
     pub tcp_port: Option<u16>,
     pub http_port: Option<u16>,
+    /// The Wyoming services' port, when they are on.
+    pub wyoming_port: Option<u16>,
     /// `paired` or `open`.
     pub auth: &'static str,
     pub version: &'static str,
@@ -94,6 +98,15 @@ impl Advert {
                 txt.extend([("http_port", http.to_string()), ("path", "/mcp".to_owned())]);
             }
             out.push((HARK_TYPE, tcp, common(txt)));
+        }
+        // Not MCP: Wyoming has no authentication, and says nothing of
+        // the MCP side.
+        if let Some(wyoming) = self.wyoming_port {
+            out.push((
+                WYOMING_TYPE,
+                wyoming,
+                vec![("version", self.version.to_owned())],
+            ));
         }
         out
     }
@@ -380,6 +393,7 @@ mod tests {
             host: "kitchen".into(),
             tcp_port: Some(7340),
             http_port: Some(7341),
+            wyoming_port: None,
             auth: "paired",
             version: "0.1.0",
         }
@@ -410,6 +424,13 @@ mod tests {
             ..advert()
         };
         assert!(none.records().is_empty());
+        let wyoming = Advert {
+            wyoming_port: Some(10700),
+            ..advert()
+        };
+        let records = wyoming.records();
+        assert_eq!((records[2].0, records[2].1), (WYOMING_TYPE, 10700));
+        assert!(records[2].2.iter().all(|(k, _)| *k == "version"));
     }
 
     #[test]
