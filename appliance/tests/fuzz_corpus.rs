@@ -15,6 +15,8 @@ mod http;
 mod ndjson;
 #[path = "../../tests/fuzz/checks/stores.rs"]
 mod stores;
+#[path = "../../tests/fuzz/checks/wyoming.rs"]
+mod wyoming;
 
 fn corpus(target: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -61,4 +63,9 @@ fn the_stores_corpus_passes() {
 #[test]
 fn the_http_corpus_passes() {
     replay("http", http::check);
+}
+
+#[test]
+fn the_wyoming_corpus_passes() {
+    replay("wyoming", wyoming::check);
 }

@@ -83,7 +83,39 @@ def config():
         b'[service]\nhostname = "kitchen"\n[wake]\nenabled = true\n')
 
 
+def wyoming():
+    """Events as Home Assistant's client writes them (header line, data,
+    payload), two bytes in front: the limits and the size of each read."""
+    def event(kind, data=None, payload=b""):
+        header = {"type": kind, "version": "1.10.2"}
+        body = json.dumps(data).encode() if data else b""
+        if body:
+            header["data_length"] = len(body)
+        if payload:
+            header["payload_length"] = len(payload)
+        return json.dumps(header).encode() + b"\n" + body + payload
+
+    fmt = {"rate": 16000, "width": 2, "channels": 1, "timestamp": 0}
+    tone = b"".join(struct.pack("<h", int(8000 * math.sin(i / 8))) for i in range(512))
+    put("wyoming", "describe", b"\xff\x07" + event("describe"))
+    put("wyoming", "transcribe", b"\xff\x10" + event("transcribe", {"language": "en"})
+        + event("audio-start", fmt) + event("audio-chunk", fmt, tone) + event("audio-chunk", fmt, tone)
+        + event("audio-stop", {"timestamp": 64}))
+    stereo = {"rate": 48000, "width": 4, "channels": 2}
+    put("wyoming", "transcribe-48k-stereo", b"\xff\x03" + event("transcribe") + event("audio-start", stereo)
+        + event("audio-chunk", stereo, tone * 2) + event("audio-stop"))
+    put("wyoming", "synthesize", b"\x40\x20" + event("synthesize", {
+        "text": "The kitchen lights are off.", "voice": {"name": "en_US-joe-medium"}}) + event("ping"))
+    put("wyoming", "synthesize-stream", b"\x80\x05" + event("synthesize-start", {"voice": {"name": "joe"}})
+        + event("synthesize-chunk", {"text": "Grüße. Das Brot"}) + event("synthesize-chunk", {"text": " ist fertig!\n"})
+        + event("synthesize", {"text": "Grüße. Das Brot ist fertig!"}) + event("synthesize-stop"))
+    put("wyoming", "inline-data", b"\xff\x01" + b'{"type": "synthesize", "data": {"text": "fail now"}}\n'
+        + b'{"type": "audio-chunk", "data": {"rate": 16000, "width": 2, "channels": 1}, "payload_length": 3}\nabc')
+    put("wyoming", "broken", b"\x02\x02" + b'{"type": "x", "payload_length": 999999}\n' + b"[]\n")
+
+
 if __name__ == "__main__":
+    wyoming()
     ndjson()
     audio()
     config()

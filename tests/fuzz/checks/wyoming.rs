@@ -1,0 +1,157 @@
+//! Wyoming as a client on the LAN sends it: the bytes, cut into reads of
+//! a size the input picks, read as events under small limits; then the same
+//! bytes served by a whole session (`hark_wyoming::session`) whose speech
+//! services stand in for the room (they count what they are given).
+//!
+//! Beyond "does not panic": every event read is within the limits, and
+//! written back it reads as the same event; a session ends (the client
+//! closed, or a broken frame), and everything it wrote reads back as
+//! events, an `error` only with a `text`.
+//!
+//! Shared by the fuzz target (`tests/fuzz/fuzz_targets`) and the test that
+//! replays the committed corpus on every `cargo test`.
+
+use std::sync::{Arc, OnceLock, atomic::AtomicBool};
+
+use hark_core::room::{
+    BoxFuture, Failure, Kind, Offer, OfferedModel, OfferedVoice, Pcm, PcmSpeech, PcmText, PcmVoice,
+};
+use hark_wyoming::{
+    event::{Limits, read_event, write_event},
+    session::{Settings, serve},
+};
+use tokio::io::BufReader;
+
+/// Counts what it is given; fails on request when the text says "fail".
+struct Counting;
+
+impl PcmSpeech for Counting {
+    fn transcribe_pcm(
+        &self,
+        audio: Pcm,
+        language: Option<String>,
+    ) -> BoxFuture<'_, Result<PcmText, Failure>> {
+        Box::pin(async move {
+            assert!(
+                audio
+                    .samples
+                    .iter()
+                    .all(|s| s.is_finite() && s.abs() <= 1.0),
+                "samples out of range"
+            );
+            Ok(PcmText {
+                text: format!("{} at {}", audio.samples.len(), audio.rate),
+                language: language.unwrap_or_default(),
+            })
+        })
+    }
+
+    fn synthesize_pcm(
+        &self,
+        text: String,
+        voice: Option<String>,
+    ) -> BoxFuture<'_, Result<PcmVoice, Failure>> {
+        Box::pin(async move {
+            if text.contains("fail") {
+                return Err(Failure::new(Kind::Speech, "asked to fail"));
+            }
+            Ok(PcmVoice {
+                audio: Pcm {
+                    rate: 22_050,
+                    samples: vec![0.5; text.len().min(5000)],
+                },
+                voice: voice.unwrap_or_default(),
+            })
+        })
+    }
+
+    fn offer(&self) -> BoxFuture<'_, Result<Offer, Failure>> {
+        Box::pin(async {
+            Ok(Offer {
+                models: vec![OfferedModel {
+                    name: "tiny.en".into(),
+                    languages: vec!["en".into()],
+                }],
+                voices: vec![OfferedVoice {
+                    name: "joe".into(),
+                    languages: vec!["en_US".into()],
+                }],
+                voice: None,
+            })
+        })
+    }
+}
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime")
+    })
+}
+
+/// Panics on what the target must never do.
+pub fn check(data: &[u8]) {
+    // The first two bytes pick the limits and the size of each read.
+    let [limit, cut, bytes @ ..] = data else {
+        return;
+    };
+    let limits = Limits {
+        header: 16 + usize::from(*limit) * 8,
+        data: 8 + usize::from(*limit) * 4,
+        payload: 8 + usize::from(*limit) * 16,
+    };
+    let step = usize::from(*cut % 61) + 1;
+    runtime().block_on(async {
+        let mut reader = BufReader::with_capacity(step, bytes);
+        let mut line = Vec::new();
+        while let Ok(Some(event)) = read_event(&mut reader, &limits, &mut line).await {
+            assert!(
+                event.payload.len() <= limits.payload,
+                "payload over its limit"
+            );
+            let mut wire = Vec::new();
+            write_event(&mut wire, &event).await.expect("written");
+            let mut again = BufReader::new(&wire[..]);
+            let back = read_event(&mut again, &Limits::default(), &mut Vec::new())
+                .await
+                .expect("what Hark writes reads back")
+                .expect("an event");
+            assert_eq!(back, event, "written, it reads back the same");
+        }
+
+        let mut answers = Vec::new();
+        let settings = Settings {
+            limits,
+            max_seconds: 2,
+            max_text: 256,
+            ..Settings::default()
+        };
+        let spoke = AtomicBool::new(false);
+        let _ = serve(
+            BufReader::with_capacity(step, bytes),
+            &mut answers,
+            Arc::new(Counting),
+            settings,
+            &spoke,
+        )
+        .await;
+        let mut reader = BufReader::new(&answers[..]);
+        let mut line = Vec::new();
+        loop {
+            match read_event(&mut reader, &Limits::default(), &mut line).await {
+                Ok(Some(event)) if event.kind == "error" => {
+                    assert!(
+                        event.data["text"].is_string(),
+                        "an error says what: {event:?}"
+                    )
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(e) => panic!("Hark wrote what is not an event: {e}"),
+            }
+        }
+    });
+}
