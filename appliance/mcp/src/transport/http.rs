@@ -441,12 +441,11 @@ async fn serve_connection<I, S>(
     let mut http1 = builder.http1();
     http1.timer(TokioTimer::new());
     http1.header_read_timeout(request_wait);
-    // A client may send its request and shut its side (`nc -N`, a script
-    // that writes then half-closes). Without this hyper reads that end of
-    // input while the answer is being made and drops the connection
-    // unanswered; the header deadline and the admission budget still bound
-    // how long such a connection stays.
-    http1.half_close(true);
+    // Not `half_close`: reading the end of a client's input must end the
+    // connection, because that is how an agent that went away is noticed
+    // (its listen stops and the microphone is free at once). TCP cannot tell
+    // that from a client that only shut its sending side (`nc -N`), which
+    // may therefore lose an answer still being made (docs/reliability.md).
     // What one connection may have waiting to be written: a GET /events
     // client that stops reading fills this, then its own queue, and is
     // dropped, instead of holding megabytes of events.
