@@ -2,6 +2,7 @@
 //! events on the wire ([`event`]), the audio they carry ([`audio`]), what
 //! Hark offers ([`info`]), one client's connection ([`session`]), and the
 //! listener with its allow-list and admission ([`server`], [`config`]).
+//! [`testing`] stands in for the room in the tests and the fuzz target.
 
 pub mod audio;
 pub mod config;
@@ -9,3 +10,4 @@ pub mod event;
 pub mod info;
 pub mod server;
 pub mod session;
+pub mod testing;

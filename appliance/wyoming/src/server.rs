@@ -114,7 +114,8 @@ impl Admission {
     }
 
     /// Connections open now.
-    pub fn count(&self) -> usize {
+    #[cfg(test)]
+    fn count(&self) -> usize {
         self.open().entries.len()
     }
 }

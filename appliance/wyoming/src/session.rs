@@ -310,50 +310,8 @@ fn complete(text: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hark_core::room::{BoxFuture, Kind, Offer, PcmText, PcmVoice};
+    use crate::testing::Counting;
     use tokio::io::{AsyncWriteExt, BufReader};
-
-    /// Stands in for the room: says how much audio it was given, and
-    /// speaks a text as one sample per character (a failure for "fail").
-    struct Counting;
-
-    impl PcmSpeech for Counting {
-        fn transcribe_pcm(
-            &self,
-            audio: Pcm,
-            language: Option<String>,
-        ) -> BoxFuture<'_, Result<PcmText, Failure>> {
-            Box::pin(async move {
-                Ok(PcmText {
-                    text: format!("{} samples at {} Hz", audio.samples.len(), audio.rate),
-                    language: language.unwrap_or_else(|| "en".into()),
-                })
-            })
-        }
-
-        fn synthesize_pcm(
-            &self,
-            text: String,
-            voice: Option<String>,
-        ) -> BoxFuture<'_, Result<PcmVoice, Failure>> {
-            Box::pin(async move {
-                if text.contains("fail") {
-                    return Err(Failure::new(Kind::Speech, "cannot say that"));
-                }
-                Ok(PcmVoice {
-                    audio: Pcm {
-                        rate: 22_050,
-                        samples: vec![0.25; text.chars().count()],
-                    },
-                    voice: voice.unwrap_or_else(|| "joe".into()),
-                })
-            })
-        }
-
-        fn offer(&self) -> BoxFuture<'_, Result<Offer, Failure>> {
-            Box::pin(async { Ok(Offer::default()) })
-        }
-    }
 
     /// Sends `events` (then closes), and reads every event answered.
     async fn exchange(events: &[Event]) -> (Vec<Event>, Result<(), SessionError>) {

@@ -13,74 +13,12 @@
 
 use std::sync::{Arc, OnceLock, atomic::AtomicBool};
 
-use hark_core::room::{
-    BoxFuture, Failure, Kind, Offer, OfferedModel, OfferedVoice, Pcm, PcmSpeech, PcmText, PcmVoice,
-};
 use hark_wyoming::{
     event::{Limits, read_event, write_event},
     session::{Settings, serve},
+    testing::Counting,
 };
 use tokio::io::BufReader;
-
-/// Counts what it is given; fails on request when the text says "fail".
-struct Counting;
-
-impl PcmSpeech for Counting {
-    fn transcribe_pcm(
-        &self,
-        audio: Pcm,
-        language: Option<String>,
-    ) -> BoxFuture<'_, Result<PcmText, Failure>> {
-        Box::pin(async move {
-            assert!(
-                audio
-                    .samples
-                    .iter()
-                    .all(|s| s.is_finite() && s.abs() <= 1.0),
-                "samples out of range"
-            );
-            Ok(PcmText {
-                text: format!("{} at {}", audio.samples.len(), audio.rate),
-                language: language.unwrap_or_default(),
-            })
-        })
-    }
-
-    fn synthesize_pcm(
-        &self,
-        text: String,
-        voice: Option<String>,
-    ) -> BoxFuture<'_, Result<PcmVoice, Failure>> {
-        Box::pin(async move {
-            if text.contains("fail") {
-                return Err(Failure::new(Kind::Speech, "asked to fail"));
-            }
-            Ok(PcmVoice {
-                audio: Pcm {
-                    rate: 22_050,
-                    samples: vec![0.5; text.len().min(5000)],
-                },
-                voice: voice.unwrap_or_default(),
-            })
-        })
-    }
-
-    fn offer(&self) -> BoxFuture<'_, Result<Offer, Failure>> {
-        Box::pin(async {
-            Ok(Offer {
-                models: vec![OfferedModel {
-                    name: "tiny.en".into(),
-                    languages: vec!["en".into()],
-                }],
-                voices: vec![OfferedVoice {
-                    name: "joe".into(),
-                    languages: vec!["en_US".into()],
-                }],
-                voice: None,
-            })
-        })
-    }
-}
 
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
