@@ -1,11 +1,13 @@
 """Hark's Wyoming services, driven by Home Assistant's own client library
 (the `wyoming` package from PyPI): describe, transcribe a recording of a
-real person, synthesize (whole and streamed), the allow-list, and a flood
-of idle connections that cannot keep a client out."""
+real person, synthesize (whole and streamed), the wake word in a stream,
+the allow-list, and a flood of idle connections that cannot keep a client
+out."""
 
 import asyncio
 import json
 import socket
+import subprocess
 import time
 import wave
 
@@ -16,6 +18,7 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
 from wyoming.info import Describe, Info
+from wyoming.wake import Detect, Detection, NotDetected
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
 
 from harness import REPO, heard, words
@@ -101,6 +104,11 @@ def test_describe_lists_the_model_and_voices(start_daemon):
     (tts,) = info.tts
     assert "en_US-joe-medium" in [v.name for v in tts.voices], tts
     assert tts.supports_synthesize_streaming
+    # Every installed wake word, whether or not the room listens for one.
+    (wake,) = info.wake
+    assert sorted(m.name for m in wake.models) == ["alexa", "hey_jarvis", "hey_mycroft", "okay_nabu"]
+    nabu = next(m for m in wake.models if m.name == "okay_nabu")
+    assert nabu.phrase == "Okay Nabu" and "en" in nabu.languages, nabu
 
 
 def test_a_real_person_is_transcribed_at_any_rate_and_channel_count(start_daemon):
@@ -161,6 +169,59 @@ def test_a_streamed_text_is_spoken_sentence_by_sentence(start_daemon):
     first = np.frombuffer(streams[0], dtype="<i2").astype(np.float32) / 32768
     back = run(transcribe(d.wyoming, resample(first, 22050, 16000), 16000))
     assert heard(back.text, {"bread", "ready"}), back.text
+
+
+def espeak(tmp_path, text):
+    """espeak-ng saying `text`, at 16 kHz (a smoke test of the plumbing:
+    how well the word is heard is measured by `hark-bench wake`)."""
+    path = tmp_path / "said.wav"
+    subprocess.run(["espeak-ng", "-w", str(path), text], check=True)
+    with wave.open(str(path)) as w:
+        rate = w.getframerate()
+        pcm = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+    return resample(pcm.astype(np.float32) / 32768, rate, 16000)
+
+
+async def detect(address, samples, names=None):
+    """Streams `samples` (16 kHz) after `detect`, as a satellite's
+    microphone would, reading what comes back meanwhile; then the stream's
+    end and its answer."""
+    pcm = (np.clip(samples, -1, 1) * 32767).astype("<i2")
+    async with AsyncTcpClient(*address) as client:
+        await client.write_event(Detect(names=names).event())
+        await client.write_event(AudioStart(rate=16000, width=2, channels=1).event())
+        for at in range(0, len(pcm), 1024):
+            chunk = AudioChunk(rate=16000, width=2, channels=1, audio=pcm[at:at + 1024].tobytes())
+            await client.write_event(chunk.event())
+        await client.write_event(AudioStop().event())
+        await client.write_event(Describe().event())
+        return await read_until(client, "info")
+
+
+def test_a_wake_word_is_found_in_a_stream_and_speech_without_it_is_not(start_daemon, tmp_path):
+    # The room does not listen for the word (wake.enabled is off): the
+    # Wyoming service searches Home Assistant's streams all the same.
+    d = start_daemon(ON)
+    word = espeak(tmp_path, "Okay Nabu.")
+    silence = np.zeros(8000, dtype=np.float32)
+    stream = np.concatenate([silence, word, silence, silence])
+    events = run(detect(d.wyoming, stream, names=["okay_nabu"]))
+    types = [e.type for e in events]
+    assert types == ["detection", "info"], types
+    found = Detection.from_event(events[0])
+    assert found.name == "okay_nabu", found
+    # Heard while the word was said or just after it.
+    assert 500 <= found.timestamp <= 500 + len(word) / 16 + 500, (found.timestamp, len(word))
+    # A person reading aloud, searched for every word: nothing.
+    samples, _ = clip("ps-librivox-0880")
+    events = run(detect(d.wyoming, samples))
+    assert [e.type for e in events] == ["not-detected", "info"], [e.type for e in events]
+    assert NotDetected.is_type(events[0].type)
+    # A word that is not installed is named in the error.
+    events = run(detect(d.wyoming, silence, names=["hey_computer"]))
+    assert Error.is_type(events[0].type), events[0]
+    error = Error.from_event(events[0])
+    assert error.code == "WakeWordError" and "hey_computer" in error.text, error
 
 
 def test_an_address_outside_the_allow_list_is_told_and_closed(start_daemon):

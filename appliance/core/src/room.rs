@@ -95,6 +95,9 @@ pub enum Kind {
     /// The appliance began to stop (a restart, an update, power off) and
     /// ended the call: call again once it is back.
     ShuttingDown,
+    /// The wake word detector could not start or run (its runtime or a
+    /// model is missing or broken).
+    WakeWord,
 }
 
 impl Kind {
@@ -125,6 +128,7 @@ impl Kind {
             Kind::NotScheduled => "NotScheduledError",
             Kind::Schedule => "ScheduleError",
             Kind::ShuttingDown => "ShuttingDownError",
+            Kind::WakeWord => "WakeWordError",
         }
     }
 }
@@ -1314,13 +1318,51 @@ pub struct OfferedVoice {
     pub languages: Vec<String>,
 }
 
-/// What speech to text and text to speech can do here now.
+/// A wake word on offer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OfferedWord {
+    /// Its model's name (`okay_nabu`): what a detection names.
+    pub name: String,
+    /// What the person says ("Okay Nabu").
+    pub phrase: String,
+    /// ISO 639-1 codes of the speakers it was trained on.
+    pub languages: Vec<String>,
+}
+
+/// What speech to text, text to speech and the wake word can do here now.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Offer {
     pub models: Vec<OfferedModel>,
     pub voices: Vec<OfferedVoice>,
     /// The default voice.
     pub voice: Option<String>,
+    /// The wake words a stream can be searched for (none when the
+    /// detector's runtime is missing).
+    pub words: Vec<OfferedWord>,
+}
+
+/// A wake word heard in a stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spotted {
+    /// The word's model name.
+    pub name: String,
+    /// Where in the stream it was heard: samples at [`SPOTTER_RATE`] from
+    /// the first fed.
+    pub at: u64,
+}
+
+/// The rate a [`PcmSpotter`] takes.
+pub const SPOTTER_RATE: u32 = 16_000;
+
+/// A wake word detector on one stream of audio (Home Assistant's
+/// satellites stream theirs): each detector starts from nothing and keeps
+/// its state between feeds. Feeding runs the models: call it off the
+/// runtime's threads.
+pub trait PcmSpotter: Send {
+    /// `samples` (mono, [`SPOTTER_RATE`], −1 to 1), the next of the
+    /// stream: the word heard in them, if any. After a word it hears
+    /// nothing for a second, so one saying is one detection.
+    fn feed(&mut self, samples: &[f32]) -> Result<Option<Spotted>, Failure>;
 }
 
 pub trait PcmSpeech: Send + Sync {
@@ -1339,8 +1381,14 @@ pub trait PcmSpeech: Send + Sync {
         voice: Option<String>,
     ) -> BoxFuture<'_, Result<PcmVoice, Failure>>;
 
-    /// The models and installed voices on offer.
+    /// The models, installed voices and wake words on offer.
     fn offer(&self) -> BoxFuture<'_, Result<Offer, Failure>>;
+
+    /// A detector for `words` (model names; `None`: every installed one).
+    fn spotter(
+        &self,
+        words: Option<Vec<String>>,
+    ) -> BoxFuture<'_, Result<Box<dyn PcmSpotter>, Failure>>;
 }
 
 // ------------------------------------------------------------------ hands

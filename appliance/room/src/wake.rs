@@ -25,7 +25,9 @@ use std::{
 };
 
 use hark_audio::ring::Ring;
-use hark_core::room::{Detection, Sensitivity, WakeState, WakeStatus};
+use hark_core::room::{
+    Detection, Failure, Kind, PcmSpotter, Sensitivity, Spotted, WakeState, WakeStatus,
+};
 use hark_wake::{
     detector::{Detector, WakeError},
     features::Frontend,
@@ -70,8 +72,18 @@ pub enum WakeStartError {
     Thread(#[source] std::io::Error),
 }
 
+/// Where the models and their runtime are (`wake.models_dir`,
+/// `wake.runtime`): the room's detector loads them once, and each Wyoming
+/// stream searched for a wake word loads its own.
+#[derive(Debug, Clone)]
+pub struct Files {
+    pub models: PathBuf,
+    pub runtime: PathBuf,
+}
+
 /// What the rest of the room shares with the detector thread.
 struct Shared {
+    files: Files,
     words: Vec<String>,
     on: AtomicBool,
     sensitivity: AtomicU8,
@@ -90,6 +102,7 @@ impl Wake {
     /// The handle of a detector that runs (`unavailable: None`) or could
     /// not start (it shows why).
     fn new(
+        files: Files,
         words: Vec<String>,
         on: bool,
         sensitivity: Sensitivity,
@@ -100,6 +113,7 @@ impl Wake {
             None => WakeState::Off,
         };
         Wake(Arc::new(Shared {
+            files,
             words,
             on: AtomicBool::new(on),
             sensitivity: AtomicU8::new(level(sensitivity)),
@@ -110,8 +124,18 @@ impl Wake {
     }
 
     /// The detector that could not start: it shows why.
-    fn unavailable(words: Vec<String>, sensitivity: Sensitivity, why: String) -> Self {
-        Wake::new(words, false, sensitivity, Some(why))
+    fn unavailable(
+        files: Files,
+        words: Vec<String>,
+        sensitivity: Sensitivity,
+        why: String,
+    ) -> Self {
+        Wake::new(files, words, false, sensitivity, Some(why))
+    }
+
+    /// Where the models and their runtime are.
+    pub fn files(&self) -> &Files {
+        &self.0.files
     }
 
     pub fn status(&self) -> WakeStatus {
@@ -244,8 +268,8 @@ pub fn load(
         .collect()
 }
 
-/// The model names in `dir`, for an error that names a missing one.
-fn installed(dir: &Path) -> String {
+/// The model names in `dir` (each `NAME.json`), sorted.
+pub fn installed_words(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
@@ -258,6 +282,12 @@ fn installed(dir: &Path) -> String {
         })
         .collect();
     names.sort();
+    names
+}
+
+/// The model names in `dir`, for an error that names a missing one.
+fn installed(dir: &Path) -> String {
+    let names = installed_words(dir);
     if names.is_empty() {
         "none".to_owned()
     } else {
@@ -299,9 +329,13 @@ pub fn start(
     conductor: Conductor,
 ) -> (Wake, Option<WakeService>) {
     let (words, sensitivity) = (config.words.clone(), config.sensitivity);
+    let files = Files {
+        models: config.models_dir.clone(),
+        runtime: config.runtime.clone(),
+    };
     let Some(ears) = ears else {
         let why = "there is no microphone (audio.enabled = false)".to_owned();
-        return (Wake::unavailable(words, sensitivity, why), None);
+        return (Wake::unavailable(files, words, sensitivity, why), None);
     };
     let detectors = match load(&config.models_dir, &config.runtime, &config.words) {
         Ok(detectors) => detectors,
@@ -309,10 +343,13 @@ pub fn start(
             if config.enabled {
                 tracing::error!(error = %e, "the wake word cannot start; the button still starts a turn");
             }
-            return (Wake::unavailable(words, sensitivity, e.to_string()), None);
+            return (
+                Wake::unavailable(files, words, sensitivity, e.to_string()),
+                None,
+            );
         }
     };
-    let wake = Wake::new(words, config.enabled, sensitivity, None);
+    let wake = Wake::new(files, words, config.enabled, sensitivity, None);
     let stop = Arc::new(AtomicBool::new(false));
     let thread = {
         let (wake, stop) = (wake.clone(), Arc::clone(&stop));
@@ -331,8 +368,8 @@ pub fn start(
         Err(e) => {
             let why = WakeStartError::Thread(e).to_string();
             tracing::error!(error = why, "the wake word cannot start");
-            let words = wake.0.words.clone();
-            (Wake::unavailable(words, sensitivity, why), None)
+            let (files, words) = (wake.0.files.clone(), wake.0.words.clone());
+            (Wake::unavailable(files, words, sensitivity, why), None)
         }
     }
 }
@@ -427,6 +464,56 @@ impl Spotter {
 /// [`REFRACTORY`] in samples.
 const REFRACTORY_SAMPLES: u64 =
     REFRACTORY.as_millis() as u64 * hark_audio::config::PIPELINE_RATE as u64 / 1000;
+
+/// A detector on a stream handed over a protocol (Wyoming's `detect`),
+/// not the room's microphone: the same models and rule, its own state.
+pub struct StreamSpotter {
+    spotter: Spotter,
+    names: Vec<String>,
+    sensitivity: Sensitivity,
+    /// Samples fed so far: where in the stream a word is heard.
+    fed: u64,
+}
+
+impl StreamSpotter {
+    /// `words`' models from `files`, at `sensitivity`. Reads files: call it
+    /// off the runtime's threads.
+    pub fn load(
+        files: &Files,
+        words: Vec<String>,
+        sensitivity: Sensitivity,
+    ) -> Result<Self, WakeStartError> {
+        let detectors = load(&files.models, &files.runtime, &words)?;
+        Ok(Self {
+            spotter: Spotter::new(detectors),
+            names: words,
+            sensitivity,
+            fed: 0,
+        })
+    }
+}
+
+impl PcmSpotter for StreamSpotter {
+    fn feed(&mut self, samples: &[f32]) -> Result<Option<Spotted>, Failure> {
+        let mut spotted = None;
+        for chunk in samples.chunks(CHUNK) {
+            self.fed += chunk.len() as u64;
+            let heard = self
+                .spotter
+                .feed(chunk, self.fed, self.sensitivity)
+                .map_err(|e| Failure::new(Kind::WakeWord, e.to_string()))?;
+            if let Some(heard) = heard {
+                // A second word within one feed is inside the first's
+                // quiet second: there is at most one.
+                spotted.get_or_insert(Spotted {
+                    name: self.names[heard.word].clone(),
+                    at: self.fed,
+                });
+            }
+        }
+        Ok(spotted)
+    }
+}
 
 /// The detector thread's loop.
 fn listen(

@@ -30,7 +30,43 @@ pub struct Manifest {
     pub kind: String,
     pub wake_word: String,
     pub model: String,
+    /// The languages its training speech was in (Home Assistant lists
+    /// them); older manifests have none.
+    #[serde(default)]
+    pub trained_languages: Vec<String>,
     pub micro: Micro,
+}
+
+impl Manifest {
+    /// Reads and checks a model's manifest (`<name>.json`), without
+    /// loading the model it names.
+    pub fn read(path: &Path) -> Result<Self, WakeError> {
+        let text = std::fs::read_to_string(path).map_err(|source| WakeError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let bad = |problem: String| WakeError::Manifest {
+            path: path.to_owned(),
+            problem,
+        };
+        let manifest: Manifest = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        if manifest.kind != "micro" {
+            return Err(bad(format!("type {:?}, not \"micro\"", manifest.kind)));
+        }
+        if manifest.micro.feature_step_size != 10 {
+            return Err(bad(format!(
+                "feature_step_size {} ms: the front end steps 10 ms",
+                manifest.micro.feature_step_size
+            )));
+        }
+        if !(1..=MAX_WINDOW).contains(&manifest.micro.sliding_window_size) {
+            return Err(bad(format!(
+                "sliding_window_size {} (1 to {MAX_WINDOW})",
+                manifest.micro.sliding_window_size
+            )));
+        }
+        Ok(manifest)
+    }
 }
 
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -63,30 +99,11 @@ impl Detector {
     /// Loads the model a manifest (`<name>.json`, the model beside it)
     /// names.
     pub fn load(lite: &TfLite, manifest_path: &Path) -> Result<Self, WakeError> {
-        let text = std::fs::read_to_string(manifest_path).map_err(|source| WakeError::Read {
-            path: manifest_path.to_owned(),
-            source,
-        })?;
+        let manifest = Manifest::read(manifest_path)?;
         let bad = |problem: String| WakeError::Manifest {
             path: manifest_path.to_owned(),
             problem,
         };
-        let manifest: Manifest = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
-        if manifest.kind != "micro" {
-            return Err(bad(format!("type {:?}, not \"micro\"", manifest.kind)));
-        }
-        if manifest.micro.feature_step_size != 10 {
-            return Err(bad(format!(
-                "feature_step_size {} ms: the front end steps 10 ms",
-                manifest.micro.feature_step_size
-            )));
-        }
-        if !(1..=MAX_WINDOW).contains(&manifest.micro.sliding_window_size) {
-            return Err(bad(format!(
-                "sliding_window_size {} (1 to {MAX_WINDOW})",
-                manifest.micro.sliding_window_size
-            )));
-        }
         let dir = manifest_path.parent().unwrap_or(Path::new("."));
         let model = lite.model(&dir.join(&manifest.model))?;
         let (in_type, in_dims, in_q, in_bytes) = model.describe(true);

@@ -185,6 +185,12 @@ impl Heard {
 
     /// `audio-stop`: the stream's rate and samples; the next stream starts
     /// afresh.
+    /// The samples heard since the last drain, the stream going on (a wake
+    /// word search keeps none of it).
+    pub fn drain(&mut self) -> Vec<f32> {
+        std::mem::take(&mut self.samples)
+    }
+
     pub fn take(&mut self) -> Option<(u32, Vec<f32>)> {
         let format = self.format.take()?;
         Some((format.rate, std::mem::take(&mut self.samples)))

@@ -1,7 +1,7 @@
 //! `describe` → `info`: what Hark offers Home Assistant, in the shape the
-//! `wyoming` package's `Info` reads (programs, each with its models or
-//! voices, each an artifact with a name, an attribution, whether it is
-//! installed, a description and a version).
+//! `wyoming` package's `Info` reads (programs, each with its models,
+//! voices or wake words, each an artifact with a name, an attribution,
+//! whether it is installed, a description and a version).
 
 use hark_core::room::Offer;
 use serde_json::{Value, json};
@@ -44,6 +44,21 @@ pub fn info(offer: &Offer) -> Event {
             })
         })
         .collect();
+    let words: Vec<Value> = offer
+        .words
+        .iter()
+        .map(|w| {
+            json!({
+                "name": w.name,
+                "languages": w.languages,
+                "phrase": w.phrase,
+                "attribution": {"name": "microWakeWord", "url": "https://github.com/kahrendt/microWakeWord"},
+                "installed": true,
+                "description": w.phrase,
+                "version": Value::Null,
+            })
+        })
+        .collect();
     // A program with nothing in it is left out, not listed empty.
     let program = |name: &str, what: &str, items: (&str, Vec<Value>), streams: &str| {
         let (key, items) = items;
@@ -53,8 +68,10 @@ pub fn info(offer: &Offer) -> Event {
             "installed": true,
             "description": what,
             "version": version,
-            streams: key == "voices",
         });
+        if !streams.is_empty() {
+            program[streams] = json!(key == "voices");
+        }
         program[key] = Value::Array(items);
         program
     };
@@ -80,12 +97,16 @@ pub fn info(offer: &Offer) -> Event {
         })
         .into_iter()
         .collect();
+    let wake: Vec<Value> = (!words.is_empty())
+        .then(|| program("hark-wake", "Hark's wake word", ("models", words), ""))
+        .into_iter()
+        .collect();
     Event::new("info").with_data(json!({
         "asr": asr,
         "tts": tts,
         "handle": [],
         "intent": [],
-        "wake": [],
+        "wake": wake,
         "mic": [],
         "snd": [],
     }))
@@ -94,7 +115,7 @@ pub fn info(offer: &Offer) -> Event {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hark_core::room::{OfferedModel, OfferedVoice};
+    use hark_core::room::{OfferedModel, OfferedVoice, OfferedWord};
 
     #[test]
     fn what_is_on_offer_is_listed_and_nothing_else() {
@@ -108,6 +129,11 @@ mod tests {
                 languages: vec!["en_US".into()],
             }],
             voice: Some("en_US-joe-medium".into()),
+            words: vec![OfferedWord {
+                name: "okay_nabu".into(),
+                phrase: "Okay Nabu".into(),
+                languages: vec!["en".into(), "de".into()],
+            }],
         };
         let event = info(&offer);
         assert_eq!(event.kind, "info");
@@ -117,9 +143,13 @@ mod tests {
         let tts = &event.data["tts"][0];
         assert_eq!(tts["voices"][0]["name"], "en_US-joe-medium");
         assert_eq!(tts["supports_synthesize_streaming"], true);
+        let wake = &event.data["wake"][0];
+        assert_eq!(wake["models"][0]["name"], "okay_nabu");
+        assert_eq!(wake["models"][0]["phrase"], "Okay Nabu");
         // Nothing offered: no program at all, rather than one with nothing.
         let empty = info(&Offer::default());
         assert_eq!(empty.data["asr"], json!([]));
         assert_eq!(empty.data["tts"], json!([]));
+        assert_eq!(empty.data["wake"], json!([]));
     }
 }

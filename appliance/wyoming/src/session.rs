@@ -9,6 +9,10 @@
 //!   `audio-stop`; then `synthesize-stopped`. A `synthesize` sent inside
 //!   such a stream repeats its text for older servers and is not spoken
 //!   twice.
+//! - `detect` (its `names` kept), then `audio-start` (16 kHz), chunks and
+//!   `audio-stop`: each wake word heard → `detection` (`name`,
+//!   `timestamp`: milliseconds into the stream) as the audio comes; none
+//!   by the end → `not-detected`. Nothing of the stream is kept.
 //! - `ping` → `pong`.
 //!
 //! A request that cannot be served is answered with an `error` event
@@ -24,7 +28,7 @@ use std::{
     time::Duration,
 };
 
-use hark_core::room::{Failure, Pcm, PcmSpeech};
+use hark_core::room::{Failure, Kind, Pcm, PcmSpeech, PcmSpotter, SPOTTER_RATE};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncWrite};
 
@@ -73,6 +77,16 @@ struct Stream {
     text: String,
 }
 
+/// A stream being searched for a wake word (after `detect`).
+struct Detecting {
+    /// The words asked for (`None`: any installed).
+    names: Option<Vec<String>>,
+    /// Loaded at `audio-start`; lent to a blocking thread for each chunk.
+    spotter: Option<Box<dyn PcmSpotter>>,
+    /// A word was heard in this stream.
+    spotted: bool,
+}
+
 struct Session<W> {
     services: Arc<dyn PcmSpeech>,
     settings: Settings,
@@ -80,6 +94,7 @@ struct Session<W> {
     heard: Heard,
     language: Option<String>,
     stream: Option<Stream>,
+    detect: Option<Detecting>,
 }
 
 /// Serves one connection until the client closes it or stays silent past
@@ -104,6 +119,7 @@ where
         heard: Heard::new(settings.max_seconds),
         language: None,
         stream: None,
+        detect: None,
     };
     let mut line = Vec::new();
     loop {
@@ -153,9 +169,25 @@ impl<W: AsyncWrite + Unpin> Session<W> {
             "ping" => self.send(&Event::new("pong").with_data(json!({}))).await,
             "transcribe" => {
                 self.language = text_field(&event.data, "language");
+                self.detect = None;
+                Ok(())
+            }
+            "detect" => {
+                let names = event.data.get("names").and_then(Value::as_array).map(|n| {
+                    n.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                });
+                self.detect = Some(Detecting {
+                    names,
+                    spotter: None,
+                    spotted: false,
+                });
                 Ok(())
             }
             "audio-start" => match AudioFormat::of(&event, "audio-start") {
+                Ok(format) if self.detect.is_some() => self.start_detecting(format).await,
                 Ok(format) => {
                     self.heard.start(format);
                     Ok(())
@@ -163,15 +195,26 @@ impl<W: AsyncWrite + Unpin> Session<W> {
                 Err(e) => self.refused(&e).await,
             },
             "audio-chunk" => match self.heard.chunk(&event) {
+                Ok(()) if self.detect.is_some() => self.detect_in_chunk().await,
                 Ok(()) => Ok(()),
                 Err(AudioError::NotStarted) => Ok(()),
                 Err(e) => {
                     // The rest of this stream would be heard with a gap or
                     // in the wrong format: none of it is transcribed.
                     self.heard.take();
+                    self.detect = None;
                     self.refused(&e).await
                 }
             },
+            "audio-stop" if self.detect.is_some() => {
+                self.heard.take();
+                match self.detect.take() {
+                    Some(detecting) if detecting.spotter.is_some() && !detecting.spotted => {
+                        self.send(&Event::new("not-detected")).await
+                    }
+                    _ => Ok(()),
+                }
+            }
             "audio-stop" => self.transcribe().await,
             "synthesize" if self.stream.is_some() => Ok(()),
             "synthesize" => {
@@ -200,6 +243,89 @@ impl<W: AsyncWrite + Unpin> Session<W> {
                 self.send(&Event::new("synthesize-stopped")).await
             }
             _ => Ok(()),
+        }
+    }
+
+    /// A `detect`'s stream begins: its detector is loaded, or the client
+    /// is told why there is none (and the stream is ignored).
+    async fn start_detecting(&mut self, format: AudioFormat) -> std::io::Result<()> {
+        let Some(detecting) = self.detect.as_mut() else {
+            return Ok(());
+        };
+        if format.rate != SPOTTER_RATE {
+            self.detect = None;
+            return self
+                .error(
+                    "AudioFormatError",
+                    &format!(
+                        "wake word detection takes {SPOTTER_RATE} Hz audio; this stream is {} Hz",
+                        format.rate
+                    ),
+                )
+                .await;
+        }
+        match self.services.spotter(detecting.names.clone()).await {
+            Ok(spotter) => {
+                detecting.spotter = Some(spotter);
+                detecting.spotted = false;
+                self.heard.start(format);
+                Ok(())
+            }
+            Err(failure) => {
+                self.detect = None;
+                self.failed(&failure).await
+            }
+        }
+    }
+
+    /// The chunk just heard, searched for the wake word; nothing of it is
+    /// kept.
+    async fn detect_in_chunk(&mut self) -> std::io::Result<()> {
+        let samples = self.heard.drain();
+        let Some(mut spotter) = self.detect.as_mut().and_then(|d| d.spotter.take()) else {
+            return Ok(());
+        };
+        // The models run on a blocking thread; the session waits for them,
+        // so the client's next chunk waits in the socket (bounded).
+        let fed = tokio::task::spawn_blocking(move || {
+            let result = spotter.feed(&samples);
+            (spotter, result)
+        })
+        .await;
+        let (spotter, result) = match fed {
+            Ok(fed) => fed,
+            Err(e) => {
+                self.detect = None;
+                self.heard.take();
+                let failure = Failure::new(
+                    Kind::WakeWord,
+                    format!("the wake word detector stopped: {e}"),
+                );
+                return self.failed(&failure).await;
+            }
+        };
+        match result {
+            Ok(spotted) => {
+                let Some(detecting) = self.detect.as_mut() else {
+                    return Ok(());
+                };
+                detecting.spotter = Some(spotter);
+                let Some(spotted) = spotted else {
+                    return Ok(());
+                };
+                detecting.spotted = true;
+                let timestamp = spotted.at * 1000 / u64::from(SPOTTER_RATE);
+                self.send(
+                    &Event::new("detection")
+                        .with_data(json!({"name": spotted.name, "timestamp": timestamp})),
+                )
+                .await
+            }
+            Err(failure) => {
+                self.detect = None;
+                self.heard.take();
+                self.failed(&failure).await
+            }
         }
     }
 
@@ -323,6 +449,13 @@ mod tests {
     }
 
     async fn exchange_bytes(wire: Vec<u8>) -> (Vec<Event>, Result<(), SessionError>) {
+        exchange_with(wire, Settings::default()).await
+    }
+
+    async fn exchange_with(
+        wire: Vec<u8>,
+        settings: Settings,
+    ) -> (Vec<Event>, Result<(), SessionError>) {
         let (client, server) = tokio::io::duplex(1 << 20);
         let (server_read, server_write) = tokio::io::split(server);
         let served = tokio::spawn(async move {
@@ -331,7 +464,7 @@ mod tests {
                 BufReader::new(server_read),
                 server_write,
                 Arc::new(Counting),
-                Settings::default(),
+                settings,
                 &spoke,
             )
             .await
@@ -463,6 +596,113 @@ mod tests {
             answers[3].data["text"]
                 .as_str()
                 .is_some_and(|t| t.contains("not whole frames"))
+        );
+    }
+
+    fn loud_chunk(samples: usize, loud_at: usize) -> Event {
+        let mut payload = vec![0; samples * 2];
+        payload[loud_at * 2..loud_at * 2 + 2].copy_from_slice(&30_000i16.to_le_bytes());
+        chunk(0).with_payload(payload)
+    }
+
+    #[tokio::test]
+    async fn a_wake_word_is_detected_as_the_stream_comes_and_its_absence_said_at_the_end() {
+        let format = json!({"rate": 16000, "width": 2, "channels": 1});
+        let (answers, result) = exchange(&[
+            Event::new("detect").with_data(json!({"names": ["loud"]})),
+            Event::new("audio-start").with_data(format.clone()),
+            chunk(16_000),
+            loud_chunk(1600, 799),
+            Event::new("ping"),
+            Event::new("audio-stop"),
+            // Any word, heard nowhere in this stream.
+            Event::new("detect"),
+            Event::new("audio-start").with_data(format.clone()),
+            chunk(1600),
+            Event::new("audio-stop"),
+            // A word that never sounds, in a loud stream.
+            Event::new("detect").with_data(json!({"names": ["quiet"]})),
+            Event::new("audio-start").with_data(format),
+            loud_chunk(1600, 0),
+            Event::new("audio-stop"),
+        ])
+        .await;
+        result.expect("the client closed");
+        assert_eq!(
+            kinds(&answers),
+            ["detection", "pong", "not-detected", "not-detected"]
+        );
+        assert_eq!(answers[0].data["name"], "loud");
+        // 16 000 + 800 samples in: 1.05 s.
+        assert_eq!(answers[0].data["timestamp"], 1050);
+    }
+
+    #[tokio::test]
+    async fn a_wake_word_search_keeps_nothing_and_runs_past_the_transcription_limit() {
+        let settings = Settings {
+            max_seconds: 1,
+            ..Settings::default()
+        };
+        let mut wire = Vec::new();
+        let format = json!({"rate": 16000, "width": 2, "channels": 1});
+        let mut events = vec![
+            Event::new("detect"),
+            Event::new("audio-start").with_data(format.clone()),
+        ];
+        // Five seconds, where one may be transcribed.
+        events.extend((0..50).map(|_| chunk(1600)));
+        events.push(loud_chunk(1600, 0));
+        events.push(Event::new("audio-stop"));
+        // Transcription after it still holds to its limit.
+        events.push(Event::new("transcribe"));
+        events.push(Event::new("audio-start").with_data(format));
+        events.extend((0..11).map(|_| chunk(1600)));
+        events.push(Event::new("audio-stop"));
+        for event in &events {
+            write_event(&mut wire, event).await.expect("written");
+        }
+        let (answers, result) = exchange_with(wire, settings).await;
+        result.expect("the client closed");
+        assert_eq!(kinds(&answers), ["detection", "error"]);
+        assert_eq!(answers[0].data["timestamp"], 5000);
+        assert!(
+            answers[1].data["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("longer than 1 s")),
+            "{:?}",
+            answers[1].data
+        );
+    }
+
+    #[tokio::test]
+    async fn a_wake_word_that_cannot_be_searched_for_is_an_error_and_its_stream_ignored() {
+        let (answers, result) = exchange(&[
+            Event::new("detect").with_data(json!({"names": ["nope"]})),
+            Event::new("audio-start").with_data(json!({"rate": 16000, "width": 2, "channels": 1})),
+            loud_chunk(1600, 0),
+            Event::new("audio-stop"),
+            Event::new("detect"),
+            Event::new("audio-start").with_data(json!({"rate": 22050, "width": 2, "channels": 1})),
+            Event::new("audio-chunk")
+                .with_data(json!({"rate": 22050, "width": 2, "channels": 1}))
+                .with_payload(vec![0xff; 64]),
+            Event::new("audio-stop"),
+        ])
+        .await;
+        result.expect("the client closed");
+        // The streams after the errors are not transcribed either.
+        assert_eq!(kinds(&answers), ["error", "error"]);
+        assert_eq!(answers[0].data["code"], "WakeWordError");
+        assert!(
+            answers[0].data["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("`nope`"))
+        );
+        assert_eq!(answers[1].data["code"], "AudioFormatError");
+        assert!(
+            answers[1].data["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("22050 Hz"))
         );
     }
 

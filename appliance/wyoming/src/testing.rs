@@ -1,10 +1,13 @@
 //! A stand-in for the room's speech services, for tests of the protocol
 //! side (the crate's own and the `wyoming` fuzz target's): it says how
-//! much audio it was given, speaks a text as one sample per character, and
-//! fails when the text says "fail". The daemon never uses it.
+//! much audio it was given, speaks a text as one sample per character,
+//! fails when the text says "fail", and hears its wake word, `loud`, in a
+//! sample at 0.9 of full scale or more (`quiet` is installed too, never
+//! heard; any other name is not installed). The daemon never uses it.
 
 use hark_core::room::{
-    BoxFuture, Failure, Kind, Offer, OfferedModel, OfferedVoice, Pcm, PcmSpeech, PcmText, PcmVoice,
+    BoxFuture, Failure, Kind, Offer, OfferedModel, OfferedVoice, OfferedWord, Pcm, PcmSpeech,
+    PcmSpotter, PcmText, PcmVoice, Spotted,
 };
 
 /// The most samples [`Counting`] makes for one text.
@@ -65,7 +68,54 @@ impl PcmSpeech for Counting {
                     languages: vec!["en_US".into()],
                 }],
                 voice: None,
+                words: ["loud", "quiet"]
+                    .map(|name| OfferedWord {
+                        name: name.into(),
+                        phrase: name.into(),
+                        languages: vec!["en".into()],
+                    })
+                    .into(),
             })
         })
+    }
+
+    fn spotter(
+        &self,
+        words: Option<Vec<String>>,
+    ) -> BoxFuture<'_, Result<Box<dyn PcmSpotter>, Failure>> {
+        Box::pin(async move {
+            let words = words.unwrap_or_else(|| vec!["loud".into()]);
+            if let Some(other) = words
+                .iter()
+                .find(|w| !["loud", "quiet"].contains(&w.as_str()))
+            {
+                return Err(Failure::new(
+                    Kind::WakeWord,
+                    format!("wake word `{other}` is not installed"),
+                ));
+            }
+            Ok(Box::new(Loud {
+                listening: words.iter().any(|w| w == "loud"),
+                fed: 0,
+            }) as Box<dyn PcmSpotter>)
+        })
+    }
+}
+
+/// [`Counting`]'s wake word detector.
+struct Loud {
+    listening: bool,
+    fed: u64,
+}
+
+impl PcmSpotter for Loud {
+    fn feed(&mut self, samples: &[f32]) -> Result<Option<Spotted>, Failure> {
+        let at = samples.iter().position(|s| s.abs() >= 0.9);
+        let spotted = at.filter(|_| self.listening).map(|at| Spotted {
+            name: "loud".into(),
+            at: self.fed + at as u64 + 1,
+        });
+        self.fed += samples.len() as u64;
+        Ok(spotted)
     }
 }

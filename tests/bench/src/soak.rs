@@ -41,6 +41,12 @@ pub struct SoakArgs {
     /// Cycles of listen, speak, converse and a message.
     #[arg(long, default_value_t = 1000)]
     cycles: usize,
+    /// Stop starting cycles after this many minutes, and judge the cycles
+    /// run: a cycle takes real time (the person speaks into the virtual
+    /// card), so 1000 cycles take about four hours. The report says how
+    /// many ran.
+    #[arg(long)]
+    minutes: Option<f64>,
     /// Where to write one line per cycle: cycle, seconds, RSS KiB, peak
     /// RSS KiB, descriptors, threads.
     #[arg(long)]
@@ -139,7 +145,15 @@ fn soak(
     let began = Instant::now();
     let mut samples = Vec::with_capacity(args.cycles);
     let mut done = Done::default();
+    let deadline = args.minutes.map(|m| Duration::from_secs_f64(m * 60.0));
     for cycle in 0..args.cycles {
+        if deadline.is_some_and(|d| began.elapsed() > d) && cycle >= 3 {
+            eprintln!(
+                "[soak] the {} min deadline passed after {cycle} cycles",
+                args.minutes.unwrap_or_default()
+            );
+            break;
+        }
         let wav = |k: usize| &wavs[(cycle * 3 + k) % wavs.len()];
         let step = (|| -> anyhow::Result<()> {
             let mut mark = Instant::now();
@@ -362,7 +376,7 @@ fn report(
     let (first, last) = (warm(samples), samples[samples.len() - 1]);
     let max = |f: fn(&Sample) -> u64| samples.iter().map(f).max().unwrap_or(0);
     format!(
-        "hark-bench soak: {} cycles in {:.0} min\n\n\
+        "hark-bench soak: {} of {} cycles in {:.0} min\n\n\
          | after the warm-up (cycle {}) → the end | RSS MiB | peak RSS MiB | descriptors | threads |\n\
          |---|--:|--:|--:|--:|\n\
          | warm | {:.1} | {:.1} | {} | {} |\n\
@@ -370,6 +384,7 @@ fn report(
          | most seen | {:.1} | {:.1} | {} | {} |\n\n\
          history: {} heard, {} messages, {} spoken; the cycles made {} heard, {} messages, {} spoken\n\
          a cycle's steps on average: listen {:.1} s, speak {:.1} s, converse {:.1} s, message {:.1} s\n",
+        samples.len(),
         args.cycles,
         last.seconds / 60.0,
         first.cycle,

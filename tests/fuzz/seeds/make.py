@@ -111,6 +111,10 @@ def wyoming():
         + event("synthesize", {"text": "Grüße. Das Brot ist fertig!"}) + event("synthesize-stop"))
     put("wyoming", "inline-data", b"\xff\x01" + b'{"type": "synthesize", "data": {"text": "fail now"}}\n'
         + b'{"type": "audio-chunk", "data": {"rate": 16000, "width": 2, "channels": 1}, "payload_length": 3}\nabc')
+    loud = tone[:100] + struct.pack("<h", 30000) + tone[102:]
+    put("wyoming", "detect", b"\xff\x09" + event("detect", {"names": ["loud"]}) + event("audio-start", fmt)
+        + event("audio-chunk", fmt, tone) + event("audio-chunk", fmt, loud) + event("audio-stop")
+        + event("detect", {"names": ["nope"]}) + event("audio-start", fmt) + event("audio-stop"))
     put("wyoming", "broken", b"\x02\x02" + b'{"type": "x", "payload_length": 999999}\n' + b"[]\n")
 
 

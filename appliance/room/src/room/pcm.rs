@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use hark_audio::clip::Clip;
 use hark_core::room::{
-    BoxFuture, Failure, Kind, Offer, OfferedModel, OfferedVoice, Pcm, PcmSpeech, PcmText, PcmVoice,
+    BoxFuture, Failure, Kind, Offer, OfferedModel, OfferedVoice, OfferedWord, Pcm, PcmSpeech,
+    PcmSpotter, PcmText, PcmVoice,
 };
 use hark_stt::engine::{Request, languages};
 use hark_tts::voices::VoiceStore;
@@ -107,7 +108,66 @@ impl PcmSpeech for Room {
                     })
                     .collect();
             }
+            if let Some(wake) = self.state.wake.get() {
+                let files = wake.files().clone();
+                offer.words = tokio::task::spawn_blocking(move || offered_words(&files))
+                    .await
+                    .map_err(|e| failure::task(Kind::WakeWord, "listing wake words", e))?;
+            }
             Ok(offer)
         })
     }
+
+    fn spotter(
+        &self,
+        words: Option<Vec<String>>,
+    ) -> BoxFuture<'_, Result<Box<dyn PcmSpotter>, Failure>> {
+        Box::pin(async move {
+            let wake = self.state.wake.get().ok_or_else(|| {
+                Failure::new(Kind::WakeWord, "there is no wake word detector here")
+            })?;
+            let (files, sensitivity) = (wake.files().clone(), wake.sensitivity());
+            let spotter = tokio::task::spawn_blocking(move || {
+                let words = match words {
+                    Some(words) if !words.is_empty() => words,
+                    _ => crate::wake::installed_words(&files.models),
+                };
+                if words.is_empty() {
+                    return Err(Failure::new(
+                        Kind::WakeWord,
+                        format!(
+                            "no wake word models are installed in {} (wake.models_dir)",
+                            files.models.display()
+                        ),
+                    ));
+                }
+                crate::wake::StreamSpotter::load(&files, words, sensitivity)
+                    .map_err(|e| Failure::new(Kind::WakeWord, e.to_string()))
+            })
+            .await
+            .map_err(|e| failure::task(Kind::WakeWord, "loading the wake word", e))??;
+            Ok(Box::new(spotter) as Box<dyn PcmSpotter>)
+        })
+    }
+}
+
+/// The wake words whose manifests read, when their runtime is there: a
+/// stream can be searched for each.
+fn offered_words(files: &crate::wake::Files) -> Vec<OfferedWord> {
+    if !files.runtime.exists() {
+        return Vec::new();
+    }
+    crate::wake::installed_words(&files.models)
+        .into_iter()
+        .filter_map(|name| {
+            let manifest =
+                hark_wake::detector::Manifest::read(&files.models.join(format!("{name}.json")))
+                    .ok()?;
+            Some(OfferedWord {
+                name,
+                phrase: manifest.wake_word,
+                languages: manifest.trained_languages,
+            })
+        })
+        .collect()
 }
