@@ -22,6 +22,7 @@ from wyoming.wake import Detect, Detection, NotDetected
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
 
 from harness import REPO, heard, words
+from test_live import MOONSHINE
 
 SPEECH = REPO / "tests" / ".speech"
 ON = {"wyoming": {"enabled": True, "listen": "127.0.0.1:0"}}
@@ -120,6 +121,52 @@ def test_a_real_person_is_transcribed_at_any_rate_and_channel_count(start_daemon
     # Home Assistant's microphones differ: 48 kHz stereo reads the same.
     stereo = run(transcribe(d.wyoming, resample(samples, 16000, 48000), 48000, channels=2))
     assert heard(stereo.text, words(text)), (stereo.text, text)
+
+
+def test_a_transcript_streams_while_the_person_is_still_speaking(start_daemon):
+    """With the live engine on, a recording streamed as a microphone sends
+    it (in real time) is answered with words before it has ended; the final
+    transcript is whisper's, whole."""
+    d = start_daemon({**ON, "stt": {"live_model": str(MOONSHINE)}})
+    samples, text = clip("ps-librivox-0870")
+    pcm = (np.clip(samples, -1, 1) * 32767).astype("<i2")
+
+    async def stream():
+        async with AsyncTcpClient(*d.wyoming) as client:
+            await client.write_event(Transcribe(language="en").event())
+            await client.write_event(AudioStart(rate=16000, width=2, channels=1).event())
+            got = []
+
+            async def read():
+                while True:
+                    event = await client.read_event()
+                    assert event is not None, [e.type for e, _ in got]
+                    got.append((event, time.monotonic()))
+                    if event.type == "transcript-stop":
+                        return
+
+            reading = asyncio.create_task(read())
+            begun = time.monotonic()
+            for n, at in enumerate(range(0, len(pcm), 1024)):
+                chunk = AudioChunk(rate=16000, width=2, channels=1, audio=pcm[at:at + 1024].tobytes())
+                await client.write_event(chunk.event())
+                await asyncio.sleep(max(0, begun + (n + 1) * 1024 / 16000 - time.monotonic()))
+            stopped = time.monotonic()
+            await client.write_event(AudioStop().event())
+            await reading
+            return [e for e, t in got if t < stopped], [e for e, t in got if t >= stopped]
+
+    early, late = run(stream())
+    assert [e.type for e in early][:2] == ["transcript-start", "transcript-chunk"], [e.type for e in early]
+    assert all(e.type == "transcript-chunk" for e in early[1:]), [e.type for e in early]
+    assert [e.type for e in late][-2:] == ["transcript", "transcript-stop"], [e.type for e in late]
+    chunks = "".join(e.data["text"] for e in early + late if e.type == "transcript-chunk")
+    final = Transcript.from_event(late[-2])
+    assert heard(final.text, words(text)), (final.text, text)
+    # What streamed early is the person's words, most of them right.
+    said = words(" ".join(e.data["text"] for e in early[1:]))
+    assert len(said & words(text)) >= 0.7 * len(said), (said, text)
+    assert len(words(chunks) & words(text)) >= len(said & words(text)), (chunks, text)
 
 
 def test_speech_made_for_home_assistant_says_the_text(start_daemon):

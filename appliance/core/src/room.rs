@@ -1374,6 +1374,15 @@ pub trait PcmSpeech: Send + Sync {
         language: Option<String>,
     ) -> BoxFuture<'_, Result<PcmText, Failure>>;
 
+    /// A first reading of speech still coming in (`audio` so far), from
+    /// the live engine: `None` when there is none for `language`, or it is
+    /// busy with the room's microphone, which comes first.
+    fn draft_pcm(
+        &self,
+        audio: Pcm,
+        language: Option<String>,
+    ) -> BoxFuture<'_, Result<Option<String>, Failure>>;
+
     /// `text` spoken in `voice` (`None`: the default), not played.
     fn synthesize_pcm(
         &self,

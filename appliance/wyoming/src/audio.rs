@@ -185,6 +185,12 @@ impl Heard {
 
     /// `audio-stop`: the stream's rate and samples; the next stream starts
     /// afresh.
+    /// The stream's rate and the samples heard so far (none before
+    /// `audio-start`).
+    pub fn so_far(&self) -> (u32, &[f32]) {
+        (self.format.map_or(0, |f| f.rate), &self.samples)
+    }
+
     /// The samples heard since the last drain, the stream going on (a wake
     /// word search keeps none of it).
     pub fn drain(&mut self) -> Vec<f32> {

@@ -70,7 +70,7 @@ pub fn info(offer: &Offer) -> Event {
             "version": version,
         });
         if !streams.is_empty() {
-            program[streams] = json!(key == "voices");
+            program[streams] = json!(true);
         }
         program[key] = Value::Array(items);
         program
@@ -143,6 +143,7 @@ mod tests {
         let tts = &event.data["tts"][0];
         assert_eq!(tts["voices"][0]["name"], "en_US-joe-medium");
         assert_eq!(tts["supports_synthesize_streaming"], true);
+        assert_eq!(asr["supports_transcript_streaming"], true);
         let wake = &event.data["wake"][0];
         assert_eq!(wake["models"][0]["name"], "okay_nabu");
         assert_eq!(wake["models"][0]["phrase"], "Okay Nabu");

@@ -2,7 +2,11 @@
 //!
 //! - `describe` → `info` (what is on offer now).
 //! - `transcribe` (its `language` kept), then `audio-start`,
-//!   `audio-chunk`s and `audio-stop` → `transcript` (`text`, `language`).
+//!   `audio-chunk`s and `audio-stop` → `transcript` (`text`, `language`),
+//!   streamed: `transcript-start` as the audio begins, a `transcript-chunk`
+//!   for each word the live engine's drafts agree on while the audio
+//!   comes, the rest of the final text as a last chunk, the `transcript`
+//!   (the final text, whole: what counts) and `transcript-stop`.
 //! - `synthesize` → `audio-start`, `audio-chunk`s, `audio-stop`.
 //! - `synthesize-start`, `synthesize-chunk`s, `synthesize-stop`: each
 //!   sentence as it is complete → `audio-start`, `audio-chunk`s,
@@ -77,6 +81,95 @@ struct Stream {
     text: String,
 }
 
+/// Seconds of new audio before the next draft.
+const DRAFT_EVERY: f64 = 1.0;
+/// Drafts stop past this much audio: each reads all of it, and a command
+/// to Home Assistant is short; the final text still comes.
+const DRAFT_MOST: f64 = 30.0;
+
+/// The drafts of a stream being transcribed: its words sent as they come.
+#[derive(Default)]
+struct Drafting {
+    /// The draft running now.
+    running: Option<tokio::task::JoinHandle<Result<Option<String>, Failure>>>,
+    /// Samples heard when the last draft began.
+    drafted: usize,
+    /// The last draft's words.
+    last: Vec<String>,
+    /// The words sent, each agreed on by two drafts in a row.
+    sent: Vec<String>,
+    /// `transcript-start` was sent.
+    started: bool,
+}
+
+impl Drafting {
+    /// Takes in a draft's text: the words that became agreed, to send.
+    fn agree(&mut self, text: &str) -> Option<String> {
+        let words: Vec<String> = text.split_whitespace().map(str::to_owned).collect();
+        let agreed = words
+            .iter()
+            .zip(&self.last)
+            .take_while(|(a, b)| same_word(a, b))
+            .count();
+        self.last = words;
+        if agreed <= self.sent.len() {
+            return None;
+        }
+        let new = self.last[self.sent.len()..agreed].to_vec();
+        let chunk = join_after(&self.sent, &new);
+        self.sent.extend(new);
+        Some(chunk)
+    }
+
+    /// What the final text adds to the words sent: all of it past them
+    /// when it begins with them, nothing more when the drafts went wrong
+    /// (the `transcript` that follows has it right).
+    fn rest(&self, text: &str) -> Option<String> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let begins = words.len() >= self.sent.len()
+            && words.iter().zip(&self.sent).all(|(a, b)| same_word(a, b));
+        if !begins || words.len() == self.sent.len() {
+            return None;
+        }
+        let new: Vec<String> = words[self.sent.len()..]
+            .iter()
+            .map(|w| (*w).to_owned())
+            .collect();
+        Some(join_after(&self.sent, &new))
+    }
+}
+
+impl Drop for Drafting {
+    /// A draft nobody will read stops with the stream (its engine request
+    /// is abandoned).
+    fn drop(&mut self) {
+        if let Some(running) = self.running.take() {
+            running.abort();
+        }
+    }
+}
+
+/// Words compared as said: case and punctuation aside.
+fn same_word(a: &str, b: &str) -> bool {
+    let plain = |w: &str| {
+        w.chars()
+            .filter(|c| c.is_alphanumeric())
+            .flat_map(char::to_lowercase)
+            .collect::<String>()
+    };
+    plain(a) == plain(b)
+}
+
+/// `new` as the chunk that follows `sent`: a space between them.
+fn join_after(sent: &[String], new: &[String]) -> String {
+    let text = new.join(" ");
+    if sent.is_empty() {
+        text
+    } else {
+        format!(" {text}")
+    }
+}
+
 /// A stream being searched for a wake word (after `detect`).
 struct Detecting {
     /// The words asked for (`None`: any installed).
@@ -95,6 +188,7 @@ struct Session<W> {
     language: Option<String>,
     stream: Option<Stream>,
     detect: Option<Detecting>,
+    drafting: Drafting,
 }
 
 /// Serves one connection until the client closes it or stays silent past
@@ -120,6 +214,7 @@ where
         language: None,
         stream: None,
         detect: None,
+        drafting: Drafting::default(),
     };
     let mut line = Vec::new();
     loop {
@@ -190,20 +285,26 @@ impl<W: AsyncWrite + Unpin> Session<W> {
                 Ok(format) if self.detect.is_some() => self.start_detecting(format).await,
                 Ok(format) => {
                     self.heard.start(format);
+                    self.drafting = Drafting::default();
                     Ok(())
                 }
                 Err(e) => self.refused(&e).await,
             },
             "audio-chunk" => match self.heard.chunk(&event) {
                 Ok(()) if self.detect.is_some() => self.detect_in_chunk().await,
-                Ok(()) => Ok(()),
+                Ok(()) => self.draft().await,
                 Err(AudioError::NotStarted) => Ok(()),
                 Err(e) => {
                     // The rest of this stream would be heard with a gap or
                     // in the wrong format: none of it is transcribed.
                     self.heard.take();
                     self.detect = None;
-                    self.refused(&e).await
+                    let streamed = std::mem::take(&mut self.drafting).started;
+                    self.refused(&e).await?;
+                    if streamed {
+                        self.send(&Event::new("transcript-stop")).await?;
+                    }
+                    Ok(())
                 }
             },
             "audio-stop" if self.detect.is_some() => {
@@ -329,24 +430,100 @@ impl<W: AsyncWrite + Unpin> Session<W> {
         }
     }
 
+    /// The draft that finished, sent as far as it is agreed; the next one
+    /// begun once a second more is heard. Nothing here waits for a draft.
+    async fn draft(&mut self) -> std::io::Result<()> {
+        if self
+            .drafting
+            .running
+            .as_ref()
+            .is_some_and(tokio::task::JoinHandle::is_finished)
+        {
+            let done = self.drafting.running.take().map(|running| async {
+                match running.await {
+                    Ok(Ok(text)) => text,
+                    // A draft is a courtesy: the final text still comes.
+                    Ok(Err(failure)) => {
+                        tracing::debug!(%failure, "a Wyoming draft failed");
+                        None
+                    }
+                    Err(_) => None,
+                }
+            });
+            if let Some(done) = done
+                && let Some(text) = done.await
+                && let Some(chunk) = self.drafting.agree(&text)
+            {
+                self.start_transcript(self.language.clone()).await?;
+                self.send(&Event::new("transcript-chunk").with_data(json!({"text": chunk})))
+                    .await?;
+            }
+        }
+        let (rate, samples) = self.heard.so_far();
+        let seconds = |n: usize| n as f64 / f64::from(rate.max(1));
+        if self.drafting.running.is_some()
+            || seconds(samples.len() - self.drafting.drafted) < DRAFT_EVERY
+            || seconds(samples.len()) > DRAFT_MOST
+        {
+            return Ok(());
+        }
+        self.drafting.drafted = samples.len();
+        let audio = Pcm {
+            rate,
+            samples: samples.to_vec(),
+        };
+        let (services, language) = (Arc::clone(&self.services), self.language.clone());
+        self.drafting.running = Some(tokio::spawn(async move {
+            services.draft_pcm(audio, language).await
+        }));
+        Ok(())
+    }
+
+    /// `transcript-start`, before the stream's first chunk.
+    async fn start_transcript(&mut self, language: Option<String>) -> std::io::Result<()> {
+        if self.drafting.started {
+            return Ok(());
+        }
+        self.drafting.started = true;
+        self.send(&Event::new("transcript-start").with_data(json!({"language": language})))
+            .await
+    }
+
     async fn transcribe(&mut self) -> std::io::Result<()> {
         let Some((rate, samples)) = self.heard.take() else {
             return Ok(());
         };
+        // The draft still running is dropped, and stops.
+        if let Some(running) = self.drafting.running.take() {
+            running.abort();
+        }
         let language = self.language.take();
         match self
             .services
-            .transcribe_pcm(Pcm { rate, samples }, language)
+            .transcribe_pcm(Pcm { rate, samples }, language.clone())
             .await
         {
             Ok(heard) => {
+                self.start_transcript(language).await?;
+                let drafting = std::mem::take(&mut self.drafting);
+                if let Some(rest) = drafting.rest(&heard.text) {
+                    self.send(&Event::new("transcript-chunk").with_data(json!({"text": rest})))
+                        .await?;
+                }
                 self.send(
                     &Event::new("transcript")
                         .with_data(json!({"text": heard.text, "language": heard.language})),
                 )
-                .await
+                .await?;
+                self.send(&Event::new("transcript-stop")).await
             }
-            Err(failure) => self.failed(&failure).await,
+            Err(failure) => {
+                self.failed(&failure).await?;
+                if std::mem::take(&mut self.drafting).started {
+                    self.send(&Event::new("transcript-stop")).await?;
+                }
+                Ok(())
+            }
         }
     }
 
@@ -449,12 +626,15 @@ mod tests {
     }
 
     async fn exchange_bytes(wire: Vec<u8>) -> (Vec<Event>, Result<(), SessionError>) {
-        exchange_with(wire, Settings::default()).await
+        exchange_with(vec![wire], Settings::default(), Duration::ZERO).await
     }
 
+    /// Sends each of `pieces`, pausing `pause` after each (a microphone's
+    /// pace), then closes; reads every event answered.
     async fn exchange_with(
-        wire: Vec<u8>,
+        pieces: Vec<Vec<u8>>,
         settings: Settings,
+        pause: Duration,
     ) -> (Vec<Event>, Result<(), SessionError>) {
         let (client, server) = tokio::io::duplex(1 << 20);
         let (server_read, server_write) = tokio::io::split(server);
@@ -470,7 +650,12 @@ mod tests {
             .await
         });
         let (client_read, mut client_write) = tokio::io::split(client);
-        client_write.write_all(&wire).await.expect("sent");
+        for piece in pieces {
+            client_write.write_all(&piece).await.expect("sent");
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
+        }
         client_write.shutdown().await.expect("closed");
         let result = served.await.expect("the session ran");
         let mut reader = BufReader::new(client_read);
@@ -509,11 +694,79 @@ mod tests {
         ])
         .await;
         result.expect("the client closed");
-        assert_eq!(kinds(&answers), ["transcript", "transcript"]);
-        assert_eq!(answers[0].data["text"], "1600 samples at 16000 Hz");
+        let transcripts: Vec<&Event> = answers.iter().filter(|e| e.kind == "transcript").collect();
+        assert_eq!(transcripts.len(), 2, "{:?}", kinds(&answers));
+        assert_eq!(transcripts[0].data["text"], "1600 samples at 16000 Hz");
+        assert_eq!(transcripts[0].data["language"], "de");
+        assert_eq!(transcripts[1].data["text"], "10 samples at 16000 Hz");
+        assert_eq!(transcripts[1].data["language"], "en");
+        // Each streamed too (under a second: no drafts, the whole text in
+        // one chunk), for clients that read streams.
+        let stream = [
+            "transcript-start",
+            "transcript-chunk",
+            "transcript",
+            "transcript-stop",
+        ];
+        assert_eq!(kinds(&answers), [stream, stream].concat());
         assert_eq!(answers[0].data["language"], "de");
-        assert_eq!(answers[1].data["text"], "10 samples at 16000 Hz");
-        assert_eq!(answers[1].data["language"], "en");
+        assert_eq!(answers[1].data["text"], "1600 samples at 16000 Hz");
+    }
+
+    #[tokio::test]
+    async fn a_transcript_streams_the_words_drafts_agree_on_while_the_audio_comes() {
+        let mut events = vec![
+            Event::new("transcribe"),
+            Event::new("audio-start").with_data(json!({"rate": 16000, "width": 2, "channels": 1})),
+        ];
+        // Four seconds, as a microphone sends them: a chunk at a time.
+        events.extend((0..40).map(|_| chunk(1600)));
+        events.push(Event::new("audio-stop"));
+        let mut pieces = Vec::new();
+        for event in &events {
+            let mut wire = Vec::new();
+            write_event(&mut wire, event).await.expect("written");
+            pieces.push(wire);
+        }
+        let (answers, result) =
+            exchange_with(pieces, Settings::default(), Duration::from_millis(2)).await;
+        result.expect("the client closed");
+        // Drafts at 1, 2 and 3 s read "Turn", "Turn the", "Turn the
+        // kitchen": two in a row agree on "Turn", then on "the".
+        assert_eq!(
+            kinds(&answers),
+            [
+                "transcript-start",
+                "transcript-chunk",
+                "transcript-chunk",
+                "transcript",
+                "transcript-stop"
+            ]
+        );
+        assert_eq!(answers[1].data["text"], "Turn");
+        assert_eq!(answers[2].data["text"], " the");
+        // The final text is whole, whatever the drafts said.
+        assert_eq!(answers[3].data["text"], "64000 samples at 16000 Hz");
+    }
+
+    #[test]
+    fn drafts_send_only_agreed_words_and_the_final_text_the_rest() {
+        let mut d = Drafting::default();
+        assert_eq!(d.agree("Turn the"), None);
+        assert_eq!(d.agree("turn the kitch"), Some("turn the".into()));
+        // A draft that takes a word back sends nothing.
+        assert_eq!(d.agree("Turn a kitchen"), None);
+        assert_eq!(d.agree("Turn the kitchen lights"), None);
+        assert_eq!(
+            d.agree("Turn the kitchen lights off"),
+            Some(" kitchen lights".into())
+        );
+        assert_eq!(d.rest("Turn the kitchen lights off."), Some(" off.".into()));
+        assert_eq!(d.rest("Turn the kitchen lights"), None);
+        // The final text went another way: the transcript carries it.
+        assert_eq!(d.rest("Turn on the kitchen lights"), None);
+        assert_eq!(Drafting::default().rest("Hello."), Some("Hello.".into()));
+        assert_eq!(Drafting::default().rest(""), None);
     }
 
     #[tokio::test]
@@ -661,7 +914,7 @@ mod tests {
         for event in &events {
             write_event(&mut wire, event).await.expect("written");
         }
-        let (answers, result) = exchange_with(wire, settings).await;
+        let (answers, result) = exchange_with(vec![wire], settings, Duration::ZERO).await;
         result.expect("the client closed");
         assert_eq!(kinds(&answers), ["detection", "error"]);
         assert_eq!(answers[0].data["timestamp"], 5000);

@@ -1,6 +1,7 @@
 //! A stand-in for the room's speech services, for tests of the protocol
 //! side (the crate's own and the `wyoming` fuzz target's): it says how
-//! much audio it was given, speaks a text as one sample per character,
+//! much audio it was given (its drafts read [`DRAFTED`], a word a second
+//! heard), speaks a text as one sample per character,
 //! fails when the text says "fail", and hears its wake word, `loud`, in a
 //! sample at 0.9 of full scale or more (`quiet` is installed too, never
 //! heard; any other name is not installed). The daemon never uses it.
@@ -12,6 +13,9 @@ use hark_core::room::{
 
 /// The most samples [`Counting`] makes for one text.
 const MOST: usize = 5000;
+
+/// What [`Counting`]'s drafts read, a word for each second heard.
+pub const DRAFTED: &str = "Turn the kitchen lights off.";
 
 pub struct Counting;
 
@@ -34,6 +38,19 @@ impl PcmSpeech for Counting {
                 text: format!("{} samples at {} Hz", audio.samples.len(), audio.rate),
                 language: language.unwrap_or_else(|| "en".into()),
             })
+        })
+    }
+
+    fn draft_pcm(
+        &self,
+        audio: Pcm,
+        _language: Option<String>,
+    ) -> BoxFuture<'_, Result<Option<String>, Failure>> {
+        Box::pin(async move {
+            // A word a second, from a sentence that ends.
+            let seconds = audio.samples.len() / audio.rate.max(1) as usize;
+            let words: Vec<&str> = DRAFTED.split(' ').take(seconds).collect();
+            Ok(Some(words.join(" ")))
         })
     }
 

@@ -57,6 +57,20 @@ struct Server {
 fn server() -> &'static Server {
     static SERVER: OnceLock<Server> = OnceLock::new();
     SERVER.get_or_init(|| {
+        // The daemon runs with SIGPIPE ignored (Rust's `main` sets it up);
+        // libFuzzer's `main` does not, and a write to a connection the
+        // other side has closed would end the run with that signal instead
+        // of the error the server handles.
+        unsafe extern "C" {
+            fn signal(signum: i32, handler: usize) -> usize;
+        }
+        const SIGPIPE: i32 = 13;
+        const SIG_IGN: usize = 1;
+        // SAFETY: setting a signal's disposition to "ignore", once, before
+        // any thread of the server exists.
+        unsafe {
+            signal(SIGPIPE, SIG_IGN);
+        }
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             if std::thread::current().name() == Some(THREADS) {

@@ -29,26 +29,35 @@ impl PcmSpeech for Room {
     ) -> BoxFuture<'_, Result<PcmText, Failure>> {
         Box::pin(async move {
             let (_, engine) = engine(self)?;
-            let samples = if audio.rate == ENGINE_RATE {
-                audio.samples
-            } else {
-                let clip = Clip {
-                    samples: audio.samples,
-                    rate: audio.rate,
-                };
-                tokio::task::spawn_blocking(move || clip.resampled(ENGINE_RATE))
-                    .await
-                    .map_err(|e| failure::task(Kind::AudioFormat, "resampling", e))?
-                    .map_err(|e| Failure::new(Kind::AudioFormat, e.to_string()))?
-                    .samples
-            };
-            let mut request = Request::new(samples);
+            let mut request = Request::new(to_engine_rate(audio).await?);
             request.language = language;
             let transcript = transcribed(&engine, request).await?;
             Ok(PcmText {
                 text: transcript.text.trim().to_owned(),
                 language: transcript.language,
             })
+        })
+    }
+
+    fn draft_pcm(
+        &self,
+        audio: Pcm,
+        language: Option<String>,
+    ) -> BoxFuture<'_, Result<Option<String>, Failure>> {
+        Box::pin(async move {
+            // The live engine hears English only, and serves the room's
+            // microphone first: a draft for a client waits for nothing.
+            let Some(live) = self.state.stt.live() else {
+                return Ok(None);
+            };
+            if language.as_deref().is_some_and(|l| l != "en") || live.busy() || live.queued() > 0 {
+                return Ok(None);
+            }
+            let mut request = Request::new(to_engine_rate(audio).await?);
+            request.language = Some("en".into());
+            request.draft = true;
+            let transcript = transcribed(live, request).await?;
+            Ok(Some(transcript.text.trim().to_owned()))
         })
     }
 
@@ -149,6 +158,24 @@ impl PcmSpeech for Room {
             Ok(Box::new(spotter) as Box<dyn PcmSpotter>)
         })
     }
+}
+
+/// `audio` at the rate the speech-to-text engines take.
+async fn to_engine_rate(audio: Pcm) -> Result<Vec<f32>, Failure> {
+    if audio.rate == ENGINE_RATE {
+        return Ok(audio.samples);
+    }
+    let clip = Clip {
+        samples: audio.samples,
+        rate: audio.rate,
+    };
+    Ok(
+        tokio::task::spawn_blocking(move || clip.resampled(ENGINE_RATE))
+            .await
+            .map_err(|e| failure::task(Kind::AudioFormat, "resampling", e))?
+            .map_err(|e| Failure::new(Kind::AudioFormat, e.to_string()))?
+            .samples,
+    )
 }
 
 /// The wake words whose manifests read, when their runtime is there: a
