@@ -131,19 +131,15 @@ fn wav_bytes(rendered: &Rendered) -> Result<Vec<u8>, Failure> {
 /// Writes through a temporary file in the same directory, so a reader never
 /// sees half a file and a failure leaves the old one in place.
 fn write_atomically(target: &Path, bytes: &[u8]) -> Result<(), Failure> {
-    let fail = |e: std::io::Error| {
+    let dir = target
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    hark_core::files::write_atomic(dir, target, bytes).map_err(|e| {
         Failure::new(
             Kind::Speech,
             format!("cannot write {}: {e}", target.display()),
         )
-    };
-    let mut temp = target.as_os_str().to_owned();
-    temp.push(format!(".tmp-{}", std::process::id()));
-    let temp = PathBuf::from(temp);
-    std::fs::write(&temp, bytes).map_err(fail)?;
-    std::fs::rename(&temp, target).map_err(|e| {
-        let _ = std::fs::remove_file(&temp);
-        fail(e)
     })
 }
 
