@@ -48,6 +48,8 @@ import sys
 import time
 from array import array
 
+import pins  # tests/bench/pins.py, beside this script
+
 RATE = 16_000
 
 REQUIREMENTS = [
@@ -236,14 +238,7 @@ def main():
         print("\n".join(REQUIREMENTS))
         return 0
     if args.mode == "check":
-        for requirement in REQUIREMENTS:
-            package, version = requirement.split("==")
-            try:
-                if importlib.metadata.version(package) != version:
-                    return 1
-            except importlib.metadata.PackageNotFoundError:
-                return 1
-        return 0
+        return pins.installed(REQUIREMENTS)
     # Neither peer may use more threads than it is given (OpenMP, BLAS).
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     if args.mode == "serve":

@@ -57,6 +57,8 @@ import re
 import sys
 import time
 
+import pins  # tests/bench/pins.py, beside this script
+
 PEERS = {
     "1.2.0": [
         "piper-tts==1.2.0",
@@ -239,14 +241,7 @@ def main():
         if args.mode == "requirements":
             print("\n".join(PEERS[args.peer]))
             return 0
-        for requirement in PEERS[args.peer]:
-            package, version = requirement.split("==")
-            try:
-                if importlib.metadata.version(package) != version:
-                    return 1
-            except importlib.metadata.PackageNotFoundError:
-                return 1
-        return 0
+        return pins.installed(PEERS[args.peer])
     if not args.model or not args.config:
         parser.error("--model and --config are required")
     if args.mode == "serve" and not args.texts:

@@ -139,6 +139,14 @@ pub fn toml_str(path: &Path) -> String {
     Value::String(path.display().to_string()).to_string()
 }
 
+/// The addresses the ready line names.
+struct Listeners {
+    tcp: SocketAddr,
+    http: Option<SocketAddr>,
+    https: Option<SocketAddr>,
+    wyoming: Option<SocketAddr>,
+}
+
 /// The daemon process; killed if still running when dropped.
 pub struct Daemon {
     child: Child,
@@ -152,6 +160,8 @@ pub struct Daemon {
     pub http: Option<SocketAddr>,
     /// The HTTPS listener, if `[mcp.https]` is on.
     pub https: Option<SocketAddr>,
+    /// The Wyoming listener, if `[wyoming]` is on.
+    pub wyoming: Option<SocketAddr>,
 }
 
 impl Daemon {
@@ -195,16 +205,18 @@ impl Daemon {
             tcp: SocketAddr::from(([127, 0, 0, 1], 0)),
             http: None,
             https: None,
+            wyoming: None,
         };
-        (daemon.tcp, daemon.http, daemon.https) = daemon.wait_ready(&listener)?;
+        let ready = daemon.wait_ready(&listener)?;
+        daemon.tcp = ready.tcp;
+        daemon.http = ready.http;
+        daemon.https = ready.https;
+        daemon.wyoming = ready.wyoming;
         Ok(daemon)
     }
 
     /// Waits for `READY=1` with `STATUS=serving … tcp=ADDR http=ADDR …`.
-    fn wait_ready(
-        &mut self,
-        listener: &UnixDatagram,
-    ) -> anyhow::Result<(SocketAddr, Option<SocketAddr>, Option<SocketAddr>)> {
+    fn wait_ready(&mut self, listener: &UnixDatagram) -> anyhow::Result<Listeners> {
         let started = Instant::now();
         let mut buf = vec![0u8; 4096];
         while started.elapsed() < START {
@@ -239,7 +251,12 @@ impl Daemon {
                     .and_then(|addr| addr.parse().ok())
             };
             let tcp = find("tcp=").with_context(|| format!("no tcp= in {message:?}"))?;
-            return Ok((tcp, find("http="), find("https=")));
+            return Ok(Listeners {
+                tcp,
+                http: find("http="),
+                https: find("https="),
+                wyoming: find("wyoming="),
+            });
         }
         bail!("hark sent no READY=1 within {START:?}:\n{}", self.tail())
     }

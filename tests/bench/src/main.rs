@@ -9,7 +9,8 @@
 //! whisper.cpp and faster-whisper (see [`stt`]); `hark-bench tts` text to
 //! speech against piper-tts (see [`tts`]); `hark-bench person` the button
 //! press to the listening light and chime, and a message's delivery to a
-//! waiting agent (see [`person`]).
+//! waiting agent (see [`person`]); `hark-bench wyoming` the Wyoming
+//! services against Home Assistant's own servers (see [`wyoming`]).
 //!
 //! ```sh
 //! cargo build --release -p hark
@@ -40,6 +41,7 @@ mod tts;
 mod turn;
 mod wake;
 mod wer;
+mod wyoming;
 
 use std::{
     path::{Path, PathBuf},
@@ -167,6 +169,10 @@ enum Mode {
     /// words while Hark speaks, the echo removed, false barge-ins an hour
     /// and the barge-in's reaction, AEC3 against speexdsp (see [`echo`]).
     Echo(echo::EchoArgs),
+    /// Hark's Wyoming speech to text and text to speech against Home
+    /// Assistant's wyoming-faster-whisper and wyoming-piper, measured by
+    /// wyoming-bench on recorded people, interleaved (see [`wyoming`]).
+    Wyoming(wyoming::WyomingArgs),
 }
 
 fn main() -> ExitCode {
@@ -189,6 +195,7 @@ fn main() -> ExitCode {
         Some(Mode::Wer(wer)) => wer::main(wer),
         Some(Mode::Wake(wake)) => wake::main(wake),
         Some(Mode::Echo(echo)) => echo::main(echo),
+        Some(Mode::Wyoming(wyoming)) => wyoming::main(wyoming),
         None => bench(args),
     };
     match result {

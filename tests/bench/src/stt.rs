@@ -513,12 +513,20 @@ impl PeerVenv {
     }
 }
 
-fn peer_venv(venv: &Path, python_for_venv: &Path, script: &Path) -> anyhow::Result<PathBuf> {
+/// The Python of `venv`, creating the venv with `python_for_venv` if it
+/// is missing and pip-installing the pins `script requirements` prints
+/// unless `script check` finds them all installed (`hark-bench stt`,
+/// `turn`, `wer` with stt_peers.py; `wyoming` with wyoming_peers.py).
+pub fn peer_venv(venv: &Path, python_for_venv: &Path, script: &Path) -> anyhow::Result<PathBuf> {
     let venv = tidy(venv);
     let python = venv.join("bin/python");
     let script = tidy(script);
+    let name = script.file_name().map_or_else(
+        || script.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
     if !python.is_file() {
-        eprintln!("[stt] creating {}", venv.display());
+        eprintln!("[bench] creating {}", venv.display());
         let status = Command::new(python_for_venv)
             .args(["-m", "venv"])
             .arg(&venv)
@@ -538,11 +546,11 @@ fn peer_venv(venv: &Path, python_for_venv: &Path, script: &Path) -> anyhow::Resu
             .output()?;
         anyhow::ensure!(
             requirements.status.success(),
-            "`stt_peers.py requirements` failed"
+            "`{name} requirements` failed"
         );
         let requirements = String::from_utf8_lossy(&requirements.stdout).into_owned();
         let pins: Vec<&str> = requirements.split_whitespace().collect();
-        eprintln!("[stt] pip install {}", pins.join(" "));
+        eprintln!("[bench] pip install {}", pins.join(" "));
         let status = Command::new(&python)
             .args(["-m", "pip", "install", "--quiet"])
             .args(&pins)
