@@ -284,9 +284,14 @@ impl<W: AsyncWrite + Unpin> Session<W> {
             "audio-start" => match AudioFormat::of(&event, "audio-start") {
                 Ok(format) if self.detect.is_some() => self.start_detecting(format).await,
                 Ok(format) => {
+                    // A stream left without its end is ended first.
+                    if std::mem::take(&mut self.drafting).started {
+                        self.send(&Event::new("transcript-stop")).await?;
+                    }
                     self.heard.start(format);
-                    self.drafting = Drafting::default();
-                    Ok(())
+                    // Said as the audio begins: a client waiting for words
+                    // knows they will come.
+                    self.start_transcript(self.language.clone()).await
                 }
                 Err(e) => self.refused(&e).await,
             },
@@ -454,7 +459,6 @@ impl<W: AsyncWrite + Unpin> Session<W> {
                 && let Some(text) = done.await
                 && let Some(chunk) = self.drafting.agree(&text)
             {
-                self.start_transcript(self.language.clone()).await?;
                 self.send(&Event::new("transcript-chunk").with_data(json!({"text": chunk})))
                     .await?;
             }
@@ -479,7 +483,7 @@ impl<W: AsyncWrite + Unpin> Session<W> {
         Ok(())
     }
 
-    /// `transcript-start`, before the stream's first chunk.
+    /// `transcript-start`, once a stream.
     async fn start_transcript(&mut self, language: Option<String>) -> std::io::Result<()> {
         if self.drafting.started {
             return Ok(());
@@ -557,27 +561,50 @@ impl<W: AsyncWrite + Unpin> Session<W> {
         self.speak(sentences, voice).await
     }
 
-    /// `text` spoken: `audio-start`, its chunks, `audio-stop`.
+    /// `text` spoken as one audio stream, a sentence at a time: the
+    /// `audio-start` and the first sentence's chunks as soon as it is made
+    /// (a long answer starts playing while the rest is made), each next
+    /// sentence's chunks as it is made, then `audio-stop`.
     async fn speak(&mut self, text: String, voice: Option<String>) -> std::io::Result<()> {
-        let spoken = match self.services.synthesize_pcm(text, voice).await {
-            Ok(spoken) => spoken,
-            Err(failure) => return self.failed(&failure).await,
-        };
-        let format = AudioFormat {
-            rate: spoken.audio.rate,
-            width: 2,
-            channels: 1,
-        };
-        self.send(&Event {
-            kind: "audio-start".into(),
-            data: format.data(),
-            payload: Vec::new(),
-        })
-        .await?;
-        for chunk in audio::chunks(spoken.audio.rate, &spoken.audio.samples) {
-            self.send(&chunk).await?;
+        let mut rate: Option<u32> = None;
+        for sentence in sentences(&text) {
+            let spoken = match self.services.synthesize_pcm(sentence, voice.clone()).await {
+                Ok(spoken) => spoken,
+                Err(failure) => {
+                    // What was sent stays a whole stream.
+                    if rate.is_some() {
+                        self.send(&Event::new("audio-stop")).await?;
+                    }
+                    return self.failed(&failure).await;
+                }
+            };
+            if rate != Some(spoken.audio.rate) {
+                // Only a voice that changed mid-text (a fallback) changes
+                // the rate: a new stream says so.
+                if rate.is_some() {
+                    self.send(&Event::new("audio-stop")).await?;
+                }
+                let format = AudioFormat {
+                    rate: spoken.audio.rate,
+                    width: 2,
+                    channels: 1,
+                };
+                self.send(&Event {
+                    kind: "audio-start".into(),
+                    data: format.data(),
+                    payload: Vec::new(),
+                })
+                .await?;
+                rate = Some(spoken.audio.rate);
+            }
+            for chunk in audio::chunks(spoken.audio.rate, &spoken.audio.samples) {
+                self.send(&chunk).await?;
+            }
         }
-        self.send(&Event::new("audio-stop")).await
+        if rate.is_some() {
+            self.send(&Event::new("audio-stop")).await?;
+        }
+        Ok(())
     }
 }
 
@@ -594,6 +621,47 @@ fn voice(data: &serde_json::Map<String, Value>) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// `text`'s sentences, each trimmed (the whole text when none is left,
+/// so that what cannot be said is refused as it is).
+fn sentences(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(end) = first_end(rest) {
+        let (sentence, after) = rest.split_at(end);
+        if !sentence.trim().is_empty() {
+            out.push(sentence.trim().to_owned());
+        }
+        rest = after;
+    }
+    if !rest.trim().is_empty() {
+        out.push(rest.trim().to_owned());
+    }
+    if out.is_empty() {
+        out.push(text.to_owned());
+    }
+    out
+}
+
+/// The end of `text`'s first sentence (after the space or line break that
+/// follows it), by the rule of [`complete`].
+fn first_end(text: &str) -> Option<usize> {
+    let mut previous: Option<char> = None;
+    for (at, c) in text.char_indices() {
+        if ends_sentence(previous, c) {
+            return Some(at + c.len_utf8());
+        }
+        previous = Some(c);
+    }
+    None
+}
+
+/// `c` after `previous` closes a sentence: a line break, or white space
+/// after a stop.
+fn ends_sentence(previous: Option<char>, c: char) -> bool {
+    let stop = matches!(previous, Some('.' | '!' | '?' | '…' | '。' | '！' | '？'));
+    c == '\n' || (c.is_whitespace() && stop)
+}
+
 /// Bytes of `text` that are whole sentences: up to the last sentence end
 /// (`.`, `!`, `?`, `…` and their full-width forms) followed by white space,
 /// or the last line break.
@@ -601,8 +669,7 @@ fn complete(text: &str) -> usize {
     let mut done = 0;
     let mut previous: Option<char> = None;
     for (at, c) in text.char_indices() {
-        let ends = matches!(previous, Some('.' | '!' | '?' | '…' | '。' | '！' | '？'));
-        if c == '\n' || (c.is_whitespace() && ends) {
+        if ends_sentence(previous, c) {
             done = at + c.len_utf8();
         }
         previous = Some(c);
@@ -787,6 +854,48 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_long_text_is_one_stream_made_a_sentence_at_a_time() {
+        let (answers, result) = exchange(&[
+            Event::new("synthesize")
+                .with_data(json!({"text": "It is ten. The oven is hot!\nDone"})),
+            // A sentence that cannot be said ends what was sent as a whole
+            // stream, then says why.
+            Event::new("synthesize").with_data(json!({"text": "Fine. Then fail."})),
+        ])
+        .await;
+        result.expect("the client closed");
+        assert_eq!(
+            kinds(&answers),
+            [
+                "audio-start",
+                "audio-chunk",
+                "audio-chunk",
+                "audio-chunk",
+                "audio-stop",
+                "audio-start",
+                "audio-chunk",
+                "audio-stop",
+                "error",
+            ]
+        );
+        let sizes: Vec<usize> = answers[1..4].iter().map(|e| e.payload.len() / 2).collect();
+        assert_eq!(
+            sizes,
+            ["It is ten.".len(), "The oven is hot!".len(), "Done".len()]
+        );
+        assert_eq!(answers[8].data["code"], "SpeechError");
+    }
+
+    #[test]
+    fn a_text_is_cut_into_trimmed_sentences() {
+        assert_eq!(sentences("One. Two?  Three"), ["One.", "Two?", "Three"]);
+        assert_eq!(sentences("3.50 euros. Yes"), ["3.50 euros.", "Yes"]);
+        assert_eq!(sentences("a\n\nb"), ["a", "b"]);
+        // Nothing to say is handed on as it is, to be refused.
+        assert_eq!(sentences("  "), ["  "]);
+    }
+
+    #[tokio::test]
     async fn a_text_stream_is_spoken_sentence_by_sentence_and_its_repeat_ignored() {
         let chunk = |text: &str| Event::new("synthesize-chunk").with_data(json!({"text": text}));
         let (answers, result) = exchange(&[
@@ -813,7 +922,7 @@ mod tests {
                 "synthesize-stopped",
             ]
         );
-        assert_eq!(answers[1].payload.len(), "The oven is hot. ".len() * 2);
+        assert_eq!(answers[1].payload.len(), "The oven is hot.".len() * 2);
         assert_eq!(answers[4].payload.len(), "The bread is done".len() * 2);
     }
 
@@ -834,9 +943,18 @@ mod tests {
         ])
         .await;
         result.expect("the client closed");
+        // The broken stream began as a transcript, and ends as one.
         assert_eq!(
             kinds(&answers),
-            ["error", "error", "error", "error", "pong"]
+            [
+                "error",
+                "error",
+                "error",
+                "transcript-start",
+                "error",
+                "transcript-stop",
+                "pong"
+            ]
         );
         assert_eq!(answers[0].data["text"], "`synthesize` has no `text`");
         assert_eq!(answers[1].data["code"], "SpeechError");
@@ -846,7 +964,7 @@ mod tests {
                 .is_some_and(|t| t.contains("`width` 3"))
         );
         assert!(
-            answers[3].data["text"]
+            answers[4].data["text"]
                 .as_str()
                 .is_some_and(|t| t.contains("not whole frames"))
         );
@@ -916,14 +1034,17 @@ mod tests {
         }
         let (answers, result) = exchange_with(vec![wire], settings, Duration::ZERO).await;
         result.expect("the client closed");
-        assert_eq!(kinds(&answers), ["detection", "error"]);
+        assert_eq!(
+            kinds(&answers),
+            ["detection", "transcript-start", "error", "transcript-stop"]
+        );
         assert_eq!(answers[0].data["timestamp"], 5000);
         assert!(
-            answers[1].data["text"]
+            answers[2].data["text"]
                 .as_str()
                 .is_some_and(|t| t.contains("longer than 1 s")),
             "{:?}",
-            answers[1].data
+            answers[2].data
         );
     }
 
