@@ -438,27 +438,17 @@ impl<W: AsyncWrite + Unpin> Session<W> {
     /// The draft that finished, sent as far as it is agreed; the next one
     /// begun once a second more is heard. Nothing here waits for a draft.
     async fn draft(&mut self) -> std::io::Result<()> {
-        if self
-            .drafting
-            .running
-            .as_ref()
-            .is_some_and(tokio::task::JoinHandle::is_finished)
-        {
-            let done = self.drafting.running.take().map(|running| async {
-                match running.await {
-                    Ok(Ok(text)) => text,
-                    // A draft is a courtesy: the final text still comes.
-                    Ok(Err(failure)) => {
-                        tracing::debug!(%failure, "a Wyoming draft failed");
-                        None
-                    }
-                    Err(_) => None,
+        if let Some(running) = self.drafting.running.take_if(|r| r.is_finished()) {
+            let text = match running.await {
+                Ok(Ok(text)) => text,
+                // A draft is a courtesy: the final text still comes.
+                Ok(Err(failure)) => {
+                    tracing::debug!(%failure, "a Wyoming draft failed");
+                    None
                 }
-            });
-            if let Some(done) = done
-                && let Some(text) = done.await
-                && let Some(chunk) = self.drafting.agree(&text)
-            {
+                Err(_) => None,
+            };
+            if let Some(chunk) = text.and_then(|text| self.drafting.agree(&text)) {
                 self.send(&Event::new("transcript-chunk").with_data(json!({"text": chunk})))
                     .await?;
             }
