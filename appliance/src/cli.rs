@@ -55,6 +55,11 @@ pub enum Command {
         /// `clientInfo.name`.
         #[arg(long)]
         name: Option<String>,
+        /// Push the person's messages into the session as Claude Code
+        /// channel events (start Claude Code with
+        /// `--dangerously-load-development-channels server:NAME`).
+        #[arg(long)]
+        channel: bool,
     },
     /// Play a WAV file into the running daemon's virtual microphone, as if
     /// someone spoke it in the room (machines without a sound card).

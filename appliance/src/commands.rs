@@ -51,12 +51,18 @@ pub fn status(cli: &Globals, host: String, json: bool) -> anyhow::Result<()> {
 }
 
 /// `hark connect`: the stdio bridge.
-pub fn connect(cli: &Globals, target: String, name: Option<String>) -> anyhow::Result<()> {
+pub fn connect(
+    cli: &Globals,
+    target: String,
+    name: Option<String>,
+    channel: bool,
+) -> anyhow::Result<()> {
     logging::init("warn")?;
     cli.runtime.block_on(client::connect(
         &target,
         name.as_deref(),
         token_for(cli.token.as_deref(), &target).as_deref(),
+        channel,
     ))?;
     Ok(())
 }

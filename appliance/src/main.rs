@@ -77,7 +77,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             commands::daemon(&globals, config, file)
         }
         Command::Status { host, json } => commands::status(&globals, host, json),
-        Command::Connect { target, name } => commands::connect(&globals, target, name),
+        Command::Connect {
+            target,
+            name,
+            channel,
+        } => commands::connect(&globals, target, name, channel),
         Command::Discover {
             timeout,
             interfaces,

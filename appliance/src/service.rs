@@ -223,6 +223,7 @@ async fn serve(
         Arc::clone(&served),
         token.clone(),
     ));
+    tokio::spawn(hark_mcp::channels::push(Arc::clone(&served), token.clone()));
     let shared = Arc::new(Shared::new(
         config.mcp.clone(),
         &config.service.hostname,

@@ -53,6 +53,19 @@ VENV_WS_PYTHON = REPO / "tests" / ".venv-ws" / "bin" / "python"
 NODE_BIN = REPO / "tests" / "node" / "node_modules" / ".bin"
 
 
+SPEECH = REPO / "tests" / ".speech"
+
+
+def clip(clip_id):
+    """A recording from the real-speech set (tests/speech) and its transcript."""
+    with open(SPEECH / "manifest.json", encoding="utf-8") as f:
+        for line in f:
+            entry = json.loads(line)
+            if entry["id"] == clip_id:
+                return SPEECH / entry["file"], entry["text"]
+    raise KeyError(clip_id)
+
+
 def die_with_parent():
     """In the child: get SIGTERM when the test process dies, so no daemon
     outlives an interrupted or timed-out test run."""

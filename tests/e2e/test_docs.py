@@ -91,6 +91,8 @@ def test_readme_configuration_example_is_valid(tmp_path):
 def test_every_configuration_block_in_the_readme_is_valid(tmp_path):
     import subprocess
 
+    # Hark's own; another program's (```toml codex) has a word after the
+    # language.
     blocks = re.findall(r"```toml\n(.*?)```", (REPO / "README.md").read_text(), re.S)
     assert len(blocks) >= 2, "the configuration example and Home Assistant's"
     for n, block in enumerate(blocks):

@@ -18,25 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from harness import (HARK, REPO, Daemon, LineClient, after_the_chime, call, client, heard, in_thread,
-                     render_config, response, start_listening, status, status_of, wait_for, words)
+from harness import (HARK, REPO, SPEECH, Daemon, LineClient, after_the_chime, call, clip, client, heard,
+                     in_thread, render_config, response, start_listening, status, status_of, wait_for, words)
 from harness import MODELS, VOICES
 from harness import speak as speak_message
 from test_conversation import person_says
 from sound_server import AVAILABLE, WHY_NOT, SoundServer
 
-SPEECH = REPO / "tests" / ".speech"
 needs_sound_server = pytest.mark.skipif(not AVAILABLE, reason=f"needs {WHY_NOT}")
-
-
-def clip(clip_id):
-    """A recording from the real-speech set and its transcript."""
-    with open(SPEECH / "manifest.json", encoding="utf-8") as f:
-        for line in f:
-            entry = json.loads(line)
-            if entry["id"] == clip_id:
-                return SPEECH / entry["file"], entry["text"]
-    raise KeyError(clip_id)
 
 
 @pytest.fixture

@@ -112,7 +112,9 @@ def test_a_short_press_pairs_an_agent_on_another_host(start_daemon, other_host, 
     token = next(line.strip() for line in out.splitlines() if line.strip().startswith("hark_"))
     assert f"claude mcp add --transport http hark http://{address}:{d.http[1]}/mcp --header " \
            f"\"Authorization: Bearer {token}\"" in out, out
+    assert "--header \"X-Hark-Channel: claude\"" in out, out
     assert "bearer_token_env_var = \"HARK_TOKEN\"" in out and "[mcp_servers.hark]" in out
+    assert "tool_timeout_sec = 600" in out, out
     assert tokens(d)["laptop"]["scopes"] == ["listen", "speak"]
     assert wait_for(lambda: lights(d) == "idle", 10)
     status = local_status(d)

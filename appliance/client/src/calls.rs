@@ -39,6 +39,61 @@ fn rename(message: &mut Value, name: &str) -> bool {
     }
 }
 
+/// Asks for the person's messages as Claude Code channel pushes in an
+/// `initialize` (`capabilities.experimental["claude/channel"]`). Returns
+/// whether it changed anything.
+fn ask_for_channel(message: &mut Value) -> bool {
+    if message.get("method").and_then(Value::as_str) != Some("initialize") {
+        return false;
+    }
+    let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
+        return false;
+    };
+    let capabilities = params.entry("capabilities").or_insert_with(|| json!({}));
+    let Some(capabilities) = capabilities.as_object_mut() else {
+        return false;
+    };
+    let experimental = capabilities
+        .entry("experimental")
+        .or_insert_with(|| json!({}));
+    match experimental.as_object_mut() {
+        Some(experimental) => {
+            experimental.insert("claude/channel".into(), json!({}));
+            true
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod channel_tests {
+    use serde_json::json;
+
+    use super::ask_for_channel;
+
+    #[test]
+    fn an_initialize_asks_for_the_pushes_and_nothing_else_changes() {
+        let mut init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "clientInfo": {"name": "claude-code", "version": "2"},
+            "capabilities": {"roots": {}}}});
+        assert!(ask_for_channel(&mut init));
+        assert_eq!(
+            init["params"]["capabilities"]["experimental"]["claude/channel"],
+            json!({})
+        );
+        assert_eq!(init["params"]["capabilities"]["roots"], json!({}));
+        let mut bare = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}});
+        assert!(ask_for_channel(&mut bare));
+        assert_eq!(
+            bare["params"]["capabilities"]["experimental"]["claude/channel"],
+            json!({})
+        );
+        let mut call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}});
+        assert!(!ask_for_channel(&mut call));
+        assert_eq!(call["params"], json!({}));
+    }
+}
+
 #[cfg(test)]
 mod rename_tests {
     use serde_json::json;
@@ -332,10 +387,11 @@ The token, shown only now (Hark keeps only its hash):
         ));
     }
     out.push_str(&format!(
-        "Claude Code:
-  claude mcp add --transport http hark {url} --header \"Authorization: Bearer {token}\"\n\n\
+        "Claude Code (the person's words pushed into the session: start it with\n\
+         `claude --dangerously-load-development-channels server:hark`):
+  claude mcp add --transport http hark {url} --header \"Authorization: Bearer {token}\" --header \"X-Hark-Channel: claude\"\n\n\
          Cursor (~/.cursor/mcp.json):\n  {{\"mcpServers\": {{\"hark\": {{\"url\": \"{url}\", \"headers\": {{\"Authorization\": \"Bearer {token}\"}}}}}}}}\n\n\
-         Codex (~/.codex/config.toml; export HARK_TOKEN={token} where Codex runs):\n  [mcp_servers.hark]\n  url = \"{url}\"\n  bearer_token_env_var = \"HARK_TOKEN\"\n\n\
+         Codex (~/.codex/config.toml; export HARK_TOKEN={token} where Codex runs):\n  [mcp_servers.hark]\n  url = \"{url}\"\n  bearer_token_env_var = \"HARK_TOKEN\"\n  tool_timeout_sec = 600\n\n\
          Claude Desktop and other stdio clients (uses the kept token):\n  {{\"mcpServers\": {{\"hark\": {{\"command\": \"hark\", \"args\": [\"connect\", \"{stdio_target}\"]}}}}}}\n\n\
          Python (the official MCP SDK, `pip install mcp`):\n  import httpx2\n  from mcp import Client\n  from mcp.client.streamable_http import streamable_http_client\n  http = httpx2.AsyncClient(headers={{\"Authorization\": \"Bearer {token}\"}})\n  async with http, Client(streamable_http_client(\"{url}\", http_client=http)) as hark:\n      print(await hark.call_tool(\"get_status\", {{}}))\n"
     ));
@@ -477,6 +533,7 @@ pub async fn connect(
     target: &str,
     name: Option<&str>,
     token: Option<&str>,
+    channel: bool,
 ) -> Result<(), ClientError> {
     let target = with_default_port(target);
     let mut stdin = BufReader::new(tokio::io::stdin()).lines();
@@ -493,11 +550,13 @@ pub async fn connect(
                     continue;
                 }
                 let mut message: Option<Value> = serde_json::from_str(&line).ok();
-                let line = match (name, message.as_mut()) {
-                    (Some(name), Some(message)) => {
-                        if rename(message, name) { message.to_string() } else { line }
+                let line = match message.as_mut() {
+                    Some(message) => {
+                        let renamed = name.is_some_and(|name| rename(message, name));
+                        let asked = channel && ask_for_channel(message);
+                        if renamed || asked { message.to_string() } else { line }
                     }
-                    _ => line,
+                    None => line,
                 };
                 let method = message.as_ref().and_then(|m| m["method"].as_str().map(str::to_owned));
                 let id = message.as_ref().and_then(|m| m.get("id").cloned());

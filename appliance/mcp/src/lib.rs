@@ -7,7 +7,9 @@
 //! - [`connections`]: who is connected, how, and what their calls are
 //!   doing.
 //! - [`tools`]: one file per tool, with its schema, handler and tests.
-//! - [`resources`]: `hark://inbox` and its subscriptions.
+//! - [`resources`]: `hark://inbox` and its subscriptions; [`channels`]: the
+//!   person's messages pushed into Claude Code sessions.
+//! - [`tasks`]: long waits as tasks (the MCP Tasks extension).
 //! - [`framing`]: turning raw frames (a line, a WebSocket message) into
 //!   JSON-RPC messages for rmcp, answering malformed ones with the right
 //!   JSON-RPC error.
@@ -19,12 +21,14 @@
 
 pub mod auth;
 pub mod budget;
+pub mod channels;
 pub mod config;
 pub mod connections;
 pub mod discovery;
 pub mod framing;
 pub mod resources;
 pub mod server;
+pub mod tasks;
 pub mod tls;
 pub mod tools;
 pub mod transport;
@@ -62,6 +66,10 @@ pub struct ServerState {
     /// Cancelled when the daemon begins to stop, so a call it ends says
     /// why (see `call_tool`).
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// Calls that went on as tasks, for every transport.
+    pub tasks: Arc<tasks::Tasks>,
+    /// Sessions that asked for the person's messages as pushes.
+    pub channels: channels::Channels,
 }
 
 impl ServerState {
@@ -80,6 +88,8 @@ impl ServerState {
             subscribers: Default::default(),
             sse: Default::default(),
             shutdown: Default::default(),
+            tasks: Default::default(),
+            channels: Default::default(),
         }
     }
 

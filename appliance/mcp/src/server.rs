@@ -29,7 +29,10 @@ or the speaker is playing, and which subsystems are ready. Talk with the person:
 transcribe_voice, or converse (speak, then listen, in one call). Before anything risky or \
 irreversible ask with confirm and proceed only on yes; let them pick with choose. The person can \
 start a conversation too: they press the button and speak, and wait_for_person returns what they \
-said (call it in a loop, or subscribe to the hark://inbox resource to be told).";
+said (call it in a loop, or subscribe to the hark://inbox resource to be told). In a session \
+started with Hark as a channel, the person's words arrive as a <channel source=\"hark\"> event: \
+answer them (speak_text or converse) and take the message with wait_for_person \
+(timeout_seconds 0) so Hark knows it reached you.";
 
 /// The requests Hark serves. (`initialize` and `ping` only to clients before
 /// 2026-07-28; rmcp answers them as removed methods to later ones.) Any other
@@ -46,6 +49,9 @@ pub const METHODS: &[&str] = &[
     "resources/subscribe",
     "resources/unsubscribe",
     "subscriptions/listen",
+    "tasks/get",
+    "tasks/cancel",
+    "tasks/update",
 ];
 
 #[derive(Clone)]
@@ -367,18 +373,54 @@ fn identity_from_extensions(extensions: &rmcp::model::Extensions) -> Option<Arc<
 #[tool_handler(router = self.tools)]
 impl ServerHandler for HarkServer {
     fn get_info(&self) -> ServerConfig {
-        InitializeResult::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_resources()
-                .enable_resources_subscribe()
-                .build(),
-        )
-        .with_server_info(
-            Implementation::new("hark", env!("CARGO_PKG_VERSION"))
-                .with_title("Hark voice appliance"),
-        )
-        .with_instructions(INSTRUCTIONS)
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_tasks()
+            .build();
+        // Claude Code's channels: the person's messages pushed (see
+        // `channels`).
+        capabilities.experimental = Some(std::collections::BTreeMap::from([(
+            crate::channels::CAPABILITY.to_owned(),
+            rmcp::model::JsonObject::new(),
+        )]));
+        InitializeResult::new(capabilities)
+            .with_server_info(
+                Implementation::new("hark", env!("CARGO_PKG_VERSION"))
+                    .with_title("Hark voice appliance"),
+            )
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        let owner = self.agent_name(&context);
+        let task = self.state.tasks.get(&owner, &request.task_id)?;
+        Ok(rmcp::model::GetTaskResult::new(task))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let owner = self.agent_name(&context);
+        self.state.tasks.cancel(&owner, &request.task_id)?;
+        tracing::info!(%owner, task = %request.task_id, "task cancelled by its client");
+        Ok(())
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let owner = self.agent_name(&context);
+        Ok(self.state.tasks.update(&owner, &request.task_id)?)
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
@@ -402,6 +444,13 @@ impl ServerHandler for HarkServer {
             protocol = %request.protocol_version,
             "client initialized"
         );
+        let by_header = context
+            .extensions
+            .get::<http::request::Parts>()
+            .is_some_and(|parts| crate::channels::asked_by_header(&parts.headers));
+        if by_header || crate::channels::asked_in(&request.capabilities) {
+            self.add_channel(&context);
+        }
         Ok(ServerHandler::get_info(self))
     }
 
@@ -443,29 +492,14 @@ impl ServerHandler for HarkServer {
     ) -> Result<(), ErrorData> {
         resources::check(&request.uri)?;
         self.require(&context, crate::auth::Scope::Listen, "the voice inbox")?;
-        let identity = self.identity(&context);
-        let conn = resources::connection_of(identity.as_deref(), &context);
-        let agent = self.agent_name(&context);
-        // A stream connection's end ends the subscription; an HTTP
-        // session outlives its connections, and its peer says when it ends.
-        let gone = identity
-            .as_ref()
-            .filter(|i| !i.transport.is_http())
-            .map(|i| i.gone.clone());
-        let present = self.state.inbox.as_ref().map(|inbox| {
-            let peer = context.peer.clone();
-            let gone = gone.clone();
-            inbox.present(
-                &agent,
-                Box::new(move || {
-                    !peer.is_transport_closed() && !gone.as_ref().is_some_and(|g| g.is_cancelled())
-                }),
-            )
-        });
-        tracing::info!(%agent, %conn, "subscribed to the inbox");
-        self.state
-            .subscribers
-            .subscribe(conn, context.peer.clone(), gone, present);
+        let hearer = self.hearer(&context);
+        tracing::info!(agent = %hearer.agent, conn = %hearer.conn, "subscribed to the inbox");
+        self.state.subscribers.subscribe(
+            hearer.conn,
+            context.peer.clone(),
+            hearer.gone,
+            hearer.present,
+        );
         Ok(())
     }
 
@@ -658,80 +692,239 @@ impl ServerHandler for HarkServer {
         {
             return Ok(wrong.into_result().into());
         }
+        // Only a request that declares the extension itself (2026-07-28's
+        // per-request capabilities): the Inspector declares it at every
+        // `initialize` too, expecting a session before 2026-07-28 to pay no
+        // heed, and its calls there cannot take a task handle.
+        if crate::tasks::TASK_TOOLS.contains(&request.name.as_ref())
+            && context
+                .meta
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks())
+        {
+            return self.start_task(request, context);
+        }
         let span = self.tool_span(&request.name, &context);
+        self.run_call(request, context).instrument(span).await
+    }
+}
+
+impl HarkServer {
+    /// This session gets the person's messages as channel pushes, if it
+    /// may listen.
+    fn add_channel(&self, context: &RequestContext<RoleServer>) {
+        if let Err(denied) = self
+            .grant(context)
+            .allows(crate::auth::Scope::Listen, "channel pushes")
+        {
+            tracing::info!(%denied, "channel pushes refused");
+            return;
+        }
+        let hearer = self.hearer(context);
+        tracing::info!(
+            agent = %hearer.agent,
+            conn = %hearer.conn,
+            "the person's messages will be pushed to this session"
+        );
+        self.state.channels.add(
+            hearer.conn,
+            hearer.agent,
+            context.peer.clone(),
+            hearer.gone,
+            hearer.present,
+        );
+    }
+
+    /// A session that is told of the person's messages (a subscription, a
+    /// channel): which it is, whose, what ends it, and its presence, which
+    /// makes its agent count as listening while it lasts.
+    fn hearer(&self, context: &RequestContext<RoleServer>) -> Hearer {
+        let identity = self.identity(context);
+        let conn = resources::connection_of(identity.as_deref(), context);
+        let agent = self.agent_name(context);
+        // A stream connection's end ends it; an HTTP session outlives its
+        // connections, and its peer says when it ends.
+        let gone = identity
+            .as_ref()
+            .filter(|i| !i.transport.is_http())
+            .map(|i| i.gone.clone());
+        let present = self.state.inbox.as_ref().map(|inbox| {
+            let peer = context.peer.clone();
+            let gone = gone.clone();
+            inbox.present(
+                &agent,
+                Box::new(move || {
+                    !peer.is_transport_closed() && !gone.as_ref().is_some_and(|g| g.is_cancelled())
+                }),
+            )
+        });
+        Hearer {
+            conn,
+            agent,
+            gone,
+            present,
+        }
+    }
+
+    /// A tool call, run to its end (in the request, or in a task), with
+    /// Hark's own words for how it ended.
+    async fn run_call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         // Revoking the token ends the call (see `tools::call_ended`); say so.
         let grant = self.grant(&context);
         let revoked = grant
             .paired_name()
             .map(|name| (name.to_owned(), self.state.auth.revoked(name)));
-        async move {
-            let mut result = self
-                .tools
-                .call(ToolCallContext::new(self, request, context))
-                .await;
-            if let Some((name, revoked)) = revoked
-                && revoked.is_cancelled()
-                && matches!(&result, Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true))
-            {
-                result = Ok(super::tools::ToolError::new(
-                    hark_core::room::Kind::NotPaired,
-                    format!(
-                        "the token `{name}` was revoked during this call, which ended; {}",
-                        crate::auth::HOW_TO_PAIR
-                    ),
-                )
-                .into_result()
-                .into());
-            }
-            // A call the daemon's stop cancelled says so, rather than
-            // looking like one the client cancelled: the agent should call
-            // again once the appliance is back, not give up.
-            if self.state.shutdown.is_cancelled()
-                && let Ok(CallToolResponse::Complete(r)) = &result
-                && r.is_error == Some(true)
-                && r.structured_content.as_ref().and_then(|c| c.pointer("/error/type"))
-                    == Some(&serde_json::Value::from(hark_core::room::Kind::Cancelled.name()))
-            {
-                let said: Vec<&str> = r
-                    .content
-                    .iter()
-                    .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-                    .collect();
-                result = Ok(super::tools::ToolError::new(
-                    hark_core::room::Kind::ShuttingDown,
-                    format!(
-                        "the appliance is shutting down (a restart, an update or power off), so this call ended ({}); call again once it is back",
-                        said.join(" ")
-                    ),
-                )
-                .into_result()
-                .into());
-            }
-            // Every failure of Hark's own is typed; one without a type is
-            // rmcp's own refusal of the arguments (a missing field, a value
-            // not in an enum, an item of the wrong type): typed here, once.
-            if let Ok(CallToolResponse::Complete(r)) = &result
-                && r.is_error == Some(true)
-                && r.structured_content.is_none()
-            {
-                let text: Vec<&str> = r
-                    .content
-                    .iter()
-                    .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-                    .collect();
-                result = Ok(super::tools::ToolError::invalid(text.join(" "))
-                    .into_result()
-                    .into());
-            }
-            // Answers at debug: agents may poll get_status many times a
-            // minute. Failures are worth a line at info.
-            match &result {
-                Ok(_) => tracing::debug!("tool call answered"),
-                Err(error) => tracing::info!(code = error.code.0, message = %error.message, "tool call failed"),
-            }
-            result
+        let mut context = context;
+        context.extensions.insert(super::tools::Sent::new());
+        let heartbeat = super::tools::keep_alive(context.clone());
+        let call = self
+            .tools
+            .call(ToolCallContext::new(self, request, context));
+        let mut result = tokio::select! {
+            result = call => result,
+            never = heartbeat => match never {},
+        };
+        if let Some((name, revoked)) = revoked
+            && revoked.is_cancelled()
+            && matches!(&result, Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true))
+        {
+            result = Ok(super::tools::ToolError::new(
+                hark_core::room::Kind::NotPaired,
+                format!(
+                    "the token `{name}` was revoked during this call, which ended; {}",
+                    crate::auth::HOW_TO_PAIR
+                ),
+            )
+            .into_result()
+            .into());
         }
-        .instrument(span)
-        .await
+        // A call the daemon's stop cancelled says so, rather than
+        // looking like one the client cancelled: the agent should call
+        // again once the appliance is back, not give up.
+        if self.state.shutdown.is_cancelled()
+            && let Ok(CallToolResponse::Complete(r)) = &result
+            && r.is_error == Some(true)
+            && r.structured_content
+                .as_ref()
+                .and_then(|c| c.pointer("/error/type"))
+                == Some(&serde_json::Value::from(
+                    hark_core::room::Kind::Cancelled.name(),
+                ))
+        {
+            let said: Vec<&str> = r
+                .content
+                .iter()
+                .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+                .collect();
+            result = Ok(super::tools::ToolError::new(
+                hark_core::room::Kind::ShuttingDown,
+                format!(
+                    "the appliance is shutting down (a restart, an update or power off), so this call ended ({}); call again once it is back",
+                    said.join(" ")
+                ),
+            )
+            .into_result()
+            .into());
+        }
+        // Every failure of Hark's own is typed; one without a type is
+        // rmcp's own refusal of the arguments (a missing field, a value
+        // not in an enum, an item of the wrong type): typed here, once.
+        if let Ok(CallToolResponse::Complete(r)) = &result
+            && r.is_error == Some(true)
+            && r.structured_content.is_none()
+        {
+            let text: Vec<&str> = r
+                .content
+                .iter()
+                .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+                .collect();
+            result = Ok(super::tools::ToolError::invalid(text.join(" "))
+                .into_result()
+                .into());
+        }
+        // Answers at debug: agents may poll get_status many times a
+        // minute. Failures are worth a line at info.
+        match &result {
+            Ok(_) => tracing::debug!("tool call answered"),
+            Err(error) => {
+                tracing::info!(code = error.code.0, message = %error.message, "tool call failed")
+            }
+        }
+        result
     }
+
+    /// Starts a waiting tool as a task (the client declared the tasks
+    /// extension): the answer is the task handle; the call goes on, with
+    /// the task's stop as its cancellation and the task's status as its
+    /// progress (see [`crate::tasks`]).
+    fn start_task(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let owner = self.agent_name(&context);
+        let span = self.tool_span(&request.name, &context);
+        // On a stream transport the connection is the session: its end
+        // ends the task. An HTTP connection's end does not (the module's
+        // doc says why).
+        let gone = self
+            .identity(&context)
+            .filter(|i| !i.transport.is_http())
+            .map(|i| i.gone.clone());
+        let server = self.clone();
+        let started = self
+            .state
+            .tasks
+            .start(&owner, &self.state.shutdown, |running, stop| {
+                let mut context = context;
+                context.ct = stop.clone();
+                context.extensions.insert(running);
+                if let Some(gone) = gone {
+                    tokio::spawn(async move {
+                        tokio::select! {
+                            () = gone.cancelled() => stop.cancel(),
+                            () = stop.cancelled() => {}
+                        }
+                    });
+                }
+                async move {
+                    match server.run_call(request, context).await? {
+                        CallToolResponse::Complete(result) => Ok(result),
+                        _ => Err(ErrorData::internal_error(
+                            "a task's call did not end with a result",
+                            None,
+                        )),
+                    }
+                }
+                .instrument(span.clone())
+            });
+        let _span = span.entered();
+        match started {
+            Ok(task) => {
+                tracing::info!(task = %task.task_id, "tool call continues as a task");
+                Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
+                    task,
+                )))
+            }
+            Err(full @ crate::tasks::TaskError::Full { .. }) => Ok(super::tools::ToolError::new(
+                hark_core::room::Kind::Busy,
+                full.to_string(),
+            )
+            .into_result()
+            .into()),
+            Err(other) => Err(other.into()),
+        }
+    }
+}
+
+/// See [`HarkServer::hearer`].
+struct Hearer {
+    conn: String,
+    agent: String,
+    gone: Option<tokio_util::sync::CancellationToken>,
+    present: Option<hark_store::inbox::PresenceGuard>,
 }

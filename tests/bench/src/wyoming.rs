@@ -84,6 +84,11 @@ pub struct WyomingArgs {
     /// its session with ONNX Runtime's default, one thread per core.
     #[arg(long, default_value_t = 1)]
     tts_threads: usize,
+    /// Hark without its live engine (no Moonshine drafts, so no
+    /// `transcript-chunk` before the end): how much the drafts cost whisper
+    /// on these cores.
+    #[arg(long)]
+    no_live: bool,
     /// The hark binary (`cargo build --release -p hark`).
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/release/hark"))]
     hark: PathBuf,
@@ -356,10 +361,14 @@ pub fn main(args: WyomingArgs) -> anyhow::Result<()> {
         "enabled = true".to_owned(),
         "listen = \"127.0.0.1:0\"".to_owned(),
         "[stt]".to_owned(),
-        format!(
-            "live_model = {}",
-            daemon::toml_str(&tidy(&args.live.moonshine))
-        ),
+        if args.no_live {
+            "live_model = \"\"".to_owned()
+        } else {
+            format!(
+                "live_model = {}",
+                daemon::toml_str(&tidy(&args.live.moonshine))
+            )
+        },
         format!("threads = {}", args.threads),
         format!("beam_size = {}", args.beam),
         "language = \"en\"".to_owned(),
@@ -968,8 +977,8 @@ fn render(args: &WyomingArgs, context: &RunInfo, subsets: &[Subset], tts: &Cells
         out,
         "Client: wyoming-bench {} (`--rounds 1 --warmup 0 -v --mode both`), run once per server, corpus and \
          round, the server that goes first alternating; {} round(s) after one untimed warm-up per server. \
-         Hark: `{}`, Wyoming on, whisper tiny.en q8_0 (beam {}, {} threads, en) with the live engine \
-         (Moonshine tiny-en) on; voice {} with {} ONNX Runtime thread(s). Peers: wyoming-faster-whisper {} \
+         Hark: `{}`, Wyoming on, whisper tiny.en q8_0 (beam {}, {} threads, en), the live engine \
+         (Moonshine tiny-en) {}; voice {} with {} ONNX Runtime thread(s). Peers: wyoming-faster-whisper {} \
          (faster-whisper {}, CTranslate2 {}: the same tiny.en from its CTranslate2 folder, int8, beam {}, {} \
          threads, en, no VAD); wyoming-piper {} (piper-tts {}, onnxruntime {}: the same voice file, ONNX \
          Runtime's default threads, one per core). Both peers offline: local model and voice, no downloads.\n",
@@ -978,6 +987,7 @@ fn render(args: &WyomingArgs, context: &RunInfo, subsets: &[Subset], tts: &Cells
         tidy(&args.hark).display(),
         args.beam,
         args.threads,
+        if args.no_live { "off" } else { "on" },
         context.voice_id,
         args.tts_threads,
         version("wyoming-faster-whisper"),

@@ -125,6 +125,11 @@ async fn connection_or_call_ended(
     server: &crate::HarkServer,
     context: &RequestContext<RoleServer>,
 ) {
+    // A task's token already ends with everything that should end it (see
+    // `HarkServer::start_task`), and an HTTP connection's end must not.
+    if context.extensions.get::<crate::tasks::Running>().is_some() {
+        return context.ct.cancelled().await;
+    }
     match server.identity(context) {
         Some(identity) => {
             let gone = identity.gone.clone();
@@ -138,20 +143,129 @@ async fn connection_or_call_ended(
 }
 
 /// Sends a progress notification when the client asked for them (a
-/// progress token in the request's `_meta`).
+/// progress token in the request's `_meta`). In a task, whose request was
+/// answered already, the message is the task's status instead.
 pub async fn progress(
     context: &RequestContext<RoleServer>,
     step: f64,
     total: Option<f64>,
     message: &str,
 ) {
-    if let Some(token) = context.meta.get_progress_token() {
-        let mut param = rmcp::model::ProgressNotificationParam::new(token, step);
-        param.total = total;
-        param.message = Some(message.to_owned());
-        if let Err(e) = context.peer.notify_progress(param).await {
-            tracing::debug!(error = %e, "progress notification not sent");
+    if let Some(task) = context.extensions.get::<crate::tasks::Running>() {
+        task.say(message);
+        return;
+    }
+    let Some(token) = context.meta.get_progress_token() else {
+        return;
+    };
+    // Progress must rise with every notification; a step after a
+    // heartbeat (see `keep_alive`) may not, and goes halfway up instead.
+    let step = match context.extensions.get::<Sent>() {
+        Some(sent) => sent.next(step, total, message),
+        None => step,
+    };
+    let mut param = rmcp::model::ProgressNotificationParam::new(token, step);
+    param.total = total;
+    param.message = Some(message.to_owned());
+    if let Err(e) = context.peer.notify_progress(param).await {
+        tracing::debug!(error = %e, "progress notification not sent");
+    }
+}
+
+/// What the call is doing, between its counted steps: a task's status, and
+/// what the next heartbeat (see [`keep_alive`]) says; no notification of
+/// its own.
+pub fn note(context: &RequestContext<RoleServer>, message: &str) {
+    if let Some(task) = context.extensions.get::<crate::tasks::Running>() {
+        task.say(message);
+    } else if let Some(sent) = context.extensions.get::<Sent>() {
+        sent.lock().message = message.to_owned();
+    }
+}
+
+/// How often a call that has been quiet says it is still at it.
+pub const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// The progress a call has sent, so its notifications keep rising when
+/// heartbeats come between its steps. One per call, in its context.
+#[derive(Clone)]
+pub struct Sent(std::sync::Arc<std::sync::Mutex<SentState>>);
+
+struct SentState {
+    value: Option<f64>,
+    total: Option<f64>,
+    message: String,
+    at: std::time::Instant,
+}
+
+impl Sent {
+    pub fn new() -> Self {
+        Self(std::sync::Arc::new(std::sync::Mutex::new(SentState {
+            value: None,
+            total: None,
+            message: String::new(),
+            at: std::time::Instant::now(),
+        })))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SentState> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The value to send for `step`: itself when it rises, else halfway
+    /// from the last one to the next whole step (below any later step).
+    fn next(&self, step: f64, total: Option<f64>, message: &str) -> f64 {
+        let mut sent = self.lock();
+        let value = match sent.value {
+            Some(last) if step <= last => last + (last.floor() + 1.0 - last) / 2.0,
+            _ => step,
+        };
+        sent.value = Some(value);
+        sent.total = total;
+        sent.message = message.to_owned();
+        sent.at = std::time::Instant::now();
+        value
+    }
+}
+
+impl Default for Sent {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Runs beside a call whose client asked for progress: when the call has
+/// said nothing for [`KEEP_ALIVE`], it repeats its last message (still
+/// `listening`, still `waiting for the person`), so clients that reset
+/// their timeout on progress (the Inspector does by default) do not give
+/// up on a person who takes their time. Never ends.
+pub async fn keep_alive(context: RequestContext<RoleServer>) -> std::convert::Infallible {
+    let Some(sent) = context.extensions.get::<Sent>().cloned() else {
+        return std::future::pending().await;
+    };
+    if context.meta.get_progress_token().is_none()
+        || context.extensions.get::<crate::tasks::Running>().is_some()
+    {
+        return std::future::pending().await;
+    }
+    loop {
+        let due = sent.lock().at + KEEP_ALIVE;
+        if std::time::Instant::now() < due {
+            tokio::time::sleep_until(due.into()).await;
+            continue;
         }
+        let (last, total, message) = {
+            let s = sent.lock();
+            (s.value.unwrap_or(0.0), s.total, s.message.clone())
+        };
+        let message = if message.is_empty() {
+            "working".to_owned()
+        } else {
+            message
+        };
+        progress(&context, last, total, &message).await;
     }
 }
 
@@ -234,6 +348,28 @@ fn json_type_name(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_keeps_rising_when_heartbeats_come_between_steps() {
+        let sent = Sent::new();
+        let total = Some(3.0);
+        assert_eq!(sent.next(0.0, total, "listening"), 0.0);
+        // Two heartbeats: halfway up to the next step, each time.
+        assert_eq!(sent.next(0.0, total, "listening"), 0.5);
+        assert_eq!(sent.next(0.5, total, "listening"), 0.75);
+        // The next step goes out as it is.
+        assert_eq!(sent.next(1.0, total, "speech detected"), 1.0);
+        // A partial at 1.5, a heartbeat, then a partial the listen counted
+        // at 1.67: still rising, still below the step after.
+        assert_eq!(sent.next(1.5, total, "heard so far: turn"), 1.5);
+        assert_eq!(sent.next(1.5, total, "heard so far: turn"), 1.75);
+        let partial = sent.next(1.0 + 2.0 / 3.0, total, "heard so far: turn the");
+        assert!(partial > 1.75 && partial < 2.0, "{partial}");
+        assert_eq!(sent.next(2.0, total, "transcribing"), 2.0);
+        let state = sent.lock();
+        assert_eq!(state.message, "transcribing");
+        assert_eq!(state.total, total);
+    }
 
     #[test]
     fn a_wrong_type_names_the_field_and_what_it_takes() {

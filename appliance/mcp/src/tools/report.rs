@@ -108,7 +108,10 @@ impl Report for CallReport<'_> {
     fn report(&mut self, progress: Progress) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             match progress {
-                Progress::WaitingForFloor => self.show("waiting for the microphone"),
+                Progress::WaitingForFloor => {
+                    self.show("waiting for the microphone");
+                    super::note(self.context, "waiting for the microphone");
+                }
                 Progress::Granted => self.show(self.doing.label()),
                 Progress::Speaking { pieces } => {
                     if let Some(per) = self.per_sentence {

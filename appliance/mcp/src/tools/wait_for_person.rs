@@ -150,6 +150,7 @@ impl HarkServer {
             Wait::Ticket(mut ticket) => {
                 tracing::debug!(%agent, "waiting for the person");
                 let _doing = self.doing(context, "waiting for the person");
+                super::progress(context, 0.0, None, "waiting for the person").await;
                 tokio::select! {
                     message = ticket.message() => message,
                     () = tokio::time::sleep(timeout) => None,

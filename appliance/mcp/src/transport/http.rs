@@ -180,6 +180,16 @@ async fn handle(
     if ws::is_upgrade(&request) {
         return Ok(ws::upgrade(shared, request));
     }
+    if request.method() == http::Method::DELETE {
+        // rmcp says 202 to a session's end; the Python SDK takes only 200
+        // and 204 as done and warns "Session termination failed: 202" on
+        // every close. Nothing follows a DELETE, so 204.
+        let mut response = mcp.handle(request).await;
+        if response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::NO_CONTENT;
+        }
+        return Ok(response);
+    }
     if request.method() != http::Method::POST {
         return Ok(mcp.handle(request).await);
     }
