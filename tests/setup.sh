@@ -47,6 +47,9 @@ PY_MAIN_REQS=(
   # Home Assistant's Wyoming client library: the client of Hark's Wyoming
   # services in tests/e2e/test_wyoming.py.
   "wyoming==1.10.2"
+  # Home Assistant's ESPHome API client: Hark as a satellite
+  # (tests/e2e/test_esphome.py).
+  "aioesphomeapi==46.23.0"
 )
 PY_WS_REQS=(
   "mcp[ws]==1.30.0"
@@ -295,7 +298,7 @@ if [ "$CHANGED" = 1 ]; then
   "$NODE_DIR/node_modules/.bin/node" --version >/dev/null
   PATH="$NODE_DIR/node_modules/.bin:$PATH" conformance --version >/dev/null
   PATH="$NODE_DIR/node_modules/.bin:$PATH" mcp-inspector --version >/dev/null
-  "$TESTS_DIR/.venv/bin/python" -c 'import mcp, mcp.client.streamable_http, pytest, pytest_timeout, httpx, websockets'
+  "$TESTS_DIR/.venv/bin/python" -c 'import mcp, mcp.client.streamable_http, pytest, pytest_timeout, httpx, websockets, aioesphomeapi'
   "$TESTS_DIR/.venv-ws/bin/python" -c 'from mcp.client.websocket import websocket_client'
   "$TESTS_DIR/.venv-ha/bin/python" -c 'import homeassistant.components.assist_pipeline, wyoming, hassil'
   command -v socat >/dev/null

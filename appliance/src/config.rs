@@ -90,6 +90,9 @@ pub struct Config {
     pub discovery: hark_mcp::config::DiscoveryConfig,
     /// The Wyoming services for Home Assistant (off by default).
     pub wyoming: hark_wyoming::config::WyomingConfig,
+    /// Hark as a Home Assistant voice satellite over the ESPHome native
+    /// API (off by default).
+    pub esphome: hark_esphome::config::EsphomeConfig,
 }
 
 /// `[service]`
@@ -164,6 +167,7 @@ impl Config {
         self.auth.validate()?;
         self.mcp.validate()?;
         self.wyoming.validate()?;
+        self.esphome.validate()?;
         check_range(
             "service.shutdown_timeout_ms",
             self.service.shutdown_timeout_ms,

@@ -35,6 +35,12 @@ pub enum ServiceError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot listen for the ESPHome API on {address}: {source}")]
+    Esphome {
+        address: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
     /// Opening the tokens on the blocking pool died (it panicked).
     #[error("authentication start-up failed")]
     Auth(#[source] tokio::task::JoinError),
@@ -77,6 +83,17 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         ),
         false => None,
     };
+    let esphome = match config.esphome.enabled {
+        true => Some(
+            hark_esphome::server::bind(&config.esphome)
+                .await
+                .map_err(|source| ServiceError::Esphome {
+                    address: config.esphome.listen,
+                    source,
+                })?,
+        ),
+        false => None,
+    };
     let health = Arc::new(Health::default());
     let mut room_config = config.room();
     let Started {
@@ -97,7 +114,20 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     if let Some(address) = wyoming_address {
         serving.push(format!("wyoming={address}"));
     }
+    let esphome_address = esphome.as_ref().and_then(|l| l.local_addr().ok());
+    if let Some(address) = esphome_address {
+        serving.push(format!("esphome={address}"));
+    }
     let serving = serving.join(" ");
+    if let Some(listener) = esphome {
+        let device = satellite(&config, &state).await;
+        tokio::spawn(hark_esphome::server::run(
+            listener,
+            Arc::new(device),
+            config.esphome.clone(),
+            token.clone(),
+        ));
+    }
     if let Some(listener) = wyoming {
         let services: Arc<dyn hark_core::room::PcmSpeech> =
             hark_room::room::Room::new(Arc::clone(&state));
@@ -385,4 +415,75 @@ async fn advertise(
             None
         }
     }
+}
+
+/// What Hark tells Home Assistant it is, as a satellite: its name, an
+/// identifier that stays the same across restarts (from the machine id),
+/// and the wake words it has.
+async fn satellite(
+    config: &Config,
+    state: &Arc<hark_room::state::ApplianceState>,
+) -> hark_esphome::server::Device {
+    use hark_core::room::PcmSpeech;
+
+    // The host name the MCP side advertises; ESPHome node names are lower
+    // case letters, digits and hyphens.
+    let host = hark_mcp::transport::guard::short_hostname(&config.service.hostname);
+    let name: String = host
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let machine = tokio::task::spawn_blocking(|| std::fs::read_to_string("/etc/machine-id"))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| name.clone());
+    let offer = hark_room::room::Room::new(Arc::clone(state)).offer().await;
+    let wake_words: Vec<_> = offer
+        .map(|o| o.words)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|w| hark_esphome::server::WakeWord {
+            id: w.name,
+            phrase: w.phrase,
+            trained_languages: w.languages,
+        })
+        .collect();
+    let active = config
+        .wake
+        .words
+        .iter()
+        .find(|w| wake_words.iter().any(|o| &o.id == *w))
+        .cloned()
+        .or_else(|| wake_words.first().map(|w| w.id.clone()));
+    hark_esphome::server::Device {
+        friendly_name: format!("Hark on {host}"),
+        mac_address: mac_from(machine.trim()),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        wake_words,
+        active_wake_word: active,
+        name,
+    }
+}
+
+/// A locally administered MAC address (`02:…`) from `seed`: ESPHome keys a
+/// device on its MAC, so it must not change between starts. FNV-1a,
+/// because it is stable across builds.
+fn mac_from(seed: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in seed.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let b = hash.to_be_bytes();
+    format!(
+        "02:{:02X}:{:02X}:{:02X}:{:02X}:{:02X}",
+        b[3], b[4], b[5], b[6], b[7]
+    )
 }

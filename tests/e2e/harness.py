@@ -103,6 +103,7 @@ class Daemon:
     http: tuple[str, int] | None = None
     https: tuple[str, int] | None = None
     wyoming: tuple[str, int] | None = None
+    esphome: tuple[str, int] | None = None
     unix: str | None = None
 
     def config(self) -> dict:
@@ -174,7 +175,7 @@ class Daemon:
         assert serving, status
         for item in serving.group(1).split():
             kind, _, addr = item.partition("=")
-            if kind in ("tcp", "http", "https", "wyoming"):
+            if kind in ("tcp", "http", "https", "wyoming", "esphome"):
                 host, _, port = addr.rpartition(":")
                 setattr(self, kind, (host, int(port)))
             elif kind == "unix":

@@ -11,13 +11,15 @@
 //! - [`scopes`]: what a paired agent may do;
 //! - [`methods`]: the appliance's own JSON-RPC methods;
 //! - [`config`]: the key-naming error and range check every section of
-//!   the configuration uses;
+//!   the configuration uses; [`allow`]: who may reach the services that
+//!   have no authentication of their own;
 //! - [`selftest`]: the self-test's steps and answers on the wire, and how
 //!   a recording is judged;
 //! - [`room`]: the room's capabilities, the narrow traits the MCP side
 //!   calls (listen, speak, ask, files, volume, observe, hands, pair).
 
 pub mod agents;
+pub mod allow;
 pub mod config;
 pub mod events;
 pub mod files;

@@ -2,8 +2,8 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use hark_core::allow::AllowList;
 use hark_core::config::{Invalid, check_range};
-use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 /// Accepted range for `wyoming.max_connections`.
@@ -29,8 +29,7 @@ pub struct WyomingConfig {
     /// Who may connect: addresses or networks (`192.168.1.20`,
     /// `192.168.0.0/16`, `fd00::/8`). By default loopback and the private
     /// ranges of a home network.
-    #[serde(with = "networks")]
-    pub allow: Vec<IpNet>,
+    pub allow: AllowList,
     /// Connections at once, all addresses together (1–1024); past it the
     /// oldest that has sent nothing yet, else the oldest, is closed to make
     /// room for the newcomer.
@@ -46,20 +45,10 @@ pub struct WyomingConfig {
 
 impl Default for WyomingConfig {
     fn default() -> Self {
-        let nets = [
-            "127.0.0.0/8",
-            "::1/128",
-            "10.0.0.0/8",
-            "172.16.0.0/12",
-            "192.168.0.0/16",
-            "169.254.0.0/16",
-            "fc00::/7",
-            "fe80::/10",
-        ];
         Self {
             enabled: false,
             listen: SocketAddr::from(([0, 0, 0, 0], 10700)),
-            allow: nets.iter().filter_map(|n| n.parse().ok()).collect(),
+            allow: AllowList::default(),
             max_connections: 32,
             per_address: 8,
             idle_secs: 60,
@@ -88,36 +77,7 @@ impl WyomingConfig {
     /// Whether `address` may connect (an IPv4 address mapped into IPv6
     /// is taken as the IPv4 one).
     pub fn allows(&self, address: IpAddr) -> bool {
-        let address = address.to_canonical();
-        self.allow.iter().any(|net| net.contains(&address))
-    }
-}
-
-/// `allow`'s entries: a network (`192.168.0.0/16`) or one address
-/// (`192.168.1.20`, the same as `/32`).
-mod networks {
-    use std::net::IpAddr;
-
-    use ipnet::IpNet;
-    use serde::{Deserialize, Deserializer, Serializer, de::Error};
-
-    pub fn serialize<S: Serializer>(nets: &[IpNet], s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(nets.iter().map(ToString::to_string))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
-        Vec::<String>::deserialize(d)?
-            .iter()
-            .map(|text| {
-                text.parse::<IpNet>()
-                    .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
-                    .map_err(|_| {
-                        D::Error::custom(format!(
-                            "`{text}` is neither an address nor a network (192.168.0.0/16)"
-                        ))
-                    })
-            })
-            .collect()
+        self.allow.allows(address)
     }
 }
 

@@ -1,0 +1,18 @@
+//! Hark as a Home Assistant voice satellite, the way ESPHome devices (and
+//! linux-voice-assistant) are: the ESPHome native API, served on TCP for
+//! Home Assistant to connect to.
+//!
+//! - [`frame`]: the plaintext frames;
+//! - [`messages`]: the protobuf messages Hark speaks;
+//! - [`server`]: the device's side of a connection (hello, device info,
+//!   entities, the voice assistant's configuration) and the listener;
+//! - [`config`]: the `[esphome]` section.
+//!
+//! Not built yet: the voice assistant's runs (the wake word on Hark
+//! starting Home Assistant's pipeline, its audio and events),
+//! announcements, timers, and encryption (docs/esphome.md).
+
+pub mod config;
+pub mod frame;
+pub mod messages;
+pub mod server;

@@ -1,0 +1,446 @@
+//! The device's side of the ESPHome native API: Home Assistant connects,
+//! says hello, asks what the device is and what it has, and keeps the
+//! connection with pings. Hark answers as a voice satellite with no other
+//! entities, and offers its wake words (the voice assistant's
+//! configuration).
+
+use std::{
+    collections::VecDeque,
+    net::SocketAddr,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use tokio::{
+    io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    config::EsphomeConfig,
+    frame::{self, FrameError},
+    messages::{self as m, Kind},
+};
+
+/// The API version Hark speaks (what ESPHome 2025 devices say).
+pub const API_VERSION: (u32, u32) = (1, 10);
+
+/// A wake word the satellite offers Home Assistant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WakeWord {
+    /// The model's name (`okay_nabu`).
+    pub id: String,
+    /// What the person says (`Okay Nabu`).
+    pub phrase: String,
+    pub trained_languages: Vec<String>,
+}
+
+/// What Hark says it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Device {
+    /// The node name (`hark`), which Home Assistant keys the device on.
+    pub name: String,
+    /// What Home Assistant shows (`Hark`).
+    pub friendly_name: String,
+    /// A stable MAC-shaped identifier (`AA:BB:…`).
+    pub mac_address: String,
+    /// Hark's version.
+    pub version: String,
+    pub wake_words: Vec<WakeWord>,
+    /// The wake word listened for (its id).
+    pub active_wake_word: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    #[error("the client sent message type {0} before its hello")]
+    NoHello(u32),
+    #[error("message type {kind} does not decode: {error}")]
+    Decode {
+        kind: u32,
+        error: prost::DecodeError,
+    },
+    #[error("the client sent nothing for {0} s")]
+    Idle(u64),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// How a connection ended, when it ended well.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The client said goodbye (`DisconnectRequest`).
+    Disconnected,
+    /// The client closed the connection.
+    Closed,
+    /// The daemon is stopping, or a newer connection took the place.
+    Stopped,
+}
+
+/// Serves one connection until it ends.
+pub async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    device: &Device,
+    idle: Duration,
+    stop: CancellationToken,
+) -> Result<Ended, ConnectionError> {
+    let mut input: Vec<u8> = Vec::with_capacity(4096);
+    let mut chunk = vec![0u8; 4096];
+    let mut output: Vec<u8> = Vec::with_capacity(1024);
+    let mut hello = false;
+    let mut active = device.active_wake_word.clone();
+    loop {
+        // Every whole frame received so far.
+        let mut used = 0;
+        while let Some(frame) = frame::decode(&input[used..])? {
+            used += frame.used;
+            if !hello && frame.kind != m::HelloRequest::KIND {
+                return Err(ConnectionError::NoHello(frame.kind));
+            }
+            output.clear();
+            match frame.kind {
+                m::HelloRequest::KIND => {
+                    let request: m::HelloRequest = decode(frame.kind, frame.payload)?;
+                    tracing::info!(
+                        client = %request.client_info,
+                        api = %format!("{}.{}", request.api_version_major, request.api_version_minor),
+                        "ESPHome API client said hello"
+                    );
+                    hello = true;
+                    put(
+                        &m::HelloResponse {
+                            api_version_major: API_VERSION.0,
+                            api_version_minor: API_VERSION.1,
+                            server_info: format!("Hark {}", device.version),
+                            name: device.name.clone(),
+                        },
+                        &mut output,
+                    );
+                }
+                m::AuthenticationRequest::KIND => {
+                    // No password to check: every password is the right one,
+                    // as on an ESPHome device without one.
+                    put(
+                        &m::AuthenticationResponse {
+                            invalid_password: false,
+                        },
+                        &mut output,
+                    );
+                }
+                m::DeviceInfoRequest::KIND => put(&device_info(device), &mut output),
+                m::ListEntitiesRequest::KIND => put(&m::ListEntitiesDoneResponse {}, &mut output),
+                m::PingRequest::KIND => put(&m::PingResponse {}, &mut output),
+                m::DisconnectRequest::KIND => {
+                    put(&m::DisconnectResponse {}, &mut output);
+                    stream.write_all(&output).await?;
+                    stream.flush().await?;
+                    return Ok(Ended::Disconnected);
+                }
+                m::SubscribeVoiceAssistantRequest::KIND => {
+                    let request: m::SubscribeVoiceAssistantRequest =
+                        decode(frame.kind, frame.payload)?;
+                    tracing::info!(
+                        subscribe = request.subscribe,
+                        api_audio = request.flags & 1 == 1,
+                        "Home Assistant subscribed to the voice assistant"
+                    );
+                }
+                m::VoiceAssistantConfigurationRequest::KIND => {
+                    put(&configuration(device, active.as_deref()), &mut output);
+                }
+                m::VoiceAssistantSetConfiguration::KIND => {
+                    let request: m::VoiceAssistantSetConfiguration =
+                        decode(frame.kind, frame.payload)?;
+                    // Only words Hark has; the first of them (Hark listens
+                    // for one at a time).
+                    let chosen = request
+                        .active_wake_words
+                        .iter()
+                        .find(|id| device.wake_words.iter().any(|w| &w.id == *id))
+                        .cloned();
+                    tracing::info!(wake_word = ?chosen, "Home Assistant chose the wake word");
+                    active = chosen;
+                }
+                // Subscriptions to entities' states, logs, Home Assistant's
+                // services and states: Hark has nothing to send on them yet.
+                m::SubscribeStatesRequest::KIND
+                | m::SubscribeLogsRequest::KIND
+                | m::SubscribeHomeassistantServicesRequest::KIND
+                | m::SubscribeHomeAssistantStatesRequest::KIND
+                | m::PingResponse::KIND => {}
+                other => tracing::debug!(kind = other, "ESPHome API message not served"),
+            }
+            if !output.is_empty() {
+                stream.write_all(&output).await?;
+            }
+        }
+        input.drain(..used);
+        let read = tokio::select! {
+            read = tokio::time::timeout(idle, stream.read(&mut chunk)) => match read {
+                Ok(read) => read?,
+                Err(_) => return Err(ConnectionError::Idle(idle.as_secs())),
+            },
+            () = stop.cancelled() => return Ok(Ended::Stopped),
+        };
+        if read == 0 {
+            return Ok(Ended::Closed);
+        }
+        input.extend_from_slice(&chunk[..read]);
+    }
+}
+
+fn decode<T: Kind>(kind: u32, payload: &[u8]) -> Result<T, ConnectionError> {
+    T::decode(payload).map_err(|error| ConnectionError::Decode { kind, error })
+}
+
+fn put<T: Kind>(message: &T, out: &mut Vec<u8>) {
+    frame::encode(T::KIND, &message.encode_to_vec(), out);
+}
+
+fn device_info(device: &Device) -> m::DeviceInfoResponse {
+    m::DeviceInfoResponse {
+        uses_password: false,
+        name: device.name.clone(),
+        mac_address: device.mac_address.clone(),
+        esphome_version: format!("hark {}", device.version),
+        compilation_time: String::new(),
+        model: "Hark voice appliance".into(),
+        project_name: "hark.voice-appliance".into(),
+        project_version: device.version.clone(),
+        manufacturer: "Hark".into(),
+        friendly_name: device.friendly_name.clone(),
+        // A voice assistant whose audio comes over this connection, with
+        // a speaker: what Home Assistant needs to make it a satellite.
+        voice_assistant_feature_flags: m::feature::VOICE_ASSISTANT
+            | m::feature::SPEAKER
+            | m::feature::API_AUDIO,
+        suggested_area: String::new(),
+        api_encryption_supported: false,
+    }
+}
+
+fn configuration(device: &Device, active: Option<&str>) -> m::VoiceAssistantConfigurationResponse {
+    m::VoiceAssistantConfigurationResponse {
+        available_wake_words: device
+            .wake_words
+            .iter()
+            .map(|w| m::VoiceAssistantWakeWord {
+                id: w.id.clone(),
+                wake_word: w.phrase.clone(),
+                trained_languages: w.trained_languages.clone(),
+            })
+            .collect(),
+        active_wake_words: active.map(str::to_owned).into_iter().collect(),
+        max_active_wake_words: 1,
+    }
+}
+
+/// Binds `esphome.listen`.
+pub async fn bind(config: &EsphomeConfig) -> std::io::Result<TcpListener> {
+    TcpListener::bind(config.listen).await
+}
+
+/// Serves the API on `listener` until `shutdown`: addresses outside
+/// `esphome.allow` are closed at once; past `esphome.max_connections` the
+/// oldest connection makes way.
+pub async fn run(
+    listener: TcpListener,
+    device: Arc<Device>,
+    config: EsphomeConfig,
+    shutdown: CancellationToken,
+) {
+    let open: Arc<Mutex<VecDeque<(u64, CancellationToken)>>> = Default::default();
+    let mut next = 0u64;
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot accept an ESPHome API connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => return,
+        };
+        if !config.allows(peer.ip()) {
+            tracing::info!(%peer, "refused an ESPHome API connection: not in esphome.allow");
+            drop(stream);
+            continue;
+        }
+        next += 1;
+        let id = next;
+        let stop = shutdown.child_token();
+        {
+            let mut open = open.lock().unwrap_or_else(PoisonError::into_inner);
+            open.push_back((id, stop.clone()));
+            while open.len() > config.max_connections {
+                if let Some((_, oldest)) = open.pop_front() {
+                    tracing::info!("closing the oldest ESPHome API connection to make way");
+                    oldest.cancel();
+                }
+            }
+        }
+        let device = Arc::clone(&device);
+        let open = Arc::clone(&open);
+        let idle = Duration::from_secs(config.idle_secs);
+        tokio::spawn(async move {
+            serve(stream, peer, &device, idle, stop).await;
+            open.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .retain(|(i, _)| *i != id);
+        });
+    }
+}
+
+async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    device: &Device,
+    idle: Duration,
+    stop: CancellationToken,
+) {
+    let _ = stream.set_nodelay(true);
+    tracing::info!(%peer, "ESPHome API connection");
+    match connection(stream, device, idle, stop).await {
+        Ok(ended) => tracing::info!(%peer, ?ended, "ESPHome API connection ended"),
+        Err(e) => tracing::info!(%peer, error = %e, "ESPHome API connection closed"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prost::Message;
+
+    use super::*;
+
+    fn device() -> Device {
+        Device {
+            name: "hark".into(),
+            friendly_name: "Hark".into(),
+            mac_address: "02:00:00:00:00:01".into(),
+            version: "0.1.0".into(),
+            wake_words: vec![
+                WakeWord {
+                    id: "okay_nabu".into(),
+                    phrase: "Okay Nabu".into(),
+                    trained_languages: vec!["en".into()],
+                },
+                WakeWord {
+                    id: "hey_jarvis".into(),
+                    phrase: "Hey Jarvis".into(),
+                    trained_languages: vec!["en".into()],
+                },
+            ],
+            active_wake_word: Some("okay_nabu".into()),
+        }
+    }
+
+    fn frames(messages: &[(u32, Vec<u8>)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (kind, payload) in messages {
+            frame::encode(*kind, payload, &mut out);
+        }
+        out
+    }
+
+    /// Runs a connection on what `client` sends, then what the device
+    /// answered, frame by frame.
+    async fn exchange(client: Vec<u8>) -> (Result<Ended, ConnectionError>, Vec<(u32, Vec<u8>)>) {
+        let (mut near, far) = tokio::io::duplex(1 << 16);
+        let device = device();
+        let served = tokio::spawn(async move {
+            connection(
+                far,
+                &device,
+                Duration::from_secs(5),
+                CancellationToken::new(),
+            )
+            .await
+        });
+        near.write_all(&client).await.expect("sent");
+        near.shutdown().await.expect("closed");
+        let mut answer = Vec::new();
+        near.read_to_end(&mut answer).await.expect("read");
+        let ended = served.await.expect("joined");
+        let mut out = Vec::new();
+        let mut at = 0;
+        while let Some(f) = frame::decode(&answer[at..]).expect("frames") {
+            out.push((f.kind, f.payload.to_vec()));
+            at += f.used;
+        }
+        (ended, out)
+    }
+
+    #[tokio::test]
+    async fn hello_device_info_entities_and_goodbye() {
+        let hello = m::HelloRequest {
+            client_info: "aioesphomeapi".into(),
+            api_version_major: 1,
+            api_version_minor: 19,
+        };
+        let (ended, answers) = exchange(frames(&[
+            (m::HelloRequest::KIND, hello.encode_to_vec()),
+            (m::DeviceInfoRequest::KIND, vec![]),
+            (m::ListEntitiesRequest::KIND, vec![]),
+            (m::SubscribeStatesRequest::KIND, vec![]),
+            (m::PingRequest::KIND, vec![]),
+            (m::DisconnectRequest::KIND, vec![]),
+        ]))
+        .await;
+        assert_eq!(ended.expect("ended well"), Ended::Disconnected);
+        let kinds: Vec<u32> = answers.iter().map(|(k, _)| *k).collect();
+        assert_eq!(kinds, [2, 10, 19, 8, 6]);
+        let hello = m::HelloResponse::decode(&answers[0].1[..]).expect("hello");
+        assert_eq!((hello.api_version_major, hello.name.as_str()), (1, "hark"));
+        let info = m::DeviceInfoResponse::decode(&answers[1].1[..]).expect("info");
+        assert_eq!(info.friendly_name, "Hark");
+        assert_eq!(info.voice_assistant_feature_flags, 0b111);
+        assert!(!info.uses_password && !info.api_encryption_supported);
+    }
+
+    #[tokio::test]
+    async fn the_wake_words_and_the_choice_of_one() {
+        let choose = m::VoiceAssistantSetConfiguration {
+            active_wake_words: vec!["not_installed".into(), "hey_jarvis".into()],
+        };
+        let (_, answers) = exchange(frames(&[
+            (
+                m::HelloRequest::KIND,
+                m::HelloRequest::default().encode_to_vec(),
+            ),
+            (m::VoiceAssistantConfigurationRequest::KIND, vec![]),
+            (
+                m::VoiceAssistantSetConfiguration::KIND,
+                choose.encode_to_vec(),
+            ),
+            (m::VoiceAssistantConfigurationRequest::KIND, vec![]),
+        ]))
+        .await;
+        let before = m::VoiceAssistantConfigurationResponse::decode(&answers[1].1[..]).expect("c");
+        assert_eq!(before.available_wake_words.len(), 2);
+        assert_eq!(before.available_wake_words[0].wake_word, "Okay Nabu");
+        assert_eq!(before.active_wake_words, ["okay_nabu"]);
+        assert_eq!(before.max_active_wake_words, 1);
+        let after = m::VoiceAssistantConfigurationResponse::decode(&answers[2].1[..]).expect("c");
+        assert_eq!(after.active_wake_words, ["hey_jarvis"]);
+    }
+
+    #[tokio::test]
+    async fn nothing_before_hello_and_no_encryption() {
+        let (ended, answers) = exchange(frames(&[(m::DeviceInfoRequest::KIND, vec![])])).await;
+        assert!(
+            matches!(ended, Err(ConnectionError::NoHello(9))),
+            "{ended:?}"
+        );
+        assert!(answers.is_empty());
+        let (ended, _) = exchange(vec![1, 0, 0]).await;
+        assert!(matches!(
+            ended,
+            Err(ConnectionError::Frame(FrameError::Encrypted))
+        ));
+    }
+}

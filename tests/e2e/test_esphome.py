@@ -1,0 +1,95 @@
+"""Hark as a Home Assistant satellite: the ESPHome native API, checked with
+the client Home Assistant itself uses (aioesphomeapi). This is the
+foundation: hello, device info, entities, keep-alive, the voice assistant's
+wake words. The voice assistant's runs are not served yet (docs/esphome.md)."""
+
+from __future__ import annotations
+
+import socket
+
+import anyio
+import pytest
+from aioesphomeapi import APIClient, APIConnectionError
+
+from harness import wait_for
+
+
+def esphome(start_daemon, **section):
+    return start_daemon({"esphome": {"enabled": True, "listen": "127.0.0.1:0", **section}})
+
+
+def test_home_assistants_client_meets_a_voice_satellite(start_daemon):
+    d = esphome(start_daemon)
+    host, port = d.esphome
+
+    async def main():
+        # It pings every second here (Home Assistant: 20 s), and drops a
+        # device that does not answer.
+        client = APIClient(host, port, None, client_info="Home Assistant test", keepalive=1)
+        await client.connect(login=True)
+        info = await client.device_info()
+        entities, services = await client.list_entities_services()
+        config = await client.get_voice_assistant_configuration(timeout=5)
+        await client.set_voice_assistant_configuration(["hey_jarvis"])
+        chosen = await client.get_voice_assistant_configuration(timeout=5)
+        await anyio.sleep(3.5)
+        assert (await client.device_info()).name == info.name, "still connected"
+        await client.disconnect()
+        return info, entities, services, config, chosen
+
+    info, entities, services, config, chosen = anyio.run(main)
+    host_name = socket.gethostname().split(".")[0].lower()
+    assert info.name == host_name, info
+    assert info.friendly_name == f"Hark on {host_name}", info
+    assert info.manufacturer == "Hark"
+    assert info.mac_address.startswith("02:") and len(info.mac_address) == 17, info.mac_address
+    assert not info.uses_password
+    # What Home Assistant needs to make it an Assist satellite.
+    flags = info.voice_assistant_feature_flags
+    assert flags & 1 and flags & 2 and flags & 4, flags
+    assert entities == [] and services == []
+    words = {w.id: w for w in config.available_wake_words}
+    assert {"okay_nabu", "hey_jarvis"} <= set(words), words
+    assert words["okay_nabu"].wake_word == "Okay Nabu"
+    assert "en" in words["okay_nabu"].trained_languages
+    assert config.max_active_wake_words == 1 and len(config.active_wake_words) == 1
+    assert chosen.active_wake_words == ["hey_jarvis"]
+    log = d.log()
+    assert "ESPHome API client said hello" in log
+    assert "Home Assistant chose the wake word" in log
+    # The identifier stays across restarts (it is the device's key in
+    # Home Assistant).
+    d.stop()
+    again = esphome(start_daemon, listen=f"{host}:{port}")
+
+    async def mac():
+        client = APIClient(host, port, None)
+        await client.connect(login=True)
+        info = await client.device_info()
+        await client.disconnect()
+        return info.mac_address
+
+    assert anyio.run(mac) == info.mac_address
+    again.stop()
+
+
+def test_who_may_connect_and_an_encrypted_client(start_daemon):
+    d = esphome(start_daemon, allow=["10.9.9.9"])
+    host, port = d.esphome
+
+    async def attempt(**kw):
+        client = APIClient(host, port, None, **kw)
+        try:
+            await client.connect(login=True)
+        finally:
+            await client.disconnect(force=True)
+
+    with pytest.raises(APIConnectionError):
+        anyio.run(attempt)
+    wait_for(lambda: "not in esphome.allow" in d.log(), 5)
+
+    d2 = esphome(start_daemon)
+    host, port = d2.esphome
+    with pytest.raises(APIConnectionError):
+        anyio.run(lambda: attempt(noise_psk="x" * 43 + "="))
+    wait_for(lambda: "asked for an encrypted connection" in d2.log(), 5)
