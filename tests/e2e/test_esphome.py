@@ -11,7 +11,7 @@ import anyio
 import pytest
 from aioesphomeapi import APIClient, APIConnectionError
 
-from harness import wait_for
+from harness import LineClient, call, wait_for
 
 
 def esphome(start_daemon, **section):
@@ -47,6 +47,8 @@ def test_home_assistants_client_meets_a_voice_satellite(start_daemon):
     # What Home Assistant needs to make it an Assist satellite.
     flags = info.voice_assistant_feature_flags
     assert flags & 1 and flags & 2 and flags & 4, flags
+    # And that it takes announcements.
+    assert flags & 16, flags
     assert entities == [] and services == []
     words = {w.id: w for w in config.available_wake_words}
     assert {"okay_nabu", "hey_jarvis"} <= set(words), words
@@ -93,3 +95,37 @@ def test_who_may_connect_and_an_encrypted_client(start_daemon):
     with pytest.raises(APIConnectionError):
         anyio.run(lambda: attempt(noise_psk="x" * 43 + "="))
     wait_for(lambda: "asked for an encrypted connection" in d2.log(), 5)
+
+
+def spoken_by(daemon, agent):
+    """What the history says `agent`'s speech was, newest first."""
+    c = LineClient.unix(daemon, timeout=10)
+    try:
+        c.initialize("historian")
+        rows = call(c, "list_captures", {"kind": "spoken", "limit": 50})["structuredContent"]["captures"]
+        return [r["text"] for r in rows if r["agent"] == agent]
+    finally:
+        c.close()
+
+
+def test_home_assistants_announcement_is_said_in_harks_voice(start_daemon):
+    d = esphome(start_daemon)
+    host, port = d.esphome
+    text = "The washing machine has finished."
+
+    async def main():
+        client = APIClient(host, port, None, keepalive=2)
+        await client.connect(login=True)
+        said = await client.send_voice_assistant_announcement_await_response(
+            media_id="http://homeassistant.local:8123/api/tts_proxy/x.mp3", timeout=60, text=text)
+        # Home Assistant's audio alone, no words: nothing Hark can say.
+        wordless = await client.send_voice_assistant_announcement_await_response(
+            media_id="http://homeassistant.local:8123/api/tts_proxy/y.mp3", timeout=10)
+        await client.disconnect()
+        return said, wordless
+
+    said, wordless = anyio.run(main)
+    assert said.success is True
+    assert wordless.success is False
+    assert spoken_by(d, "Home Assistant") == [text]
+    assert "an announcement without text" in d.log()

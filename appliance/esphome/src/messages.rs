@@ -156,6 +156,26 @@ pub struct VoiceAssistantSetConfiguration {
     pub active_wake_words: Vec<String>,
 }
 
+/// Home Assistant asks the satellite to say something (an announcement,
+/// or the question of `ask_question` with `start_conversation`).
+#[derive(Clone, PartialEq, Message)]
+pub struct VoiceAssistantAnnounceRequest {
+    #[prost(string, tag = "1")]
+    pub media_id: String,
+    #[prost(string, tag = "2")]
+    pub text: String,
+    #[prost(string, tag = "3")]
+    pub preannounce_media_id: String,
+    #[prost(bool, tag = "4")]
+    pub start_conversation: bool,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct VoiceAssistantAnnounceFinished {
+    #[prost(bool, tag = "1")]
+    pub success: bool,
+}
+
 kinds! {
     HelloRequest = 1,
     HelloResponse = 2,
@@ -176,6 +196,8 @@ kinds! {
     SubscribeVoiceAssistantRequest = 89,
     VoiceAssistantConfigurationRequest = 121,
     VoiceAssistantConfigurationResponse = 122,
+    VoiceAssistantAnnounceRequest = 119,
+    VoiceAssistantAnnounceFinished = 120,
     VoiceAssistantSetConfiguration = 123,
 }
 

@@ -1,8 +1,8 @@
 //! The device's side of the ESPHome native API: Home Assistant connects,
 //! says hello, asks what the device is and what it has, and keeps the
 //! connection with pings. Hark answers as a voice satellite with no other
-//! entities, and offers its wake words (the voice assistant's
-//! configuration).
+//! entities, offers its wake words (the voice assistant's configuration),
+//! and says Home Assistant's announcements in its own voice.
 
 use std::{
     collections::VecDeque,
@@ -16,6 +16,8 @@ use tokio::{
     net::{TcpListener, TcpStream},
 };
 use tokio_util::sync::CancellationToken;
+
+use hark_core::room::{Priority, Quiet, Speak, SpeakCall, SpeechStatus};
 
 use crate::{
     config::EsphomeConfig,
@@ -80,10 +82,18 @@ pub enum Ended {
     Stopped,
 }
 
-/// Serves one connection until it ends.
+/// Whose speech an announcement is, in the history and the logs.
+pub const ANNOUNCER: &str = "Home Assistant";
+
+/// Announcements waiting to be said, per connection: past this, Home
+/// Assistant is told at once that one failed.
+const ANNOUNCEMENTS: usize = 4;
+
+/// Serves one connection until it ends. `speak` says announcements.
 pub async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     device: &Device,
+    speak: Arc<dyn Speak>,
     idle: Duration,
     stop: CancellationToken,
 ) -> Result<Ended, ConnectionError> {
@@ -92,6 +102,13 @@ pub async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
     let mut output: Vec<u8> = Vec::with_capacity(1024);
     let mut hello = false;
     let mut active = device.active_wake_word.clone();
+    // Announcements are said beside the connection (a ping must be
+    // answered while Hark speaks); their answers come back here.
+    let (done_tx, mut done) = tokio::sync::mpsc::channel::<bool>(ANNOUNCEMENTS);
+    let mut saying = 0usize;
+    // Dropping the connection stops what it is saying.
+    let announcements = stop.child_token();
+    let _stop_announcements = announcements.clone().drop_guard();
     loop {
         // Every whole frame received so far.
         let mut used = 0;
@@ -151,6 +168,25 @@ pub async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
                 m::VoiceAssistantConfigurationRequest::KIND => {
                     put(&configuration(device, active.as_deref()), &mut output);
                 }
+                m::VoiceAssistantAnnounceRequest::KIND => {
+                    let request: m::VoiceAssistantAnnounceRequest =
+                        decode(frame.kind, frame.payload)?;
+                    if saying >= ANNOUNCEMENTS {
+                        tracing::info!("an announcement refused: {ANNOUNCEMENTS} already wait");
+                        put(
+                            &m::VoiceAssistantAnnounceFinished { success: false },
+                            &mut output,
+                        );
+                    } else {
+                        saying += 1;
+                        tokio::spawn(announce(
+                            request,
+                            Arc::clone(&speak),
+                            done_tx.clone(),
+                            announcements.clone(),
+                        ));
+                    }
+                }
                 m::VoiceAssistantSetConfiguration::KIND => {
                     let request: m::VoiceAssistantSetConfiguration =
                         decode(frame.kind, frame.payload)?;
@@ -183,6 +219,13 @@ pub async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
                 Ok(read) => read?,
                 Err(_) => return Err(ConnectionError::Idle(idle.as_secs())),
             },
+            Some(success) = done.recv() => {
+                saying = saying.saturating_sub(1);
+                output.clear();
+                put(&m::VoiceAssistantAnnounceFinished { success }, &mut output);
+                stream.write_all(&output).await?;
+                continue;
+            }
             () = stop.cancelled() => return Ok(Ended::Stopped),
         };
         if read == 0 {
@@ -190,6 +233,50 @@ pub async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
         }
         input.extend_from_slice(&chunk[..read]);
     }
+}
+
+/// Says an announcement's text in Hark's voice and reports whether it was
+/// heard to the end. Home Assistant's own audio for it (`media_id`) is
+/// not fetched: Hark speaks the words itself, so an announcement without
+/// text fails.
+async fn announce(
+    request: m::VoiceAssistantAnnounceRequest,
+    speak: Arc<dyn Speak>,
+    done: tokio::sync::mpsc::Sender<bool>,
+    stop: CancellationToken,
+) {
+    if request.start_conversation {
+        tracing::info!("an announcement asks to listen after it: not served yet; said only");
+    }
+    let success = if request.text.trim().is_empty() {
+        tracing::info!(
+            media = %request.media_id,
+            "an announcement without text: Hark says announcements in its own voice, and has no words to say"
+        );
+        false
+    } else {
+        let call = SpeakCall {
+            agent: Some(ANNOUNCER.to_owned()),
+            text: request.text,
+            voice: None,
+            rate: None,
+            priority: Priority::Normal,
+            wait: true,
+            later: None,
+        };
+        let mut quiet = Quiet;
+        tokio::select! {
+            spoken = speak.speak(call, &mut quiet) => match spoken {
+                Ok(spoken) => spoken.status == SpeechStatus::Spoken,
+                Err(failure) => {
+                    tracing::info!(error = %failure.message, "an announcement was not said");
+                    false
+                }
+            },
+            () = stop.cancelled() => false,
+        }
+    };
+    let _ = done.send(success).await;
 }
 
 fn decode<T: Kind>(kind: u32, payload: &[u8]) -> Result<T, ConnectionError> {
@@ -216,7 +303,8 @@ fn device_info(device: &Device) -> m::DeviceInfoResponse {
         // a speaker: what Home Assistant needs to make it a satellite.
         voice_assistant_feature_flags: m::feature::VOICE_ASSISTANT
             | m::feature::SPEAKER
-            | m::feature::API_AUDIO,
+            | m::feature::API_AUDIO
+            | m::feature::ANNOUNCE,
         suggested_area: String::new(),
         api_encryption_supported: false,
     }
@@ -249,6 +337,7 @@ pub async fn bind(config: &EsphomeConfig) -> std::io::Result<TcpListener> {
 pub async fn run(
     listener: TcpListener,
     device: Arc<Device>,
+    speak: Arc<dyn Speak>,
     config: EsphomeConfig,
     shutdown: CancellationToken,
 ) {
@@ -285,10 +374,11 @@ pub async fn run(
             }
         }
         let device = Arc::clone(&device);
+        let speak = Arc::clone(&speak);
         let open = Arc::clone(&open);
         let idle = Duration::from_secs(config.idle_secs);
         tokio::spawn(async move {
-            serve(stream, peer, &device, idle, stop).await;
+            serve(stream, peer, &device, speak, idle, stop).await;
             open.lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .retain(|(i, _)| *i != id);
@@ -300,12 +390,13 @@ async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
     device: &Device,
+    speak: Arc<dyn Speak>,
     idle: Duration,
     stop: CancellationToken,
 ) {
     let _ = stream.set_nodelay(true);
     tracing::info!(%peer, "ESPHome API connection");
-    match connection(stream, device, idle, stop).await {
+    match connection(stream, device, speak, idle, stop).await {
         Ok(ended) => tracing::info!(%peer, ?ended, "ESPHome API connection ended"),
         Err(e) => tracing::info!(%peer, error = %e, "ESPHome API connection closed"),
     }
@@ -356,6 +447,7 @@ mod tests {
             connection(
                 far,
                 &device,
+                Saying::new(),
                 Duration::from_secs(5),
                 CancellationToken::new(),
             )
@@ -373,6 +465,129 @@ mod tests {
             at += f.used;
         }
         (ended, out)
+    }
+
+    /// A speaker that notes what it is asked to say.
+    struct Saying(Mutex<Vec<String>>);
+
+    impl Saying {
+        fn new() -> Arc<Self> {
+            Arc::new(Self(Mutex::new(Vec::new())))
+        }
+    }
+
+    impl Speak for Saying {
+        fn speak<'a>(
+            &'a self,
+            call: SpeakCall,
+            _: &'a mut dyn hark_core::room::Report,
+        ) -> hark_core::room::BoxFuture<'a, Result<hark_core::room::Spoken, hark_core::room::Failure>>
+        {
+            Box::pin(async move {
+                self.0.lock().expect("lock").push(call.text.clone());
+                Ok(hark_core::room::Spoken {
+                    status: SpeechStatus::Spoken,
+                    text: call.text,
+                    voice: "test".into(),
+                    engine: hark_core::room::Engine::Piper,
+                    fallback_reason: None,
+                    sentences: 1,
+                    priority: call.priority,
+                    seconds: Some(1.0),
+                    scheduled: None,
+                })
+            })
+        }
+
+        fn stop(&self) -> Result<usize, hark_core::room::Failure> {
+            Ok(0)
+        }
+
+        fn sentences<'a>(
+            &'a self,
+            text: String,
+        ) -> hark_core::room::BoxFuture<'a, Result<Vec<String>, hark_core::room::Failure>> {
+            Box::pin(async move { Ok(vec![text]) })
+        }
+    }
+
+    /// The next frame the device sends.
+    async fn next_frame(near: &mut tokio::io::DuplexStream, buf: &mut Vec<u8>) -> (u32, Vec<u8>) {
+        loop {
+            if let Some(f) = frame::decode(buf).expect("frames") {
+                let out = (f.kind, f.payload.to_vec());
+                let used = f.used;
+                buf.drain(..used);
+                return out;
+            }
+            let mut chunk = [0u8; 1024];
+            let n = near.read(&mut chunk).await.expect("read");
+            assert!(n > 0, "the device closed");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    #[tokio::test]
+    async fn announcements_are_said_and_answered_and_pings_go_on_meanwhile() {
+        let (mut near, far) = tokio::io::duplex(1 << 16);
+        let saying = Saying::new();
+        let speak: Arc<dyn Speak> = saying.clone();
+        let device = device();
+        let served = tokio::spawn(async move {
+            connection(
+                far,
+                &device,
+                speak,
+                Duration::from_secs(5),
+                CancellationToken::new(),
+            )
+            .await
+        });
+        let announce = |text: &str| m::VoiceAssistantAnnounceRequest {
+            text: text.into(),
+            media_id: "http://ha/tts.mp3".into(),
+            ..Default::default()
+        };
+        near.write_all(&frames(&[
+            (
+                m::HelloRequest::KIND,
+                m::HelloRequest::default().encode_to_vec(),
+            ),
+            (
+                m::VoiceAssistantAnnounceRequest::KIND,
+                announce("The washing is done.").encode_to_vec(),
+            ),
+            (m::PingRequest::KIND, vec![]),
+            (
+                m::VoiceAssistantAnnounceRequest::KIND,
+                announce("").encode_to_vec(),
+            ),
+        ]))
+        .await
+        .expect("sent");
+        let mut buf = Vec::new();
+        let mut kinds = Vec::new();
+        let mut finished = Vec::new();
+        while finished.len() < 2 {
+            let (kind, payload) = next_frame(&mut near, &mut buf).await;
+            kinds.push(kind);
+            if kind == m::VoiceAssistantAnnounceFinished::KIND {
+                finished.push(
+                    m::VoiceAssistantAnnounceFinished::decode(&payload[..])
+                        .expect("finished")
+                        .success,
+                );
+            }
+        }
+        assert!(kinds.contains(&m::PingResponse::KIND), "{kinds:?}");
+        // Said, and the one without words failed; in either order.
+        finished.sort();
+        assert_eq!(finished, [false, true]);
+        assert_eq!(*saying.0.lock().expect("lock"), ["The washing is done."]);
+        near.shutdown().await.expect("closed");
+        let mut rest = Vec::new();
+        near.read_to_end(&mut rest).await.expect("read");
+        assert_eq!(served.await.expect("joined").expect("ended"), Ended::Closed);
     }
 
     #[tokio::test]
@@ -398,7 +613,7 @@ mod tests {
         assert_eq!((hello.api_version_major, hello.name.as_str()), (1, "hark"));
         let info = m::DeviceInfoResponse::decode(&answers[1].1[..]).expect("info");
         assert_eq!(info.friendly_name, "Hark");
-        assert_eq!(info.voice_assistant_feature_flags, 0b111);
+        assert_eq!(info.voice_assistant_feature_flags, 0b10111);
         assert!(!info.uses_password && !info.api_encryption_supported);
     }
 
