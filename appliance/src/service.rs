@@ -121,11 +121,15 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let serving = serving.join(" ");
     if let Some(listener) = esphome {
         let device = satellite(&config, &state).await;
-        let speak: Arc<dyn hark_core::room::Speak> = hark_room::room::Room::new(Arc::clone(&state));
+        let room = hark_room::room::Room::new(Arc::clone(&state));
+        let room = hark_esphome::server::Room {
+            speak: room.clone(),
+            schedule: room,
+        };
         tokio::spawn(hark_esphome::server::run(
             listener,
             Arc::new(device),
-            speak,
+            room,
             config.esphome.clone(),
             token.clone(),
         ));

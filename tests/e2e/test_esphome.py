@@ -9,9 +9,9 @@ import socket
 
 import anyio
 import pytest
-from aioesphomeapi import APIClient, APIConnectionError
+from aioesphomeapi import APIClient, APIConnectionError, VoiceAssistantTimerEventType as Timer
 
-from harness import LineClient, call, wait_for
+from harness import LineClient, call, hark, status, wait_for
 
 
 def esphome(start_daemon, **section):
@@ -47,8 +47,8 @@ def test_home_assistants_client_meets_a_voice_satellite(start_daemon):
     # What Home Assistant needs to make it an Assist satellite.
     flags = info.voice_assistant_feature_flags
     assert flags & 1 and flags & 2 and flags & 4, flags
-    # And that it takes announcements.
-    assert flags & 16, flags
+    # And that it takes announcements and keeps timers.
+    assert flags & 16 and flags & 8, flags
     assert entities == [] and services == []
     words = {w.id: w for w in config.available_wake_words}
     assert {"okay_nabu", "hey_jarvis"} <= set(words), words
@@ -129,3 +129,36 @@ def test_home_assistants_announcement_is_said_in_harks_voice(start_daemon):
     assert wordless.success is False
     assert spoken_by(d, "Home Assistant") == [text]
     assert "an announcement without text" in d.log()
+
+
+def test_home_assistants_timers_ring_on_hark(start_daemon):
+    d = esphome(start_daemon)
+    host, port = d.esphome
+
+    def kept():
+        return status(d)["scheduled"]
+
+    async def main():
+        client = APIClient(host, port, None, keepalive=2)
+        await client.connect(login=True)
+        client.send_voice_assistant_timer_event(Timer.VOICE_ASSISTANT_TIMER_STARTED, "t1", "pasta", 2, 2, True)
+        client.send_voice_assistant_timer_event(Timer.VOICE_ASSISTANT_TIMER_STARTED, "t2", "", 600, 600, True)
+        await anyio.to_thread.run_sync(lambda: wait_for(lambda: len(kept()) == 2, 5))
+        client.send_voice_assistant_timer_event(Timer.VOICE_ASSISTANT_TIMER_CANCELLED, "t2", "", 600, 590, False)
+        await anyio.to_thread.run_sync(lambda: wait_for(lambda: len(kept()) == 1, 5))
+        # The pasta timer's end: said and ringing, until the button.
+        ringing = await anyio.to_thread.run_sync(
+            lambda: wait_for(lambda: any(s["ringing"] for s in kept()), 15))
+        client.send_voice_assistant_timer_event(Timer.VOICE_ASSISTANT_TIMER_FINISHED, "t1", "pasta", 2, 0, False)
+        await anyio.sleep(1)
+        still = any(s["ringing"] for s in kept())
+        await client.disconnect()
+        return ringing, still
+
+    ringing, still = anyio.run(main)
+    assert ringing, "Home Assistant's timer rang on Hark"
+    assert still, "Home Assistant's own end leaves it ringing until the person stops it"
+    assert kept()[0]["text"] == "The pasta timer is done."
+    hark(d, "button", "press")
+    assert wait_for(lambda: not kept(), 10), kept()
+    assert spoken_by(d, "Home Assistant")[0] == "The pasta timer is done."

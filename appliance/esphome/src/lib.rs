@@ -6,12 +6,12 @@
 //! - [`messages`]: the protobuf messages Hark speaks;
 //! - [`server`]: the device's side of a connection (hello, device info,
 //!   entities, the voice assistant's configuration, announcements said in
-//!   Hark's voice) and the listener;
+//!   Hark's voice, Home Assistant's timers as Hark's) and the listener;
 //! - [`config`]: the `[esphome]` section.
 //!
 //! Not built yet: the voice assistant's runs (the wake word on Hark
 //! starting Home Assistant's pipeline, its audio and events), Home
-//! Assistant's audio played, timers, and encryption (docs/esphome.md).
+//! Assistant's audio played, and encryption (docs/esphome.md).
 
 pub mod config;
 pub mod frame;

@@ -176,6 +176,32 @@ pub struct VoiceAssistantAnnounceFinished {
     pub success: bool,
 }
 
+/// A timer Home Assistant keeps for the satellite (set by voice).
+#[derive(Clone, PartialEq, Message)]
+pub struct VoiceAssistantTimerEventResponse {
+    /// `VoiceAssistantTimerEvent`: see [`timer`].
+    #[prost(int32, tag = "1")]
+    pub event_type: i32,
+    #[prost(string, tag = "2")]
+    pub timer_id: String,
+    #[prost(string, tag = "3")]
+    pub name: String,
+    #[prost(uint32, tag = "4")]
+    pub total_seconds: u32,
+    #[prost(uint32, tag = "5")]
+    pub seconds_left: u32,
+    #[prost(bool, tag = "6")]
+    pub is_active: bool,
+}
+
+/// `VoiceAssistantTimerEvent`.
+pub mod timer {
+    pub const STARTED: i32 = 0;
+    pub const UPDATED: i32 = 1;
+    pub const CANCELLED: i32 = 2;
+    pub const FINISHED: i32 = 3;
+}
+
 kinds! {
     HelloRequest = 1,
     HelloResponse = 2,
@@ -196,6 +222,7 @@ kinds! {
     SubscribeVoiceAssistantRequest = 89,
     VoiceAssistantConfigurationRequest = 121,
     VoiceAssistantConfigurationResponse = 122,
+    VoiceAssistantTimerEventResponse = 115,
     VoiceAssistantAnnounceRequest = 119,
     VoiceAssistantAnnounceFinished = 120,
     VoiceAssistantSetConfiguration = 123,

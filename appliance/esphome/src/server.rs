@@ -17,7 +17,7 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use hark_core::room::{Priority, Quiet, Speak, SpeakCall, SpeechStatus};
+use hark_core::room::{Later, Priority, Quiet, Schedule, Speak, SpeakCall, SpeechStatus};
 
 use crate::{
     config::EsphomeConfig,
@@ -89,14 +89,29 @@ pub const ANNOUNCER: &str = "Home Assistant";
 /// Assistant is told at once that one failed.
 const ANNOUNCEMENTS: usize = 4;
 
-/// Serves one connection until it ends. `speak` says announcements.
+/// What a connection may ask of the room: saying announcements, and
+/// Home Assistant's timers kept as Hark's own.
+#[derive(Clone)]
+pub struct Room {
+    pub speak: Arc<dyn Speak>,
+    pub schedule: Arc<dyn Schedule>,
+}
+
+/// How long a finished timer rings unless the button or the wake word
+/// stops it first.
+pub const TIMER_RING: Duration = Duration::from_secs(300);
+
+/// Serves one connection until it ends.
 pub async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     device: &Device,
-    speak: Arc<dyn Speak>,
+    room: Room,
     idle: Duration,
     stop: CancellationToken,
 ) -> Result<Ended, ConnectionError> {
+    let speak = Arc::clone(&room.speak);
+    // Home Assistant's timer ids → Hark's scheduled timers.
+    let mut timers: std::collections::HashMap<String, i64> = Default::default();
     let mut input: Vec<u8> = Vec::with_capacity(4096);
     let mut chunk = vec![0u8; 4096];
     let mut output: Vec<u8> = Vec::with_capacity(1024);
@@ -186,6 +201,11 @@ pub async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
                             announcements.clone(),
                         ));
                     }
+                }
+                m::VoiceAssistantTimerEventResponse::KIND => {
+                    let event: m::VoiceAssistantTimerEventResponse =
+                        decode(frame.kind, frame.payload)?;
+                    timer(&room, &mut timers, event).await;
                 }
                 m::VoiceAssistantSetConfiguration::KIND => {
                     let request: m::VoiceAssistantSetConfiguration =
@@ -279,6 +299,78 @@ async fn announce(
     let _ = done.send(success).await;
 }
 
+/// A timer of Home Assistant's becomes one of Hark's: said and rung at its
+/// end ("The pasta timer is done."), until the button or the wake word
+/// stops it, shown ringing on the lights and in `get_status`; kept across
+/// restarts like any. Paused, it is taken off; resumed or changed, put
+/// back at its new end; cancelled, gone. Finished on Home Assistant's side,
+/// Hark's own is ringing (or about to): it is left to ring.
+async fn timer(
+    room: &Room,
+    timers: &mut std::collections::HashMap<String, i64>,
+    event: m::VoiceAssistantTimerEventResponse,
+) {
+    let id = event.timer_id.clone();
+    let unschedule = |scheduled: Option<i64>| async move {
+        if let Some(scheduled) = scheduled
+            && let Err(failure) = room.schedule.cancel(scheduled).await
+        {
+            tracing::debug!(error = %failure.message, "a timer was already gone");
+        }
+    };
+    match event.event_type {
+        m::timer::STARTED | m::timer::UPDATED => {
+            unschedule(timers.remove(&id)).await;
+            if !event.is_active {
+                tracing::info!(timer = %id, "Home Assistant's timer paused");
+                return;
+            }
+            let text = match event.name.trim() {
+                "" => "Your timer is done.".to_owned(),
+                name => format!("The {name} timer is done."),
+            };
+            let call = SpeakCall {
+                agent: Some(ANNOUNCER.to_owned()),
+                text,
+                voice: None,
+                rate: None,
+                priority: Priority::Normal,
+                wait: false,
+                later: Some(Later {
+                    due: std::time::SystemTime::now()
+                        + Duration::from_secs(u64::from(event.seconds_left)),
+                    ring: Some(TIMER_RING),
+                }),
+            };
+            match room.speak.speak(call, &mut Quiet).await {
+                Ok(spoken) => {
+                    if let Some(scheduled) = spoken.scheduled {
+                        tracing::info!(
+                            timer = %id,
+                            seconds = event.seconds_left,
+                            scheduled = scheduled.id,
+                            "Home Assistant's timer kept"
+                        );
+                        timers.insert(id, scheduled.id);
+                    }
+                }
+                Err(failure) => {
+                    tracing::warn!(timer = %id, error = %failure.message, "Home Assistant's timer not kept");
+                }
+            }
+        }
+        m::timer::CANCELLED => {
+            tracing::info!(timer = %id, "Home Assistant's timer cancelled");
+            unschedule(timers.remove(&id)).await;
+        }
+        m::timer::FINISHED => {
+            tracing::info!(timer = %id, "Home Assistant's timer finished");
+            timers.remove(&id);
+        }
+        other => tracing::debug!(kind = other, "a timer event not known"),
+    }
+}
+
 fn decode<T: Kind>(kind: u32, payload: &[u8]) -> Result<T, ConnectionError> {
     T::decode(payload).map_err(|error| ConnectionError::Decode { kind, error })
 }
@@ -304,7 +396,8 @@ fn device_info(device: &Device) -> m::DeviceInfoResponse {
         voice_assistant_feature_flags: m::feature::VOICE_ASSISTANT
             | m::feature::SPEAKER
             | m::feature::API_AUDIO
-            | m::feature::ANNOUNCE,
+            | m::feature::ANNOUNCE
+            | m::feature::TIMERS,
         suggested_area: String::new(),
         api_encryption_supported: false,
     }
@@ -337,7 +430,7 @@ pub async fn bind(config: &EsphomeConfig) -> std::io::Result<TcpListener> {
 pub async fn run(
     listener: TcpListener,
     device: Arc<Device>,
-    speak: Arc<dyn Speak>,
+    room: Room,
     config: EsphomeConfig,
     shutdown: CancellationToken,
 ) {
@@ -374,11 +467,11 @@ pub async fn run(
             }
         }
         let device = Arc::clone(&device);
-        let speak = Arc::clone(&speak);
+        let room = room.clone();
         let open = Arc::clone(&open);
         let idle = Duration::from_secs(config.idle_secs);
         tokio::spawn(async move {
-            serve(stream, peer, &device, speak, idle, stop).await;
+            serve(stream, peer, &device, room, idle, stop).await;
             open.lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .retain(|(i, _)| *i != id);
@@ -390,13 +483,13 @@ async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
     device: &Device,
-    speak: Arc<dyn Speak>,
+    room: Room,
     idle: Duration,
     stop: CancellationToken,
 ) {
     let _ = stream.set_nodelay(true);
     tracing::info!(%peer, "ESPHome API connection");
-    match connection(stream, device, speak, idle, stop).await {
+    match connection(stream, device, room, idle, stop).await {
         Ok(ended) => tracing::info!(%peer, ?ended, "ESPHome API connection ended"),
         Err(e) => tracing::info!(%peer, error = %e, "ESPHome API connection closed"),
     }
@@ -447,7 +540,7 @@ mod tests {
             connection(
                 far,
                 &device,
-                Saying::new(),
+                Saying::new().room(),
                 Duration::from_secs(5),
                 CancellationToken::new(),
             )
@@ -467,12 +560,48 @@ mod tests {
         (ended, out)
     }
 
-    /// A speaker that notes what it is asked to say.
-    struct Saying(Mutex<Vec<String>>);
+    /// A speaker that notes what it is asked to say (and when, for what
+    /// is kept for later), and a schedule that notes what is cancelled.
+    struct Saying(Mutex<Vec<String>>, Mutex<Vec<i64>>);
 
     impl Saying {
         fn new() -> Arc<Self> {
-            Arc::new(Self(Mutex::new(Vec::new())))
+            Arc::new(Self(Mutex::new(Vec::new()), Mutex::new(Vec::new())))
+        }
+
+        fn room(self: Arc<Self>) -> Room {
+            Room {
+                speak: self.clone(),
+                schedule: self,
+            }
+        }
+    }
+
+    impl Schedule for Saying {
+        fn scheduled(
+            &self,
+        ) -> hark_core::room::BoxFuture<
+            '_,
+            Result<Vec<hark_core::room::Scheduled>, hark_core::room::Failure>,
+        > {
+            Box::pin(async { Ok(Vec::new()) })
+        }
+
+        fn cancel(
+            &self,
+            id: i64,
+        ) -> hark_core::room::BoxFuture<
+            '_,
+            Result<hark_core::room::Scheduled, hark_core::room::Failure>,
+        > {
+            Box::pin(async move {
+                self.1.lock().expect("lock").push(id);
+                Err(hark_core::room::Failure {
+                    kind: hark_core::room::Kind::InvalidArgument,
+                    message: "noted".into(),
+                    context: serde_json::Value::Null,
+                })
+            })
         }
     }
 
@@ -484,7 +613,30 @@ mod tests {
         ) -> hark_core::room::BoxFuture<'a, Result<hark_core::room::Spoken, hark_core::room::Failure>>
         {
             Box::pin(async move {
-                self.0.lock().expect("lock").push(call.text.clone());
+                let mut said = self.0.lock().expect("lock");
+                let scheduled = call.later.map(|later| {
+                    let secs = later
+                        .due
+                        .duration_since(std::time::SystemTime::now())
+                        .map_or(0, |d| d.as_secs_f64().round() as u64);
+                    said.push(format!(
+                        "{} in {secs} s, ringing {:?}",
+                        call.text, later.ring
+                    ));
+                    hark_core::room::Scheduled {
+                        id: said.len() as i64,
+                        kind: hark_core::room::LaterKind::Timer,
+                        agent: call.agent.clone(),
+                        text: call.text.clone(),
+                        due_at: String::new(),
+                        due_in_seconds: secs as f64,
+                        ring_seconds: None,
+                        ringing: false,
+                    }
+                });
+                if scheduled.is_none() {
+                    said.push(call.text.clone());
+                }
                 Ok(hark_core::room::Spoken {
                     status: SpeechStatus::Spoken,
                     text: call.text,
@@ -494,7 +646,7 @@ mod tests {
                     sentences: 1,
                     priority: call.priority,
                     seconds: Some(1.0),
-                    scheduled: None,
+                    scheduled,
                 })
             })
         }
@@ -531,13 +683,13 @@ mod tests {
     async fn announcements_are_said_and_answered_and_pings_go_on_meanwhile() {
         let (mut near, far) = tokio::io::duplex(1 << 16);
         let saying = Saying::new();
-        let speak: Arc<dyn Speak> = saying.clone();
+        let room = saying.clone().room();
         let device = device();
         let served = tokio::spawn(async move {
             connection(
                 far,
                 &device,
-                speak,
+                room,
                 Duration::from_secs(5),
                 CancellationToken::new(),
             )
@@ -591,6 +743,78 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn home_assistants_timers_become_harks() {
+        let (mut near, far) = tokio::io::duplex(1 << 16);
+        let saying = Saying::new();
+        let room = saying.clone().room();
+        let device = device();
+        let served = tokio::spawn(async move {
+            connection(
+                far,
+                &device,
+                room,
+                Duration::from_secs(5),
+                CancellationToken::new(),
+            )
+            .await
+        });
+        let event = |kind: i32, id: &str, name: &str, left: u32, active: bool| {
+            m::VoiceAssistantTimerEventResponse {
+                event_type: kind,
+                timer_id: id.into(),
+                name: name.into(),
+                total_seconds: 600,
+                seconds_left: left,
+                is_active: active,
+            }
+            .encode_to_vec()
+        };
+        let kind = m::VoiceAssistantTimerEventResponse::KIND;
+        near.write_all(&frames(&[
+            (
+                m::HelloRequest::KIND,
+                m::HelloRequest::default().encode_to_vec(),
+            ),
+            (kind, event(m::timer::STARTED, "a", "pasta", 600, true)),
+            (kind, event(m::timer::STARTED, "b", "", 30, true)),
+            // Paused, then resumed with less left.
+            (kind, event(m::timer::UPDATED, "a", "pasta", 500, false)),
+            (kind, event(m::timer::UPDATED, "a", "pasta", 500, true)),
+            (kind, event(m::timer::CANCELLED, "b", "", 20, false)),
+            (kind, event(m::timer::FINISHED, "a", "pasta", 0, false)),
+            (m::PingRequest::KIND, vec![]),
+        ]))
+        .await
+        .expect("sent");
+        let mut buf = Vec::new();
+        // The hello's answer, then the ping's: every event before it is done.
+        assert_eq!(
+            next_frame(&mut near, &mut buf).await.0,
+            m::HelloResponse::KIND
+        );
+        assert_eq!(
+            next_frame(&mut near, &mut buf).await.0,
+            m::PingResponse::KIND
+        );
+        let ring = format!("{:?}", Some(TIMER_RING));
+        assert_eq!(
+            *saying.0.lock().expect("lock"),
+            [
+                format!("The pasta timer is done. in 600 s, ringing {ring}"),
+                format!("Your timer is done. in 30 s, ringing {ring}"),
+                format!("The pasta timer is done. in 500 s, ringing {ring}"),
+            ]
+        );
+        // Paused: the first taken off; cancelled: the second; finished:
+        // the resumed one is left to ring.
+        assert_eq!(*saying.1.lock().expect("lock"), [1, 2]);
+        near.shutdown().await.expect("closed");
+        let mut rest = Vec::new();
+        near.read_to_end(&mut rest).await.expect("read");
+        served.await.expect("joined").expect("ended");
+    }
+
+    #[tokio::test]
     async fn hello_device_info_entities_and_goodbye() {
         let hello = m::HelloRequest {
             client_info: "aioesphomeapi".into(),
@@ -613,7 +837,7 @@ mod tests {
         assert_eq!((hello.api_version_major, hello.name.as_str()), (1, "hark"));
         let info = m::DeviceInfoResponse::decode(&answers[1].1[..]).expect("info");
         assert_eq!(info.friendly_name, "Hark");
-        assert_eq!(info.voice_assistant_feature_flags, 0b10111);
+        assert_eq!(info.voice_assistant_feature_flags, 0b11111);
         assert!(!info.uses_password && !info.api_encryption_supported);
     }
 
