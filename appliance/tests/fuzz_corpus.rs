@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 mod audio;
 #[path = "../../tests/fuzz/checks/config.rs"]
 mod config;
+#[path = "../../tests/fuzz/checks/esphome.rs"]
+mod esphome;
 #[path = "../../tests/fuzz/checks/http.rs"]
 mod http;
 #[path = "../../tests/fuzz/checks/ndjson.rs"]
@@ -68,4 +70,9 @@ fn the_http_corpus_passes() {
 #[test]
 fn the_wyoming_corpus_passes() {
     replay("wyoming", wyoming::check);
+}
+
+#[test]
+fn the_esphome_corpus_passes() {
+    replay("esphome", esphome::check);
 }

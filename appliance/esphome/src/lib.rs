@@ -7,7 +7,8 @@
 //! - [`server`]: the device's side of a connection (hello, device info,
 //!   entities, the voice assistant's configuration, announcements said in
 //!   Hark's voice, Home Assistant's timers as Hark's) and the listener;
-//! - [`config`]: the `[esphome]` section.
+//! - [`config`]: the `[esphome]` section; [`testing`]: stand-ins for the
+//!   room, for tests and the fuzz target.
 //!
 //! Not built yet: the voice assistant's runs (the wake word on Hark
 //! starting Home Assistant's pipeline, its audio and events), Home
@@ -17,3 +18,4 @@ pub mod config;
 pub mod frame;
 pub mod messages;
 pub mod server;
+pub mod testing;

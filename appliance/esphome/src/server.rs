@@ -500,28 +500,7 @@ mod tests {
     use prost::Message;
 
     use super::*;
-
-    fn device() -> Device {
-        Device {
-            name: "hark".into(),
-            friendly_name: "Hark".into(),
-            mac_address: "02:00:00:00:00:01".into(),
-            version: "0.1.0".into(),
-            wake_words: vec![
-                WakeWord {
-                    id: "okay_nabu".into(),
-                    phrase: "Okay Nabu".into(),
-                    trained_languages: vec!["en".into()],
-                },
-                WakeWord {
-                    id: "hey_jarvis".into(),
-                    phrase: "Hey Jarvis".into(),
-                    trained_languages: vec!["en".into()],
-                },
-            ],
-            active_wake_word: Some("okay_nabu".into()),
-        }
-    }
+    use crate::testing::{Recording, device};
 
     fn frames(messages: &[(u32, Vec<u8>)]) -> Vec<u8> {
         let mut out = Vec::new();
@@ -540,7 +519,7 @@ mod tests {
             connection(
                 far,
                 &device,
-                Saying::new().room(),
+                Recording::new().room(),
                 Duration::from_secs(5),
                 CancellationToken::new(),
             )
@@ -558,109 +537,6 @@ mod tests {
             at += f.used;
         }
         (ended, out)
-    }
-
-    /// A speaker that notes what it is asked to say (and when, for what
-    /// is kept for later), and a schedule that notes what is cancelled.
-    struct Saying(Mutex<Vec<String>>, Mutex<Vec<i64>>);
-
-    impl Saying {
-        fn new() -> Arc<Self> {
-            Arc::new(Self(Mutex::new(Vec::new()), Mutex::new(Vec::new())))
-        }
-
-        fn room(self: Arc<Self>) -> Room {
-            Room {
-                speak: self.clone(),
-                schedule: self,
-            }
-        }
-    }
-
-    impl Schedule for Saying {
-        fn scheduled(
-            &self,
-        ) -> hark_core::room::BoxFuture<
-            '_,
-            Result<Vec<hark_core::room::Scheduled>, hark_core::room::Failure>,
-        > {
-            Box::pin(async { Ok(Vec::new()) })
-        }
-
-        fn cancel(
-            &self,
-            id: i64,
-        ) -> hark_core::room::BoxFuture<
-            '_,
-            Result<hark_core::room::Scheduled, hark_core::room::Failure>,
-        > {
-            Box::pin(async move {
-                self.1.lock().expect("lock").push(id);
-                Err(hark_core::room::Failure {
-                    kind: hark_core::room::Kind::InvalidArgument,
-                    message: "noted".into(),
-                    context: serde_json::Value::Null,
-                })
-            })
-        }
-    }
-
-    impl Speak for Saying {
-        fn speak<'a>(
-            &'a self,
-            call: SpeakCall,
-            _: &'a mut dyn hark_core::room::Report,
-        ) -> hark_core::room::BoxFuture<'a, Result<hark_core::room::Spoken, hark_core::room::Failure>>
-        {
-            Box::pin(async move {
-                let mut said = self.0.lock().expect("lock");
-                let scheduled = call.later.map(|later| {
-                    let secs = later
-                        .due
-                        .duration_since(std::time::SystemTime::now())
-                        .map_or(0, |d| d.as_secs_f64().round() as u64);
-                    said.push(format!(
-                        "{} in {secs} s, ringing {:?}",
-                        call.text, later.ring
-                    ));
-                    hark_core::room::Scheduled {
-                        id: said.len() as i64,
-                        kind: hark_core::room::LaterKind::Timer,
-                        agent: call.agent.clone(),
-                        text: call.text.clone(),
-                        due_at: String::new(),
-                        due_in_seconds: secs as f64,
-                        ring_seconds: None,
-                        ringing: false,
-                    }
-                });
-                if scheduled.is_none() {
-                    said.push(call.text.clone());
-                }
-                Ok(hark_core::room::Spoken {
-                    status: SpeechStatus::Spoken,
-                    text: call.text,
-                    voice: "test".into(),
-                    engine: hark_core::room::Engine::Piper,
-                    fallback_reason: None,
-                    sentences: 1,
-                    priority: call.priority,
-                    seconds: Some(1.0),
-                    scheduled,
-                })
-            })
-        }
-
-        fn stop(&self) -> Result<usize, hark_core::room::Failure> {
-            Ok(0)
-        }
-
-        fn sentences<'a>(
-            &'a self,
-            text: String,
-        ) -> hark_core::room::BoxFuture<'a, Result<Vec<String>, hark_core::room::Failure>> {
-            Box::pin(async move { Ok(vec![text]) })
-        }
     }
 
     /// The next frame the device sends.
@@ -682,7 +558,7 @@ mod tests {
     #[tokio::test]
     async fn announcements_are_said_and_answered_and_pings_go_on_meanwhile() {
         let (mut near, far) = tokio::io::duplex(1 << 16);
-        let saying = Saying::new();
+        let saying = Recording::new();
         let room = saying.clone().room();
         let device = device();
         let served = tokio::spawn(async move {
@@ -745,7 +621,7 @@ mod tests {
     #[tokio::test]
     async fn home_assistants_timers_become_harks() {
         let (mut near, far) = tokio::io::duplex(1 << 16);
-        let saying = Saying::new();
+        let saying = Recording::new();
         let room = saying.clone().room();
         let device = device();
         let served = tokio::spawn(async move {

@@ -11,7 +11,7 @@
 //! Shared by the fuzz target (`tests/fuzz/fuzz_targets`) and the test that
 //! replays the committed corpus on every `cargo test`.
 
-use std::sync::{Arc, OnceLock, atomic::AtomicBool};
+use std::sync::{Arc, atomic::AtomicBool};
 
 use hark_wyoming::{
     event::{Limits, read_event, write_event},
@@ -20,15 +20,9 @@ use hark_wyoming::{
 };
 use tokio::io::BufReader;
 
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .expect("a runtime")
-    })
-}
+#[path = "runtime.rs"]
+mod runtime;
+use runtime::runtime;
 
 /// Panics on what the target must never do.
 pub fn check(data: &[u8]) {

@@ -118,7 +118,45 @@ def wyoming():
     put("wyoming", "broken", b"\x02\x02" + b'{"type": "x", "payload_length": 999999}\n' + b"[]\n")
 
 
+def esphome():
+    """Home Assistant's side of the ESPHome API as aioesphomeapi frames it
+    (a zero byte, varint length and type, a protobuf message), one byte in
+    front: the size of each read."""
+    def varint(n):
+        out = b""
+        while n >= 0x80:
+            out += bytes([(n & 0x7F) | 0x80])
+            n >>= 7
+        return out + bytes([n])
+
+    def field(number, value):
+        if isinstance(value, bool) or isinstance(value, int):
+            return varint(number << 3) + varint(int(value))
+        value = value.encode() if isinstance(value, str) else value
+        return varint(number << 3 | 2) + varint(len(value)) + value
+
+    def frame(kind, *fields):
+        body = b"".join(fields)
+        return b"\x00" + varint(len(body)) + varint(kind) + body
+
+    hello = frame(1, field(1, "Home Assistant 2026.12.0"), field(2, 1), field(3, 14))
+    put("esphome", "connect", b"\x07" + hello + frame(9) + frame(11) + frame(20) + frame(34) + frame(38)
+        + frame(89, field(1, True), field(2, 1)) + frame(7) + frame(5))
+    put("esphome", "wake-words", b"\x3c" + hello + frame(121) + frame(123, field(1, "hey_jarvis"), field(1, "nope"))
+        + frame(121))
+    put("esphome", "announce", b"\x10" + hello + frame(119, field(1, "http://ha.local/x.mp3"),
+        field(2, "The washing is done."), field(4, True)) + frame(119, field(1, "http://ha.local/y.mp3")) + frame(7))
+    put("esphome", "timers", b"\x05" + hello
+        + frame(115, field(1, 0), field(2, "t1"), field(3, "pasta"), field(4, 600), field(5, 600), field(6, True))
+        + frame(115, field(1, 1), field(2, "t1"), field(3, "pasta"), field(4, 600), field(5, 500), field(6, False))
+        + frame(115, field(1, 2), field(2, "t1"), field(3, "pasta"), field(4, 600), field(5, 0), field(6, False)))
+    put("esphome", "encrypted", b"\x01" + b"\x01\x00\x00")
+    put("esphome", "no-hello", b"\x02" + frame(9))
+    put("esphome", "bad-payload", b"\x03" + hello + frame(123, b"\x0a\xff\xff"))
+
+
 if __name__ == "__main__":
+    esphome()
     wyoming()
     ndjson()
     audio()

@@ -238,9 +238,10 @@ impl Default for Sent {
 
 /// Runs beside a call whose client asked for progress: when the call has
 /// said nothing for [`KEEP_ALIVE`], it repeats its last message (still
-/// `listening`, still `waiting for the person`), so clients that reset
-/// their timeout on progress (the Inspector does by default) do not give
-/// up on a person who takes their time. Never ends.
+/// `listening`, still `waiting for the person`), so clients that restart
+/// their limit on progress (the TypeScript SDK with
+/// `resetTimeoutOnProgress`) do not give up on a person who takes their
+/// time. Never ends.
 pub async fn keep_alive(context: RequestContext<RoleServer>) -> std::convert::Infallible {
     let Some(sent) = context.extensions.get::<Sent>().cloned() else {
         return std::future::pending().await;

@@ -1,0 +1,131 @@
+//! Stand-ins for the room, for the crate's tests and the fuzz target: a
+//! speaker and a schedule that note what they are asked, and a device.
+
+use std::sync::{Arc, Mutex};
+
+use hark_core::room::{Schedule, Speak, SpeakCall, SpeechStatus};
+
+use crate::server::{Device, Room, WakeWord};
+
+/// A speaker that notes what it is asked to say (and when, for what
+/// is kept for later), and a schedule that notes what is cancelled.
+pub struct Recording(pub Mutex<Vec<String>>, pub Mutex<Vec<i64>>);
+
+impl Recording {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self(Mutex::new(Vec::new()), Mutex::new(Vec::new())))
+    }
+
+    pub fn room(self: Arc<Self>) -> Room {
+        Room {
+            speak: self.clone(),
+            schedule: self,
+        }
+    }
+}
+
+impl Schedule for Recording {
+    fn scheduled(
+        &self,
+    ) -> hark_core::room::BoxFuture<
+        '_,
+        Result<Vec<hark_core::room::Scheduled>, hark_core::room::Failure>,
+    > {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    fn cancel(
+        &self,
+        id: i64,
+    ) -> hark_core::room::BoxFuture<'_, Result<hark_core::room::Scheduled, hark_core::room::Failure>>
+    {
+        Box::pin(async move {
+            self.1.lock().expect("lock").push(id);
+            Err(hark_core::room::Failure {
+                kind: hark_core::room::Kind::InvalidArgument,
+                message: "noted".into(),
+                context: serde_json::Value::Null,
+            })
+        })
+    }
+}
+
+impl Speak for Recording {
+    fn speak<'a>(
+        &'a self,
+        call: SpeakCall,
+        _: &'a mut dyn hark_core::room::Report,
+    ) -> hark_core::room::BoxFuture<'a, Result<hark_core::room::Spoken, hark_core::room::Failure>>
+    {
+        Box::pin(async move {
+            let mut said = self.0.lock().expect("lock");
+            let scheduled = call.later.map(|later| {
+                let secs = later
+                    .due
+                    .duration_since(std::time::SystemTime::now())
+                    .map_or(0, |d| d.as_secs_f64().round() as u64);
+                said.push(format!(
+                    "{} in {secs} s, ringing {:?}",
+                    call.text, later.ring
+                ));
+                hark_core::room::Scheduled {
+                    id: said.len() as i64,
+                    kind: hark_core::room::LaterKind::Timer,
+                    agent: call.agent.clone(),
+                    text: call.text.clone(),
+                    due_at: String::new(),
+                    due_in_seconds: secs as f64,
+                    ring_seconds: None,
+                    ringing: false,
+                }
+            });
+            if scheduled.is_none() {
+                said.push(call.text.clone());
+            }
+            Ok(hark_core::room::Spoken {
+                status: SpeechStatus::Spoken,
+                text: call.text,
+                voice: "test".into(),
+                engine: hark_core::room::Engine::Piper,
+                fallback_reason: None,
+                sentences: 1,
+                priority: call.priority,
+                seconds: Some(1.0),
+                scheduled,
+            })
+        })
+    }
+
+    fn stop(&self) -> Result<usize, hark_core::room::Failure> {
+        Ok(0)
+    }
+
+    fn sentences<'a>(
+        &'a self,
+        text: String,
+    ) -> hark_core::room::BoxFuture<'a, Result<Vec<String>, hark_core::room::Failure>> {
+        Box::pin(async move { Ok(vec![text]) })
+    }
+}
+
+pub fn device() -> Device {
+    Device {
+        name: "hark".into(),
+        friendly_name: "Hark".into(),
+        mac_address: "02:00:00:00:00:01".into(),
+        version: "0.1.0".into(),
+        wake_words: vec![
+            WakeWord {
+                id: "okay_nabu".into(),
+                phrase: "Okay Nabu".into(),
+                trained_languages: vec!["en".into()],
+            },
+            WakeWord {
+                id: "hey_jarvis".into(),
+                phrase: "Hey Jarvis".into(),
+                trained_languages: vec!["en".into()],
+            },
+        ],
+        active_wake_word: Some("okay_nabu".into()),
+    }
+}
