@@ -19,6 +19,9 @@ mod ndjson;
 mod stores;
 #[path = "../../tests/fuzz/checks/wyoming.rs"]
 mod wyoming;
+// The async checks' shared runtime (`super::runtime` to them).
+#[path = "../../tests/fuzz/checks/runtime.rs"]
+mod runtime;
 
 fn corpus(target: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -21,9 +21,7 @@ use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-#[path = "runtime.rs"]
-mod runtime;
-use runtime::runtime;
+use super::runtime::runtime;
 
 /// Panics on what the target must never do.
 pub fn check(data: &[u8]) {

@@ -20,9 +20,7 @@ use hark_wyoming::{
 };
 use tokio::io::BufReader;
 
-#[path = "runtime.rs"]
-mod runtime;
-use runtime::runtime;
+use super::runtime::runtime;
 
 /// Panics on what the target must never do.
 pub fn check(data: &[u8]) {

@@ -4,5 +4,7 @@
 
 #[path = "../checks/esphome.rs"]
 mod check;
+#[path = "../checks/runtime.rs"]
+mod runtime;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| check::check(data));
