@@ -119,8 +119,18 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         serving.push(format!("esphome={address}"));
     }
     let serving = serving.join(" ");
+    // What the satellite advertises on the LAN: its node name, port and MAC.
+    let mut esphome_advert = None;
     if let Some(listener) = esphome {
         let device = satellite(&config, &state).await;
+        esphome_advert = esphome_address.filter(|a| !a.ip().is_loopback()).map(|a| {
+            hark_mcp::discovery::EsphomeAdvert {
+                port: a.port(),
+                name: device.name.clone(),
+                mac: device.mac_address.clone(),
+                friendly_name: device.friendly_name.clone(),
+            }
+        });
         let room = hark_room::room::Room::new(Arc::clone(&state));
         let room = hark_esphome::server::Room {
             speak: room.clone(),
@@ -151,6 +161,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         config.discovery.clone(),
         &config.service.hostname,
         wyoming_address,
+        esphome_advert,
     )
     .await;
 
@@ -374,6 +385,7 @@ async fn advertise(
     config: hark_mcp::config::DiscoveryConfig,
     hostname: &str,
     wyoming: Option<std::net::SocketAddr>,
+    esphome: Option<hark_mcp::discovery::EsphomeAdvert>,
 ) -> Option<hark_mcp::discovery::Advertising> {
     if !config.enabled {
         return None;
@@ -385,6 +397,7 @@ async fn advertise(
         http_port: None,
         // On the LAN only: a loopback listener is not advertised.
         wyoming_port: wyoming.filter(|a| !a.ip().is_loopback()).map(|a| a.port()),
+        esphome,
         auth: shared.auth().mode.as_str(),
         version: env!("CARGO_PKG_VERSION"),
     };

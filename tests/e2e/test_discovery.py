@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 
-from harness import HARK, hark, wait_for
+from harness import HARK, REPO, hark, wait_for
 from test_auth import other_host, veth_names  # noqa: F401  (the fixture)
 from test_pairing import asking, tokens
 
@@ -32,7 +32,8 @@ def test_the_appliance_is_found_from_another_host_and_paired_without_an_address(
     d = start_daemon(dict(LAN, service={"hostname": name}, discovery={
         "enabled": True, "interfaces": [here], "name": "Hark in the test room",
         # Auto, with no avahi here: Hark answers itself.
-        "avahi_socket": str(tmp_path / "no-avahi.socket")}))
+        "avahi_socket": str(tmp_path / "no-avahi.socket")},
+        esphome={"enabled": True, "listen": "0.0.0.0:0"}))
     assert "advertised on the LAN" in d.log() and "mDNS" in d.log(), d.log()
     found = json.loads(discover(ns, "--json", "--timeout", "4"))
     ours = [f for f in found if f["host"] == f"{name}.local"]
@@ -44,6 +45,20 @@ def test_the_appliance_is_found_from_another_host_and_paired_without_an_address(
     assert f["auth"] == "paired" and f["version"]
     table = discover(ns, "--timeout", "3")
     assert "Hark in the test room" in table and "pair first" in table, table
+
+    # Home Assistant finds the satellite the way it finds ESPHome devices,
+    # and its name is the one the device says in its hello.
+    r = subprocess.run(["ip", "netns", "exec", ns, str(REPO / "tests" / ".venv" / "bin" / "python"),
+                        str(REPO / "tests" / "e2e" / "clients" / "esphome_find.py"), "4"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    satellites = [s for s in json.loads(r.stdout) if s["instance"] == name]
+    assert len(satellites) == 1, r.stdout
+    satellite = satellites[0]
+    assert satellite["port"] == d.esphome[1] and address in satellite["addresses"]
+    assert satellite["device"]["name"] == name
+    assert satellite["properties"]["mac"] == satellite["device"]["mac"].replace(":", "").lower()
+    assert satellite["properties"]["friendly_name"] == satellite["device"]["friendly_name"]
 
     # `hark pair` with no host pairs with the appliance it finds.
     home = tmp_path / "home"

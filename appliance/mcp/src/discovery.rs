@@ -29,6 +29,9 @@ pub const MCP_TYPE: &str = "_mcp._tcp.local.";
 pub const HARK_TYPE: &str = "_hark._tcp.local.";
 /// Home Assistant browses for this: the Wyoming services (docs/wyoming.md).
 pub const WYOMING_TYPE: &str = "_wyoming._tcp.local.";
+/// Home Assistant browses for this: ESPHome devices, Hark as a satellite
+/// (docs/esphome.md).
+pub const ESPHOME_TYPE: &str = "_esphomelib._tcp.local.";
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoveryError {
@@ -56,9 +59,39 @@ pub struct Advert {
     pub http_port: Option<u16>,
     /// The Wyoming services' port, when they are on.
     pub wyoming_port: Option<u16>,
+    /// The ESPHome API, when it is on.
+    pub esphome: Option<EsphomeAdvert>,
     /// `paired` or `open`.
     pub auth: &'static str,
     pub version: &'static str,
+}
+
+/// How Hark as an ESPHome device is advertised. Its instance name is the
+/// node name, not the appliance's: Home Assistant takes the instance as the
+/// name the device must say in its hello.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EsphomeAdvert {
+    pub port: u16,
+    /// The node name (`kitchen`).
+    pub name: String,
+    /// `02:AB:…`, as the device info says it.
+    pub mac: String,
+    pub friendly_name: String,
+}
+
+impl EsphomeAdvert {
+    /// The TXT records Home Assistant's ESPHome discovery reads: the MAC
+    /// (lower-case hex, no colons: its key for the device), the friendly
+    /// name and the version.
+    pub fn txt(&self, version: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("mac", self.mac.replace(':', "").to_lowercase()),
+            ("friendly_name", self.friendly_name.clone()),
+            ("version", version.to_owned()),
+            ("platform", "hark".to_owned()),
+            ("network", "ethernet".to_owned()),
+        ]
+    }
 }
 
 impl Advert {
@@ -219,6 +252,13 @@ pub fn advertise(
         Responder::Auto => avahi_running(config) && writable(&config.avahi_service_file),
     };
     if avahi {
+        if advert.esphome.is_some() {
+            // Its instance name differs from the appliance's, so it needs a
+            // service group (a file) of its own.
+            tracing::info!(
+                "the ESPHome API is not advertised through avahi yet: add Hark in Home Assistant by address"
+            );
+        }
         write_avahi(&config.avahi_service_file, advert)?;
         return Ok(Some(Advertising::Avahi {
             path: config.avahi_service_file.clone(),
@@ -236,6 +276,20 @@ pub fn advertise(
     for (ty, port, txt) in advert.records() {
         let info =
             ServiceInfo::new(ty, &advert.instance, &host, (), port, &txt[..])?.enable_addr_auto();
+        names.push(info.get_fullname().to_owned());
+        daemon.register(info)?;
+    }
+    if let Some(esphome) = &advert.esphome {
+        let txt = esphome.txt(advert.version);
+        let info = ServiceInfo::new(
+            ESPHOME_TYPE,
+            &esphome.name,
+            &host,
+            (),
+            esphome.port,
+            &txt[..],
+        )?
+        .enable_addr_auto();
         names.push(info.get_fullname().to_owned());
         daemon.register(info)?;
     }
@@ -394,9 +448,29 @@ mod tests {
             tcp_port: Some(7340),
             http_port: Some(7341),
             wyoming_port: None,
+            esphome: None,
             auth: "paired",
             version: "0.1.0",
         }
+    }
+
+    #[test]
+    fn the_esphome_advert_says_what_home_assistant_reads() {
+        let esphome = EsphomeAdvert {
+            port: 6053,
+            name: "kitchen".into(),
+            mac: "02:AB:CD:EF:01:23".into(),
+            friendly_name: "Hark on kitchen".into(),
+        };
+        let txt = esphome.txt("0.1.0");
+        assert!(txt.contains(&("mac", "02abcdef0123".to_owned())), "{txt:?}");
+        assert!(txt.contains(&("friendly_name", "Hark on kitchen".to_owned())));
+        // Not among the appliance's own records (nor in avahi's file).
+        let with = Advert {
+            esphome: Some(esphome),
+            ..advert()
+        };
+        assert!(with.records().iter().all(|(ty, _, _)| *ty != ESPHOME_TYPE));
     }
 
     #[test]
