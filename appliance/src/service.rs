@@ -119,10 +119,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         serving.push(format!("esphome={address}"));
     }
     let serving = serving.join(" ");
+    // One room for the services that reach it from outside MCP.
+    let room = hark_room::room::Room::new(Arc::clone(&state));
     // What the satellite advertises on the LAN: its node name, port and MAC.
     let mut esphome_advert = None;
     if let Some(listener) = esphome {
-        let device = satellite(&config, &state).await;
+        let device = satellite(&config, room.as_ref()).await;
         esphome_advert = esphome_address.filter(|a| !a.ip().is_loopback()).map(|a| {
             hark_mcp::discovery::EsphomeAdvert {
                 port: a.port(),
@@ -131,22 +133,20 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
                 friendly_name: device.friendly_name.clone(),
             }
         });
-        let room = hark_room::room::Room::new(Arc::clone(&state));
-        let room = hark_esphome::server::Room {
+        let services = hark_esphome::server::Room {
             speak: room.clone(),
-            schedule: room,
+            schedule: room.clone(),
         };
         tokio::spawn(hark_esphome::server::run(
             listener,
             Arc::new(device),
-            room,
+            services,
             config.esphome.clone(),
             token.clone(),
         ));
     }
     if let Some(listener) = wyoming {
-        let services: Arc<dyn hark_core::room::PcmSpeech> =
-            hark_room::room::Room::new(Arc::clone(&state));
+        let services: Arc<dyn hark_core::room::PcmSpeech> = room.clone();
         tokio::spawn(hark_wyoming::server::run(
             listener,
             services,
@@ -409,11 +409,7 @@ async fn advertise(
             _ => {}
         }
     }
-    advert.instance = if config.name.trim().is_empty() {
-        format!("Hark on {}", advert.host)
-    } else {
-        config.name.trim().to_owned()
-    };
+    advert.instance = shown_name(&config, &advert.host);
     let result =
         tokio::task::spawn_blocking(move || hark_mcp::discovery::advertise(&config, &advert)).await;
     match result {
@@ -439,10 +435,7 @@ async fn advertise(
 /// What Hark tells Home Assistant it is, as a satellite: its name, an
 /// identifier that stays the same across restarts (from the machine id),
 /// and the wake words it has.
-async fn satellite(
-    config: &Config,
-    state: &Arc<hark_room::state::ApplianceState>,
-) -> hark_esphome::server::Device {
+async fn satellite(config: &Config, room: &hark_room::room::Room) -> hark_esphome::server::Device {
     use hark_core::room::PcmSpeech;
 
     // The host name the MCP side advertises; ESPHome node names are lower
@@ -463,7 +456,7 @@ async fn satellite(
         .ok()
         .and_then(Result::ok)
         .unwrap_or_else(|| name.clone());
-    let offer = hark_room::room::Room::new(Arc::clone(state)).offer().await;
+    let offer = room.offer().await;
     let wake_words: Vec<_> = offer
         .map(|o| o.words)
         .unwrap_or_default()
@@ -482,7 +475,7 @@ async fn satellite(
         .cloned()
         .or_else(|| wake_words.first().map(|w| w.id.clone()));
     hark_esphome::server::Device {
-        friendly_name: format!("Hark on {host}"),
+        friendly_name: shown_name(&config.discovery, &host),
         mac_address: mac_from(machine.trim()),
         version: env!("CARGO_PKG_VERSION").to_owned(),
         wake_words,
@@ -491,18 +484,23 @@ async fn satellite(
     }
 }
 
-/// A locally administered MAC address (`02:…`) from `seed`: ESPHome keys a
-/// device on its MAC, so it must not change between starts. FNV-1a,
-/// because it is stable across builds.
-fn mac_from(seed: &str) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in seed.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+/// The name people see for the appliance on the LAN (mDNS, Home
+/// Assistant): `discovery.name`, else "Hark on HOST".
+fn shown_name(discovery: &hark_mcp::config::DiscoveryConfig, host: &str) -> String {
+    match discovery.name.trim() {
+        "" => format!("Hark on {host}"),
+        name => name.to_owned(),
     }
-    let b = hash.to_be_bytes();
+}
+
+/// A locally administered MAC address (`02:…`) from `seed`: ESPHome keys a
+/// device on its MAC, so it must not change between starts.
+fn mac_from(seed: &str) -> String {
+    use sha2::Digest;
+
+    let b = sha2::Sha256::digest(seed.as_bytes());
     format!(
         "02:{:02X}:{:02X}:{:02X}:{:02X}:{:02X}",
-        b[3], b[4], b[5], b[6], b[7]
+        b[0], b[1], b[2], b[3], b[4]
     )
 }

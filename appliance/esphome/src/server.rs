@@ -513,18 +513,7 @@ mod tests {
     /// Runs a connection on what `client` sends, then what the device
     /// answered, frame by frame.
     async fn exchange(client: Vec<u8>) -> (Result<Ended, ConnectionError>, Vec<(u32, Vec<u8>)>) {
-        let (mut near, far) = tokio::io::duplex(1 << 16);
-        let device = device();
-        let served = tokio::spawn(async move {
-            connection(
-                far,
-                &device,
-                Recording::new().room(),
-                Duration::from_secs(5),
-                CancellationToken::new(),
-            )
-            .await
-        });
+        let (mut near, served) = start(Recording::new().room());
         near.write_all(&client).await.expect("sent");
         near.shutdown().await.expect("closed");
         let mut answer = Vec::new();
@@ -539,27 +528,14 @@ mod tests {
         (ended, out)
     }
 
-    /// The next frame the device sends.
-    async fn next_frame(near: &mut tokio::io::DuplexStream, buf: &mut Vec<u8>) -> (u32, Vec<u8>) {
-        loop {
-            if let Some(f) = frame::decode(buf).expect("frames") {
-                let out = (f.kind, f.payload.to_vec());
-                let used = f.used;
-                buf.drain(..used);
-                return out;
-            }
-            let mut chunk = [0u8; 1024];
-            let n = near.read(&mut chunk).await.expect("read");
-            assert!(n > 0, "the device closed");
-            buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-
-    #[tokio::test]
-    async fn announcements_are_said_and_answered_and_pings_go_on_meanwhile() {
-        let (mut near, far) = tokio::io::duplex(1 << 16);
-        let saying = Recording::new();
-        let room = saying.clone().room();
+    /// A connection on `room`, served beside the test; the client's end.
+    fn start(
+        room: Room,
+    ) -> (
+        tokio::io::DuplexStream,
+        tokio::task::JoinHandle<Result<Ended, ConnectionError>>,
+    ) {
+        let (near, far) = tokio::io::duplex(1 << 16);
         let device = device();
         let served = tokio::spawn(async move {
             connection(
@@ -571,6 +547,33 @@ mod tests {
             )
             .await
         });
+        (near, served)
+    }
+
+    /// The next frame the device sends.
+    async fn next_frame(near: &mut tokio::io::DuplexStream, buf: &mut Vec<u8>) -> (u32, Vec<u8>) {
+        loop {
+            if let Some(f) = frame::decode(buf).expect("frames") {
+                let out = (f.kind, f.payload.to_vec());
+                let used = f.used;
+                buf.drain(..used);
+                return out;
+            }
+            let mut chunk = [0u8; 1024];
+            let n = tokio::time::timeout(Duration::from_secs(5), near.read(&mut chunk))
+                .await
+                .expect("the device answers within 5 s")
+                .expect("read");
+            assert!(n > 0, "the device closed");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    #[tokio::test]
+    async fn announcements_are_said_and_answered_and_pings_go_on_meanwhile() {
+        // Hark is still saying the first until the test lets it finish.
+        let saying = Recording::held();
+        let (mut near, served) = start(saying.clone().room());
         let announce = |text: &str| m::VoiceAssistantAnnounceRequest {
             text: text.into(),
             media_id: "http://ha/tts.mp3".into(),
@@ -594,24 +597,31 @@ mod tests {
         .await
         .expect("sent");
         let mut buf = Vec::new();
-        let mut kinds = Vec::new();
-        let mut finished = Vec::new();
-        while finished.len() < 2 {
-            let (kind, payload) = next_frame(&mut near, &mut buf).await;
-            kinds.push(kind);
-            if kind == m::VoiceAssistantAnnounceFinished::KIND {
-                finished.push(
-                    m::VoiceAssistantAnnounceFinished::decode(&payload[..])
-                        .expect("finished")
-                        .success,
-                );
-            }
+        let finished = |payload: &[u8]| {
+            m::VoiceAssistantAnnounceFinished::decode(payload)
+                .expect("finished")
+                .success
+        };
+        // While the first is being said: the ping answered, and the one
+        // without words refused.
+        let mut answers = Vec::new();
+        for _ in 0..3 {
+            answers.push(next_frame(&mut near, &mut buf).await);
         }
+        let kinds: Vec<u32> = answers.iter().map(|(k, _)| *k).collect();
+        assert_eq!(kinds[0], m::HelloResponse::KIND);
         assert!(kinds.contains(&m::PingResponse::KIND), "{kinds:?}");
-        // Said, and the one without words failed; in either order.
-        finished.sort();
-        assert_eq!(finished, [false, true]);
-        assert_eq!(*saying.0.lock().expect("lock"), ["The washing is done."]);
+        let refused = answers
+            .iter()
+            .find(|(k, _)| *k == m::VoiceAssistantAnnounceFinished::KIND)
+            .expect("the wordless one answered at once");
+        assert!(!finished(&refused.1));
+        assert_eq!(*saying.said.lock().expect("lock"), ["The washing is done."]);
+        // Said to the end: now it is answered, and well.
+        saying.finish(1);
+        let (kind, payload) = next_frame(&mut near, &mut buf).await;
+        assert_eq!(kind, m::VoiceAssistantAnnounceFinished::KIND);
+        assert!(finished(&payload));
         near.shutdown().await.expect("closed");
         let mut rest = Vec::new();
         near.read_to_end(&mut rest).await.expect("read");
@@ -620,20 +630,8 @@ mod tests {
 
     #[tokio::test]
     async fn home_assistants_timers_become_harks() {
-        let (mut near, far) = tokio::io::duplex(1 << 16);
         let saying = Recording::new();
-        let room = saying.clone().room();
-        let device = device();
-        let served = tokio::spawn(async move {
-            connection(
-                far,
-                &device,
-                room,
-                Duration::from_secs(5),
-                CancellationToken::new(),
-            )
-            .await
-        });
+        let (mut near, served) = start(saying.clone().room());
         let event = |kind: i32, id: &str, name: &str, left: u32, active: bool| {
             m::VoiceAssistantTimerEventResponse {
                 event_type: kind,
@@ -674,7 +672,7 @@ mod tests {
         );
         let ring = format!("{:?}", Some(TIMER_RING));
         assert_eq!(
-            *saying.0.lock().expect("lock"),
+            *saying.said.lock().expect("lock"),
             [
                 format!("The pasta timer is done. in 600 s, ringing {ring}"),
                 format!("Your timer is done. in 30 s, ringing {ring}"),
@@ -683,7 +681,7 @@ mod tests {
         );
         // Paused: the first taken off; cancelled: the second; finished:
         // the resumed one is left to ring.
-        assert_eq!(*saying.1.lock().expect("lock"), [1, 2]);
+        assert_eq!(*saying.cancelled.lock().expect("lock"), [1, 2]);
         near.shutdown().await.expect("closed");
         let mut rest = Vec::new();
         near.read_to_end(&mut rest).await.expect("read");

@@ -9,11 +9,35 @@ use crate::server::{Device, Room, WakeWord};
 
 /// A speaker that notes what it is asked to say (and when, for what
 /// is kept for later), and a schedule that notes what is cancelled.
-pub struct Recording(pub Mutex<Vec<String>>, pub Mutex<Vec<i64>>);
+pub struct Recording {
+    pub said: Mutex<Vec<String>>,
+    pub cancelled: Mutex<Vec<i64>>,
+    /// Speech said now finishes only with a permit: a held speaker is
+    /// still speaking until [`Recording::finish`].
+    gate: tokio::sync::Semaphore,
+}
 
 impl Recording {
     pub fn new() -> Arc<Self> {
-        Arc::new(Self(Mutex::new(Vec::new()), Mutex::new(Vec::new())))
+        Self::with_permits(tokio::sync::Semaphore::MAX_PERMITS)
+    }
+
+    /// A speaker that keeps speaking until [`Recording::finish`].
+    pub fn held() -> Arc<Self> {
+        Self::with_permits(0)
+    }
+
+    fn with_permits(permits: usize) -> Arc<Self> {
+        Arc::new(Self {
+            said: Mutex::new(Vec::new()),
+            cancelled: Mutex::new(Vec::new()),
+            gate: tokio::sync::Semaphore::new(permits),
+        })
+    }
+
+    /// Lets `n` held speeches finish.
+    pub fn finish(&self, n: usize) {
+        self.gate.add_permits(n);
     }
 
     pub fn room(self: Arc<Self>) -> Room {
@@ -40,7 +64,7 @@ impl Schedule for Recording {
     ) -> hark_core::room::BoxFuture<'_, Result<hark_core::room::Scheduled, hark_core::room::Failure>>
     {
         Box::pin(async move {
-            self.1.lock().expect("lock").push(id);
+            self.cancelled.lock().expect("lock").push(id);
             Err(hark_core::room::Failure {
                 kind: hark_core::room::Kind::InvalidArgument,
                 message: "noted".into(),
@@ -58,8 +82,8 @@ impl Speak for Recording {
     ) -> hark_core::room::BoxFuture<'a, Result<hark_core::room::Spoken, hark_core::room::Failure>>
     {
         Box::pin(async move {
-            let mut said = self.0.lock().expect("lock");
             let scheduled = call.later.map(|later| {
+                let mut said = self.said.lock().expect("lock");
                 let secs = later
                     .due
                     .duration_since(std::time::SystemTime::now())
@@ -80,7 +104,10 @@ impl Speak for Recording {
                 }
             });
             if scheduled.is_none() {
-                said.push(call.text.clone());
+                self.said.lock().expect("lock").push(call.text.clone());
+                if let Ok(permit) = self.gate.acquire().await {
+                    permit.forget();
+                }
             }
             Ok(hark_core::room::Spoken {
                 status: SpeechStatus::Spoken,

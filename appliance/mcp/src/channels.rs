@@ -19,20 +19,16 @@
 //! session that asked is connected, its agent counts as reachable (Hark
 //! does not tell the person that nobody is listening).
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::{collections::HashMap, sync::Arc};
 
-use rmcp::{
-    RoleServer,
-    model::{CustomNotification, ServerNotification},
-    service::Peer,
-};
+use rmcp::model::{CustomNotification, ServerNotification};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::ServerState;
+use crate::resources::tell;
 use crate::tools::wait_for_person::PersonMessage;
 use hark_core::events::{self, Event};
-use hark_store::inbox::PresenceGuard;
 
 /// The notification Claude Code reads as a channel event.
 pub const METHOD: &str = "notifications/claude/channel";
@@ -46,68 +42,6 @@ pub const HEADER: &str = "x-hark-channel";
 
 /// What the header must say.
 pub const HEADER_VALUE: &str = "claude";
-
-struct Listener {
-    /// The connection (or HTTP session) that asked.
-    conn: String,
-    agent: String,
-    peer: Peer<RoleServer>,
-    gone: Option<CancellationToken>,
-    _present: Option<PresenceGuard>,
-}
-
-/// The sessions that asked for pushes.
-#[derive(Default)]
-pub struct Channels {
-    listeners: Mutex<Vec<Listener>>,
-}
-
-impl Channels {
-    /// `conn`'s agent `agent` gets the pushes from now on, through `peer`,
-    /// until the connection ends (`gone`, or the peer's transport closes).
-    pub fn add(
-        &self,
-        conn: String,
-        agent: String,
-        peer: Peer<RoleServer>,
-        gone: Option<CancellationToken>,
-        present: Option<PresenceGuard>,
-    ) {
-        let mut listeners = self
-            .listeners
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        // A session that initializes again is still one listener.
-        listeners.retain(|l| l.conn != conn);
-        listeners.push(Listener {
-            conn,
-            agent,
-            peer,
-            gone,
-            _present: present,
-        });
-    }
-
-    /// The live listeners (dropping those whose connection ended).
-    fn live(&self) -> Vec<(String, Peer<RoleServer>)> {
-        let mut listeners = self
-            .listeners
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        listeners.retain(|l| {
-            !l.peer.is_transport_closed() && !l.gone.as_ref().is_some_and(|g| g.is_cancelled())
-        });
-        listeners
-            .iter()
-            .map(|l| (l.agent.clone(), l.peer.clone()))
-            .collect()
-    }
-
-    /// How many sessions get pushes now.
-    pub fn count(&self) -> usize {
-        self.live().len()
-    }
-}
 
 /// Whether an `initialize`'s capabilities ask for the pushes.
 pub fn asked_in(capabilities: &rmcp::model::ClientCapabilities) -> bool {
@@ -158,32 +92,30 @@ pub async fn push(state: Arc<ServerState>, token: CancellationToken) {
         let Some(inbox) = state.inbox.clone() else {
             continue;
         };
+        // What each agent may take, by the inbox's own rules: read once an
+        // agent, however many of its sessions asked.
+        let mut pushes: HashMap<String, Option<Value>> = HashMap::new();
         for (agent, peer) in state.channels.live() {
-            // What this agent may take, by the inbox's own rules.
-            let message = match inbox.waiting_for(Some(&agent)).await {
-                Ok(waiting) => waiting.into_iter().find(|m| m.id == id),
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot read the inbox for a channel push");
-                    None
-                }
+            if !pushes.contains_key(&agent) {
+                let message = match inbox.waiting_for(Some(&agent)).await {
+                    Ok(waiting) => waiting.into_iter().find(|m| m.id == id),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot read the inbox for a channel push");
+                        None
+                    }
+                };
+                let push = message.map(|m| params(&PersonMessage::from(&m)));
+                pushes.insert(agent.clone(), push);
+            }
+            let Some(Some(params)) = pushes.get(&agent) else {
+                continue;
             };
-            let Some(message) = message else { continue };
-            let params = params(&PersonMessage::from(&message));
-            tokio::spawn(async move {
-                let notification = ServerNotification::CustomNotification(CustomNotification::new(
-                    METHOD,
-                    Some(params),
-                ));
-                let sent = tokio::time::timeout(
-                    std::time::Duration::from_secs(1),
-                    peer.send_notification(notification),
-                )
-                .await;
-                match sent {
-                    Ok(Ok(())) => tracing::info!(%agent, id, "message pushed to a channel"),
-                    _ => tracing::debug!(%agent, id, "a channel push was not sent"),
-                }
-            });
+            tracing::info!(%agent, id, "pushing the person's message to a channel");
+            let notification = ServerNotification::CustomNotification(CustomNotification::new(
+                METHOD,
+                Some(params.clone()),
+            ));
+            tell(peer, notification, "a channel push");
         }
     }
 }

@@ -60,7 +60,7 @@ pub struct ServerState {
     /// HTTPS's certificate authority, when `[mcp.https]` serves.
     pub tls: Option<tls::Tls>,
     /// Clients subscribed to `hark://inbox` with `resources/subscribe`.
-    pub subscribers: resources::Subscribers,
+    pub subscribers: resources::Hearers,
     /// `GET /events` clients.
     pub sse: transport::scripts::SseStats,
     /// Cancelled when the daemon begins to stop, so a call it ends says
@@ -69,7 +69,7 @@ pub struct ServerState {
     /// Calls that went on as tasks, for every transport.
     pub tasks: Arc<tasks::Tasks>,
     /// Sessions that asked for the person's messages as pushes.
-    pub channels: channels::Channels,
+    pub channels: resources::Hearers,
 }
 
 impl ServerState {

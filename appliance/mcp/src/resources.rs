@@ -18,7 +18,7 @@ use rmcp::{
     ErrorData, RoleServer,
     model::{
         CacheScope, ListResourcesResult, ReadResourceResult, Resource, ResourceContents,
-        ResourceUpdatedNotificationParam,
+        ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ServerNotification,
     },
     service::{Peer, RequestContext},
 };
@@ -91,18 +91,70 @@ pub async fn read(
     )
 }
 
-struct Legacy {
-    /// The connection (or HTTP session) that subscribed.
-    conn: String,
-    peer: Peer<RoleServer>,
-    gone: Option<CancellationToken>,
-    _present: Option<PresenceGuard>,
+/// A session told of the person's messages (a subscription, a channel
+/// push): which connection or HTTP session it is, whose, its peer, what
+/// ends it, and its presence, which makes its agent count as listening
+/// while it lasts.
+pub struct Hearer {
+    pub conn: String,
+    pub agent: String,
+    pub peer: Peer<RoleServer>,
+    /// A stream connection's end; `None` over HTTP, where the session
+    /// outlives its connections and its peer says when it ends.
+    pub gone: Option<CancellationToken>,
+    pub present: Option<PresenceGuard>,
 }
 
-/// The `resources/subscribe` subscriptions.
+impl Hearer {
+    fn live(&self) -> bool {
+        !self.peer.is_transport_closed() && !self.gone.as_ref().is_some_and(|g| g.is_cancelled())
+    }
+}
+
+/// The sessions told of the person's messages one way: the
+/// `resources/subscribe` subscriptions, or the channel pushes.
 #[derive(Default)]
-pub struct Subscribers {
-    legacy: Mutex<Vec<Legacy>>,
+pub struct Hearers(Mutex<Vec<Hearer>>);
+
+impl Hearers {
+    /// Adds `hearer`; the same connection asking twice is one.
+    pub fn add(&self, hearer: Hearer) {
+        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        all.retain(|h| h.conn != hearer.conn);
+        all.push(hearer);
+    }
+
+    pub fn remove(&self, conn: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|h| h.conn != conn);
+    }
+
+    /// The live ones' agents and peers (dropping those whose connection
+    /// ended).
+    pub fn live(&self) -> Vec<(String, Peer<RoleServer>)> {
+        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        all.retain(Hearer::live);
+        all.iter()
+            .map(|h| (h.agent.clone(), h.peer.clone()))
+            .collect()
+    }
+}
+
+/// Sends `notification` to `peer` beside the caller, giving it a second: a
+/// session that does not read never holds up the others.
+pub fn tell(peer: Peer<RoleServer>, notification: ServerNotification, what: &'static str) {
+    tokio::spawn(async move {
+        let sent = tokio::time::timeout(
+            std::time::Duration::from_secs(1),
+            peer.send_notification(notification),
+        )
+        .await;
+        if !matches!(sent, Ok(Ok(()))) {
+            tracing::debug!("{what} was not sent");
+        }
+    });
 }
 
 /// Which connection (or HTTP session) a request came on.
@@ -119,42 +171,6 @@ pub fn connection_of(
         (Some(session), _) => format!("session {session}"),
         (None, Some(identity)) => format!("connection {}", identity.id),
         (None, None) => "unknown".into(),
-    }
-}
-
-impl Subscribers {
-    pub fn subscribe(
-        &self,
-        conn: String,
-        peer: Peer<RoleServer>,
-        gone: Option<CancellationToken>,
-        present: Option<PresenceGuard>,
-    ) {
-        let mut legacy = self.legacy.lock().unwrap_or_else(PoisonError::into_inner);
-        // Subscribing twice is one subscription.
-        legacy.retain(|l| l.conn != conn);
-        legacy.push(Legacy {
-            conn,
-            peer,
-            gone,
-            _present: present,
-        });
-    }
-
-    pub fn unsubscribe(&self, conn: &str) {
-        self.legacy
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|l| l.conn != conn);
-    }
-
-    /// The live subscribers' peers (dropping those whose connection ended).
-    fn peers(&self) -> Vec<Peer<RoleServer>> {
-        let mut legacy = self.legacy.lock().unwrap_or_else(PoisonError::into_inner);
-        legacy.retain(|l| {
-            !l.peer.is_transport_closed() && !l.gone.as_ref().is_some_and(|g| g.is_cancelled())
-        });
-        legacy.iter().map(|l| l.peer.clone()).collect()
     }
 }
 
@@ -183,17 +199,11 @@ pub async fn notify_subscribers(state: Arc<ServerState>, token: CancellationToke
         if !changes_inbox(&event.event) {
             continue;
         }
-        for peer in state.subscribers.peers() {
-            tokio::spawn(async move {
-                let sent = tokio::time::timeout(
-                    std::time::Duration::from_secs(1),
-                    peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(INBOX_URI)),
-                )
-                .await;
-                if !matches!(sent, Ok(Ok(()))) {
-                    tracing::debug!("a subscriber was not told that the inbox changed");
-                }
-            });
+        for (_, peer) in state.subscribers.live() {
+            let updated = ServerNotification::ResourceUpdatedNotification(
+                ResourceUpdatedNotification::new(ResourceUpdatedNotificationParam::new(INBOX_URI)),
+            );
+            tell(peer, updated, "an inbox update to a subscriber");
         }
     }
 }

@@ -494,12 +494,7 @@ impl ServerHandler for HarkServer {
         self.require(&context, crate::auth::Scope::Listen, "the voice inbox")?;
         let hearer = self.hearer(&context);
         tracing::info!(agent = %hearer.agent, conn = %hearer.conn, "subscribed to the inbox");
-        self.state.subscribers.subscribe(
-            hearer.conn,
-            context.peer.clone(),
-            hearer.gone,
-            hearer.present,
-        );
+        self.state.subscribers.add(hearer);
         Ok(())
     }
 
@@ -513,7 +508,7 @@ impl ServerHandler for HarkServer {
         let identity = self.identity(&context);
         self.state
             .subscribers
-            .unsubscribe(&resources::connection_of(identity.as_deref(), &context));
+            .remove(&resources::connection_of(identity.as_deref(), &context));
         Ok(())
     }
 
@@ -726,19 +721,12 @@ impl HarkServer {
             conn = %hearer.conn,
             "the person's messages will be pushed to this session"
         );
-        self.state.channels.add(
-            hearer.conn,
-            hearer.agent,
-            context.peer.clone(),
-            hearer.gone,
-            hearer.present,
-        );
+        self.state.channels.add(hearer);
     }
 
-    /// A session that is told of the person's messages (a subscription, a
-    /// channel): which it is, whose, what ends it, and its presence, which
-    /// makes its agent count as listening while it lasts.
-    fn hearer(&self, context: &RequestContext<RoleServer>) -> Hearer {
+    /// This session, as one told of the person's messages (a subscription,
+    /// a channel).
+    fn hearer(&self, context: &RequestContext<RoleServer>) -> resources::Hearer {
         let identity = self.identity(context);
         let conn = resources::connection_of(identity.as_deref(), context);
         let agent = self.agent_name(context);
@@ -758,9 +746,10 @@ impl HarkServer {
                 }),
             )
         });
-        Hearer {
+        resources::Hearer {
             conn,
             agent,
+            peer: context.peer.clone(),
             gone,
             present,
         }
@@ -778,12 +767,28 @@ impl HarkServer {
         let revoked = grant
             .paired_name()
             .map(|name| (name.to_owned(), self.state.auth.revoked(name)));
+        // Progress kept rising, and repeated while the call waits: only
+        // for a client that asked for progress (a task's status is its
+        // progress), so the many quick calls pay nothing for it.
         let mut context = context;
-        context.extensions.insert(super::tools::Sent::new());
-        let heartbeat = super::tools::keep_alive(context.clone());
+        let heartbeat = context
+            .meta
+            .get_progress_token()
+            .filter(|_| context.extensions.get::<crate::tasks::Running>().is_none())
+            .map(|token| {
+                let sent = super::tools::Sent::new();
+                context.extensions.insert(sent.clone());
+                super::tools::keep_alive(context.peer.clone(), token, sent)
+            });
         let call = self
             .tools
             .call(ToolCallContext::new(self, request, context));
+        let heartbeat = async {
+            match heartbeat {
+                Some(heartbeat) => heartbeat.await,
+                None => std::future::pending().await,
+            }
+        };
         let mut result = tokio::select! {
             result = call => result,
             never = heartbeat => match never {},
@@ -868,29 +873,16 @@ impl HarkServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let owner = self.agent_name(&context);
         let span = self.tool_span(&request.name, &context);
-        // On a stream transport the connection is the session: its end
-        // ends the task. An HTTP connection's end does not (the module's
-        // doc says why).
-        let gone = self
-            .identity(&context)
-            .filter(|i| !i.transport.is_http())
-            .map(|i| i.gone.clone());
+        // What else ends the call (a stream connection's end, the token
+        // revoked) is `tools::call_ended`'s, as for any call.
         let server = self.clone();
         let started = self
             .state
             .tasks
             .start(&owner, &self.state.shutdown, |running, stop| {
                 let mut context = context;
-                context.ct = stop.clone();
+                context.ct = stop;
                 context.extensions.insert(running);
-                if let Some(gone) = gone {
-                    tokio::spawn(async move {
-                        tokio::select! {
-                            () = gone.cancelled() => stop.cancel(),
-                            () = stop.cancelled() => {}
-                        }
-                    });
-                }
                 async move {
                     match server.run_call(request, context).await? {
                         CallToolResponse::Complete(result) => Ok(result),
@@ -919,12 +911,4 @@ impl HarkServer {
             Err(other) => Err(other.into()),
         }
     }
-}
-
-/// See [`HarkServer::hearer`].
-struct Hearer {
-    conn: String,
-    agent: String,
-    gone: Option<tokio_util::sync::CancellationToken>,
-    present: Option<hark_store::inbox::PresenceGuard>,
 }

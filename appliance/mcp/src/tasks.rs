@@ -101,8 +101,8 @@ struct Entry {
     end: Option<TaskPayload>,
     ended: Option<Instant>,
     created: Instant,
-    /// Ends the call: `tasks/cancel`, the TTL, the daemon's stop, or what
-    /// the caller wires to it (a stream connection closing).
+    /// Ends the call: `tasks/cancel`, the TTL, the daemon's stop (the call's
+    /// own ends, such as a stream connection closing, are its own).
     stop: CancellationToken,
     cancel_requested: bool,
 }
@@ -196,9 +196,6 @@ impl Tasks {
                 }
             };
             tasks.finish(&id, result);
-            // Whatever was watching for the end (a connection's close) can
-            // let go.
-            stop.cancel();
         });
         Ok(task)
     }
@@ -257,8 +254,9 @@ impl Tasks {
         Err(TaskError::NoInput)
     }
 
-    /// Tasks running now (for `get_status` and tests).
-    pub fn running(&self) -> usize {
+    /// Tasks running now.
+    #[cfg(test)]
+    fn running(&self) -> usize {
         self.lock().values().filter(|e| e.end.is_none()).count()
     }
 }

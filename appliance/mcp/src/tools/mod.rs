@@ -125,12 +125,14 @@ async fn connection_or_call_ended(
     server: &crate::HarkServer,
     context: &RequestContext<RoleServer>,
 ) {
-    // A task's token already ends with everything that should end it (see
-    // `HarkServer::start_task`), and an HTTP connection's end must not.
-    if context.extensions.get::<crate::tasks::Running>().is_some() {
-        return context.ct.cancelled().await;
-    }
-    match server.identity(context) {
+    // A task outlives the HTTP connection that started it (the client
+    // asks after it on whatever connection it has); on a stream transport
+    // the connection is the session, and its end ends the task too.
+    let task = context.extensions.get::<crate::tasks::Running>().is_some();
+    match server
+        .identity(context)
+        .filter(|i| !(task && i.transport.is_http()))
+    {
         Some(identity) => {
             let gone = identity.gone.clone();
             tokio::select! {
@@ -164,10 +166,20 @@ pub async fn progress(
         Some(sent) => sent.next(step, total, message),
         None => step,
     };
-    let mut param = rmcp::model::ProgressNotificationParam::new(token, step);
+    notify(&context.peer, &token, step, total, message).await;
+}
+
+async fn notify(
+    peer: &rmcp::Peer<RoleServer>,
+    token: &rmcp::model::ProgressToken,
+    step: f64,
+    total: Option<f64>,
+    message: &str,
+) {
+    let mut param = rmcp::model::ProgressNotificationParam::new(token.clone(), step);
     param.total = total;
     param.message = Some(message.to_owned());
-    if let Err(e) = context.peer.notify_progress(param).await {
+    if let Err(e) = peer.notify_progress(param).await {
         tracing::debug!(error = %e, "progress notification not sent");
     }
 }
@@ -242,15 +254,11 @@ impl Default for Sent {
 /// their limit on progress (the TypeScript SDK with
 /// `resetTimeoutOnProgress`) do not give up on a person who takes their
 /// time. Never ends.
-pub async fn keep_alive(context: RequestContext<RoleServer>) -> std::convert::Infallible {
-    let Some(sent) = context.extensions.get::<Sent>().cloned() else {
-        return std::future::pending().await;
-    };
-    if context.meta.get_progress_token().is_none()
-        || context.extensions.get::<crate::tasks::Running>().is_some()
-    {
-        return std::future::pending().await;
-    }
+pub async fn keep_alive(
+    peer: rmcp::Peer<RoleServer>,
+    token: rmcp::model::ProgressToken,
+    sent: Sent,
+) -> std::convert::Infallible {
     loop {
         let due = sent.lock().at + KEEP_ALIVE;
         if std::time::Instant::now() < due {
@@ -266,7 +274,14 @@ pub async fn keep_alive(context: RequestContext<RoleServer>) -> std::convert::In
         } else {
             message
         };
-        progress(&context, last, total, &message).await;
+        notify(
+            &peer,
+            &token,
+            sent.next(last, total, &message),
+            total,
+            &message,
+        )
+        .await;
     }
 }
 
