@@ -7,7 +7,9 @@ how often echo alone would stop Hark and how fast Hark stops are measured
 by `hark-bench echo` (docs/benchmarks.md); these check that it works in the
 product. Each speaks Hark's first words after start: on the virtual card a
 short clip (an earcon) reaches the simulated room later than speech does,
-and the canceller takes some seconds to learn the room again after one."""
+and the canceller takes some seconds to learn the room again after one.
+A new canceller lets no one speak over Hark until it has learned the room
+(some seconds of Hark's voice): Hark's own voice must not stop it before."""
 
 import time
 
@@ -28,10 +30,17 @@ def speaking_for(daemon, seconds):
     assert wait_for(lambda: status(daemon)["speaking"], 5)
 
 
+LEARNED = "the echo canceller has learned the room"
+
+
 def test_the_person_speaking_over_a_question_stops_it_and_is_heard_from_the_first_word(start_daemon):
     d = start_daemon(ECHO)
     c, t, out = ask(d, "conversant", "converse", {"text": LONG, "timeout_seconds": 20})
+    assert wait_for(lambda: status(d)["speaking"], 30)
+    assert LEARNED not in d.log(), "a new canceller has learned nothing before Hark speaks"
     speaking_for(d, 3)
+    assert wait_for(lambda: LEARNED in d.log(), 12), "the canceller learned the room"
+    speaking_for(d, 0.5)
     clip = SET / "ps-librivox-0880.wav"  # "he was not an ill disposed young man"
     injected = time.monotonic()
     hark(d, "inject", str(clip))

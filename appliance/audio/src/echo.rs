@@ -48,13 +48,17 @@ pub fn barge_in_rule(vad: &crate::config::VadConfig, barge_in_ms: u32) -> crate:
 }
 
 /// AEC3's settings beyond its defaults.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Stages {
     /// WebRTC's noise suppressor after the canceller.
     pub noise_suppression: bool,
     /// The adaptive filter's length in 4 ms blocks (0: AEC3's own 13,
     /// 52 ms, which leaves a room's reverberation to the suppressor).
     pub filter_blocks: usize,
+    /// The echo reduction, dB, by AEC3's own estimate, a new canceller
+    /// reaches before its suppressed output may pass anything (0: none;
+    /// see [`LEARNED_ERLE_DB`]).
+    pub learned_erle_db: f64,
 }
 
 /// The filter length Hark runs: 320 ms of a room's reverberation removed
@@ -70,13 +74,32 @@ impl Stages {
         Self {
             noise_suppression: false,
             filter_blocks: FILTER_BLOCKS,
+            learned_erle_db: LEARNED_ERLE_DB,
         }
     }
 }
 
+/// A new canceller knows nothing of the room: until its filter has learned
+/// the echo, its suppressor lets Hark's voice and the room's reverberation
+/// between its words through at nearly the level the microphone heard
+/// them, and the voice detector, which does not judge by loudness, takes
+/// that for a person: Hark's first speech after start would stop itself
+/// within a second or two in a reverberant room. The suppressed output
+/// (what decides a barge-in) stays silent until AEC3 reports this much echo
+/// removed; the filter's output (what listens hear) is not held. How long
+/// that takes depends on the room (some 3 s of Hark's voice near the
+/// speaker, 6–10 s in a reverberant room); chosen on `hark-bench echo`'s
+/// cold starts (docs/benchmarks.md).
+pub const LEARNED_ERLE_DB: f64 = 10.0;
+
 /// A suppressed frame this far under the microphone's (20 dB, as a power
 /// ratio) is echo, not a person (see [`Canceller::process`]).
 const SUPPRESSED_GATE: f32 = 0.01;
+
+/// How far AEC3's suppressed output runs behind the microphone: two of its
+/// 4 ms blocks. Measured (`the_suppressed_output_runs_two_blocks_behind`);
+/// the gate compares each output frame with the microphone it came from.
+const SUPPRESSED_LAG: usize = 128;
 
 fn power(frame: &[f32]) -> f32 {
     frame.iter().map(|v| v * v).sum::<f32>()
@@ -108,6 +131,12 @@ impl Default for Cleaned {
 /// microphone heard, 10 ms of each at a time, in step.
 pub struct Canceller {
     pipeline: LinearPipeline,
+    /// The previous microphone frame: the suppressed output of this one
+    /// is mostly made of it.
+    previous: [f32; FRAME],
+    /// The echo reduction it must reach before the suppressed output
+    /// passes anything ([`Stages::learned_erle_db`]); 0 once it has.
+    learning: f64,
 }
 
 impl Canceller {
@@ -125,9 +154,20 @@ impl Canceller {
             // Levels are the recogniser's business, not the canceller's.
             .enable_gain_controller2(false)
             .export_linear_output(true)
+            .export_metrics(stages.learned_erle_db > 0.0)
             .build()
             .map_err(|e| EchoError::Start(e.to_string()))?;
-        Ok(Self { pipeline })
+        Ok(Self {
+            pipeline,
+            previous: [0.0; FRAME],
+            learning: stages.learned_erle_db,
+        })
+    }
+
+    /// Whether it has learned the room: its suppressed output passes
+    /// what it does not take for echo.
+    pub fn learned(&self) -> bool {
+        self.learning == 0.0
     }
 
     /// One frame: `reference` is what the speaker played in these 10 ms
@@ -154,7 +194,22 @@ impl Canceller {
         // Where the suppressor took most of what the microphone heard, what
         // is left is echo it could not model: a person's voice over Hark
         // keeps most of its level. Silenced, it never passes for a person.
-        if power(&out.suppressed) < power(mic) * SUPPRESSED_GATE {
+        // Compared with the microphone it was made from: against this
+        // frame's, the tail of a loud frame of echo would be measured
+        // against the quiet one after it and pass.
+        let heard =
+            power(&self.previous[FRAME - SUPPRESSED_LAG..]) + power(&mic[..FRAME - SUPPRESSED_LAG]);
+        self.previous = *mic;
+        if self.learning > 0.0 {
+            // AEC3 reports its estimate once it leaves its initial state
+            // (2.5 s of Hark's voice); before that, a placeholder.
+            if let Some(metrics) = self.pipeline.try_pull_metrics().map_err(failed)?
+                && metrics.payload().echo_return_loss_enhancement >= self.learning
+            {
+                self.learning = 0.0;
+            }
+        }
+        if self.learning > 0.0 || power(&out.suppressed) < heard * SUPPRESSED_GATE {
             out.suppressed.fill(0.0);
         }
         match self.pipeline.try_pull_linear_output().map_err(failed)? {
@@ -241,6 +296,13 @@ impl Reference {
             return 0;
         }
         self.now_ns().saturating_sub(origin) * u64::from(PIPELINE_RATE) / 1_000_000_000
+    }
+
+    /// Where sound the playback thread meant for capture position
+    /// `planned` is heard: there, unless the microphone is already past
+    /// it (the card ran dry and plays it only now), then now.
+    pub fn place(&self, planned: u64) -> u64 {
+        planned.max(self.heard())
     }
 
     /// The playback thread: `data` will be heard from capture position `at`.
@@ -363,6 +425,7 @@ fn run(
     let (mut mic, mut played) = ([0.0; FRAME], [0.0; FRAME]);
     let mut clean = Cleaned::default();
     let mut failed = false;
+    let mut learned = canceller.learned();
     while !stop.load(Ordering::Acquire) {
         while reader.available() >= FRAME {
             let at = reader.position();
@@ -379,6 +442,13 @@ fn run(
                 }
                 clean.linear = mic;
                 clean.suppressed = mic;
+            }
+            if !learned && canceller.learned() {
+                learned = true;
+                tracing::info!(
+                    at,
+                    "the echo canceller has learned the room: the person can speak over Hark"
+                );
             }
             out[0].push(&clean.linear);
             out[1].push(&clean.suppressed);
@@ -407,15 +477,17 @@ mod tests {
         power(x) / x.len().max(1) as f32
     }
 
-    /// Runs `mic` and `reference` through a canceller; returns its output.
-    fn cancel(reference: &[f32], mic: &[f32]) -> Vec<f32> {
-        let mut canceller = Canceller::new(Stages::hark()).expect("canceller");
-        let mut out = vec![0.0; mic.len()];
+    /// Runs `mic` and `reference` through a canceller with `stages`: the
+    /// filter's output, the suppressed output, and the sample where it
+    /// learned the room.
+    fn run(stages: Stages, reference: &[f32], mic: &[f32]) -> (Vec<f32>, Vec<f32>, Option<usize>) {
+        let mut canceller = Canceller::new(stages).expect("canceller");
         let mut clean = Cleaned::default();
-        for ((r, m), o) in reference
+        let (mut linear, mut suppressed, mut learned_at) = (Vec::new(), Vec::new(), None);
+        for (i, (r, m)) in reference
             .chunks_exact(FRAME)
             .zip(mic.chunks_exact(FRAME))
-            .zip(out.chunks_exact_mut(FRAME))
+            .enumerate()
         {
             canceller
                 .process(
@@ -424,9 +496,18 @@ mod tests {
                     &mut clean,
                 )
                 .expect("frame");
-            o.copy_from_slice(&clean.linear);
+            linear.extend_from_slice(&clean.linear);
+            suppressed.extend_from_slice(&clean.suppressed);
+            if learned_at.is_none() && canceller.learned() {
+                learned_at = Some(i * FRAME);
+            }
         }
-        out
+        (linear, suppressed, learned_at)
+    }
+
+    /// The filter's output of Hark's canceller.
+    fn cancel(reference: &[f32], mic: &[f32]) -> Vec<f32> {
+        run(Stages::hark(), reference, mic).0
     }
 
     #[test]
@@ -457,6 +538,34 @@ mod tests {
     }
 
     #[test]
+    fn a_new_canceller_lets_nothing_decide_a_barge_in_until_it_has_learned_the_room() {
+        let n = 10 * PIPELINE_RATE as usize;
+        let reference: Vec<f32> = noise(n, 1).iter().map(|v| v * 0.3).collect();
+        // Hark's echo, 30 ms late, and a person for 0.3 s at 1 s and at 9 s.
+        let person = noise(n, 3);
+        let spoke = |i: usize| (16_000..20_800).contains(&i) || (144_000..148_800).contains(&i);
+        let mic: Vec<f32> = (0..n)
+            .map(|i| {
+                let echo = i.checked_sub(480).map_or(0.0, |j| reference[j] * 0.5);
+                echo + if spoke(i) { person[i] * 0.3 } else { 0.0 }
+            })
+            .collect();
+        let (linear, suppressed, learned_at) = run(Stages::hark(), &reference, &mic);
+        let learned_at = learned_at.expect("learned the room in 10 s of Hark's voice");
+        assert!(
+            (24_000..144_000).contains(&learned_at),
+            "learned at {learned_at}"
+        );
+        // Before: nothing passes for a barge-in, not even the person; the
+        // filter's output, what listens hear, keeps them.
+        assert_eq!(power(&suppressed[..learned_at]), 0.0);
+        assert!(mean_power(&linear[16_000..20_800]) > 0.001);
+        // After: the person passes, and Hark's echo does not.
+        assert!(mean_power(&suppressed[144_200..148_800]) > 0.001);
+        assert!(mean_power(&suppressed[150_000..]) < 1e-6);
+    }
+
+    #[test]
     fn the_reference_gives_back_what_was_played_where_it_was_placed() {
         let reference = Reference::new();
         reference.write(1000, &[0.5; 320]);
@@ -472,6 +581,39 @@ mod tests {
         assert!(out[..320].iter().all(|v| *v == 0.0));
         reference.read(later, &mut out[..320]);
         assert!(out[..320].iter().all(|v| *v == 0.25));
+    }
+
+    #[test]
+    fn the_suppressed_output_runs_two_blocks_behind() {
+        // A burst of sound with nothing played: the suppressor passes it,
+        // late by the lag the gate allows for.
+        let mut mic = vec![0.0; 100 * FRAME];
+        mic[30 * FRAME + 50..40 * FRAME].copy_from_slice(&noise(10 * FRAME - 50, 7));
+        let stages = Stages {
+            learned_erle_db: 0.0,
+            ..Stages::hark()
+        };
+        let (_, out, _) = run(stages, &vec![0.0; mic.len()], &mic);
+        let along = |lag: usize| -> f32 { mic.iter().zip(&out[lag..]).map(|(a, b)| a * b).sum() };
+        let lag = (0..2 * FRAME)
+            .max_by(|a, b| along(*a).total_cmp(&along(*b)))
+            .expect("lags");
+        assert_eq!(lag, SUPPRESSED_LAG);
+        // The frame after the burst holds its last 8 ms and is measured
+        // against them: a voice is kept to its end.
+        assert!(power(&out[40 * FRAME..41 * FRAME]) > 0.0);
+    }
+
+    #[test]
+    fn sound_meant_for_a_moment_already_heard_is_placed_now() {
+        let reference = Reference::new();
+        reference.set_heard(16_000);
+        let now = reference.heard();
+        // Ahead of the microphone, as a card's buffer keeps it: where planned.
+        assert_eq!(reference.place(now + 1_000), now + 1_000);
+        // Behind it: the card ran dry and plays it from now on.
+        let placed = reference.place(now - 1_000);
+        assert!((now..now + 800).contains(&placed), "{placed} against {now}");
     }
 
     #[test]

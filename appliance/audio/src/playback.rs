@@ -503,12 +503,13 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
             // last one left it; after a gap, empty.
             pacer.catch_up();
             let generation = clip.generation;
-            let anchor = match (&shared.reference, cursor) {
+            let mut anchor = match (&shared.reference, cursor) {
                 (Some(_), Some(at)) => at,
                 (Some(reference), None) => reference.heard(),
                 (None, _) => 0,
             };
             let mut position = 0;
+            let mut ran_dry = 0u32;
             let mut outcome = Outcome::Finished;
             while position < clip.samples.len() {
                 let stopping = shared.stop_generation.load(Ordering::Acquire) != generation;
@@ -544,6 +545,18 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
                             // or two at the end: never past the reference.
                             let n = (to.saturating_sub(from) as usize).min(played.len());
                             let from = (from as usize).min(clip.reference.len() - n);
+                            // The card ran dry (this thread was held up
+                            // longer than its buffer lasts): it plays this
+                            // period from now, not where the clip's
+                            // timeline said. Placed there, the reference
+                            // keeps leading the echo by the same delay, and
+                            // the canceller need not learn the room again
+                            // while Hark's voice leaks through as a person's.
+                            let at = reference.place(anchor + from as u64);
+                            if at != anchor + from as u64 {
+                                anchor = at - from as u64;
+                                ran_dry += 1;
+                            }
                             for (p, v) in
                                 played[..n].iter_mut().zip(&clip.reference[from..from + n])
                             {
@@ -593,6 +606,12 @@ fn run(config: &PlaybackConfig, rx: &Receiver<Queued>, shared: &Shared) {
                     outcome = Outcome::Stopped;
                     break;
                 }
+            }
+            if ran_dry > 0 {
+                tracing::debug!(
+                    times = ran_dry,
+                    "the speaker ran dry mid-clip; its echo reference moved with it"
+                );
             }
             cursor = None;
             if outcome == Outcome::Finished {

@@ -252,6 +252,7 @@ fn feed(
         // however far capture fell behind.
         let behind = unsent == 0 && room.is_some() && queued(&out) >= 2 * period_bytes;
         if behind {
+            tracing::debug!("capture fell behind the virtual microphone: a period lost");
             if let Some(room) = room.as_deref_mut() {
                 room.follow();
                 room.skip(period_bytes / (2 * format.channels.max(1) as usize));

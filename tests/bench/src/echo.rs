@@ -61,7 +61,20 @@ pub struct EchoArgs {
     /// Threads for Moonshine.
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Only the cold starts (a minute, no recogniser).
+    #[arg(long)]
+    cold_only: bool,
 }
+
+/// Cold starts per room and level: a new canceller each, Hark speaking
+/// from the first sentence on a different one each time.
+const COLD_STARTS: usize = 14;
+/// Seconds of each cold start.
+const COLD_SECONDS: f64 = 16.0;
+/// The echo reductions a new canceller must reach before a barge-in,
+/// compared on cold starts, dB (0: none; Hark runs
+/// `echo::LEARNED_ERLE_DB`).
+const COLD_HOLDS: [f64; 4] = [0.0, 6.0, echo::LEARNED_ERLE_DB, 14.0];
 
 /// The person's speech level at the microphone, dBFS RMS over its speech.
 const PERSON_DBFS: f32 = -28.0;
@@ -149,6 +162,7 @@ impl Canceller {
             let stages = echo::Stages {
                 noise_suppression,
                 filter_blocks,
+                learned_erle_db: echo::LEARNED_ERLE_DB,
             };
             Ok(Canceller::Aec3(
                 Box::new(echo::Canceller::new(stages)?),
@@ -507,6 +521,12 @@ pub fn main(args: EchoArgs) -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<_>>()?;
 
+    let cold = cold_starts(&sentences, args.barge_ms)?;
+    if args.cold_only {
+        print!("{cold}");
+        return Ok(());
+    }
+
     // The double-talk stream: each clip after LEAD seconds of Hark alone.
     let mut placed = Vec::new();
     let mut length = 0usize;
@@ -612,10 +632,109 @@ pub fn main(args: EchoArgs) -> anyhow::Result<()> {
         }
     }
     print!(
-        "{}",
+        "{}{cold}",
         report(&args, &placed, &silence, &conditions, speex.is_some())
     );
     Ok(())
+}
+
+/// Hark's first speech after start, alone, through Hark's barge-in stage
+/// with each learning hold: how many cold starts the rule stops, and when
+/// (seconds into the speech). A table.
+fn cold_starts(sentences: &[Vec<f32>], barge_ms: u32) -> anyhow::Result<String> {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\n### Echo cancellation: cold starts\n\n{COLD_STARTS} starts per row, each a new canceller and Hark's first {COLD_SECONDS} s of speech alone (from a different sentence each time), through Hark's barge-in stage, silent until AEC3 reports the echo reduction named (0: no hold); a stop is the barge-in rule firing on Hark's own voice. Microphone noise {NOISE_DBFS} dBFS; the echo's level as against a person at {PERSON_DBFS} dBFS.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| room | echo | learned at dB | learned after, s: median / last | starts stopped | first stop, s into the speech |"
+    );
+    let _ = writeln!(out, "|---|--:|--:|--:|--:|---|");
+    let person_rms = 10f32.powf(PERSON_DBFS / 20.0);
+    let mut rng = Lcg(3);
+    let noise: Vec<f32> = (0..(COLD_SECONDS * RATE as f64) as usize)
+        .map(|_| rng.next() * 10f32.powf(NOISE_DBFS / 20.0) * 3f32.sqrt())
+        .collect();
+    for (r, room) in ROOMS.iter().enumerate() {
+        let h = impulse(room, 11 + r as u64);
+        let starts: Vec<(Vec<f32>, Vec<f32>)> = (0..COLD_STARTS)
+            .map(|k| {
+                let turned: Vec<Vec<f32>> = sentences
+                    .iter()
+                    .cycle()
+                    .skip(k % sentences.len())
+                    .take(sentences.len())
+                    .cloned()
+                    .collect();
+                let (render, _) = hark_speech(&turned, COLD_SECONDS);
+                let echo = convolve(&speaker(&render), &h);
+                (render, echo)
+            })
+            .collect();
+        for &level in &LEVELS {
+            for hold in COLD_HOLDS {
+                let (mut first, mut learning) = (Vec::new(), Vec::new());
+                for (render, echo) in &starts {
+                    let g = person_rms * 10f32.powf(level / 20.0) / rms(echo).max(1e-9);
+                    let mic: Vec<f32> = (0..render.len()).map(|i| echo[i] * g + noise[i]).collect();
+                    let stages = echo::Stages {
+                        learned_erle_db: hold,
+                        ..echo::Stages::hark()
+                    };
+                    let mut canceller = echo::Canceller::new(stages)?;
+                    let mut clean = echo::Cleaned::default();
+                    let mut suppressed = Vec::with_capacity(mic.len());
+                    let mut learned = None;
+                    for (i, (r, m)) in render
+                        .chunks_exact(FRAME)
+                        .zip(mic.chunks_exact(FRAME))
+                        .enumerate()
+                    {
+                        canceller.process(r.try_into()?, m.try_into()?, &mut clean)?;
+                        suppressed.extend_from_slice(&clean.suppressed);
+                        if learned.is_none() && canceller.learned() {
+                            learned = Some(i as f64 * FRAME as f64 / RATE as f64);
+                        }
+                    }
+                    learning.push(learned.unwrap_or(f64::INFINITY));
+                    if let Some(&at) = barge_ins(&suppressed, barge_ms).first() {
+                        first.push(at as f64 / RATE as f64);
+                    }
+                }
+                learning.sort_by(f64::total_cmp);
+                first.sort_by(f64::total_cmp);
+                let times: Vec<String> = first.iter().map(|t| format!("{t:.1}")).collect();
+                let mark = if hold == echo::LEARNED_ERLE_DB {
+                    "**"
+                } else {
+                    ""
+                };
+                let seconds = |t: f64| {
+                    if t.is_finite() {
+                        format!("{t:.1}")
+                    } else {
+                        format!("> {COLD_SECONDS}")
+                    }
+                };
+                let _ = writeln!(
+                    out,
+                    "| {} | {level:+} dB | {mark}{hold}{mark} | {} / {} | {} of {COLD_STARTS} | {} |",
+                    room.name.split(' ').next().unwrap_or(room.name),
+                    seconds(learning[learning.len() / 2]),
+                    seconds(learning[learning.len() - 1]),
+                    first.len(),
+                    if times.is_empty() {
+                        "—".to_owned()
+                    } else {
+                        times.join(", ")
+                    },
+                );
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn subsets<'a>(placed: &'a [Placed]) -> Vec<&'a str> {
