@@ -8,6 +8,7 @@ responder answers for each name."""
 
 import json
 import os
+import re
 import subprocess
 
 from harness import HARK, REPO, hark, wait_for
@@ -84,10 +85,20 @@ def test_with_avahi_the_records_go_to_its_service_file(start_daemon, tmp_path):
     service.write_text("")  # what the package makes, owned by the service
     socket_file = tmp_path / "avahi.socket"
     socket_file.write_text("")  # avahi-daemon runs
-    d = start_daemon(dict(LAN, discovery={
-        "enabled": True, "avahi_service_file": str(service), "avahi_socket": str(socket_file)},
-        wyoming={"enabled": True, "listen": "0.0.0.0:0"}))
+    satellite = tmp_path / "hark-esphome.service"
+    satellite.write_text("")
+    d = start_daemon(dict(LAN, service={"hostname": "kitchen"}, discovery={
+        "enabled": True, "avahi_service_file": str(service), "avahi_esphome_file": str(satellite),
+        "avahi_socket": str(socket_file)},
+        wyoming={"enabled": True, "listen": "0.0.0.0:0"}, esphome={"enabled": True, "listen": "0.0.0.0:0"}))
     xml = service.read_text()
+    # The satellite in a group of its own, named as the device says in its
+    # hello: Home Assistant keys it on that name and the MAC.
+    esphome = satellite.read_text()
+    assert "<name>kitchen</name>" in esphome, esphome
+    assert f"<type>_esphomelib._tcp</type>\n    <port>{d.esphome[1]}</port>" in esphome, esphome
+    assert re.search(r"<txt-record>mac=[0-9a-f]{12}</txt-record>", esphome), esphome
+    assert "<txt-record>friendly_name=" in esphome and "_esphomelib" not in xml
     # Home Assistant finds the Wyoming services by their own type.
     assert f"<type>_wyoming._tcp</type>\n    <port>{d.wyoming[1]}</port>" in xml, xml
     assert "<type>_mcp._tcp</type>" in xml and f"<port>{d.http[1]}</port>" in xml, xml
@@ -95,8 +106,9 @@ def test_with_avahi_the_records_go_to_its_service_file(start_daemon, tmp_path):
     assert f"<type>_hark._tcp</type>\n    <port>{d.tcp[1]}</port>" in xml
     assert "through avahi" in d.log()
     assert d.stop() == 0
-    stopped = service.read_text()
-    assert "<service-group>" in stopped and "<service>" not in stopped, "withdrawn when it stops"
+    for file in (service, satellite):
+        stopped = file.read_text()
+        assert "<service-group>" in stopped and "<service>" not in stopped, "withdrawn when it stops"
 
     # Open mode says so; a transport on loopback only is not advertised.
     d = start_daemon({"mcp.http": {"listen": "0.0.0.0:0"}, "auth": {"mode": "open"}, "discovery": {

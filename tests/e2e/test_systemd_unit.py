@@ -128,8 +128,9 @@ def test_service_lifecycle_settings(unit):
 
 def test_sandboxing_settings(unit):
     assert last(unit, "ProtectSystem") == "strict"
-    # The one file under /etc it may write: its records for avahi.
-    assert service(unit, "ReadWritePaths") == ["-/etc/avahi/services/hark.service"]
+    # The only files under /etc it may write: its records for avahi.
+    assert service(unit, "ReadWritePaths") == [
+        "-/etc/avahi/services/hark.service -/etc/avahi/services/hark-esphome.service"]
     assert last(unit, "ProtectHome") in ("yes", "true", "read-only", "tmpfs")
     assert last(unit, "PrivateTmp") in ("yes", "true")
     assert last(unit, "NoNewPrivileges") in ("yes", "true")

@@ -46,6 +46,9 @@ pub struct DiscoveryConfig {
     /// The service file Hark writes for avahi (the package makes it, owned
     /// by the service).
     pub avahi_service_file: PathBuf,
+    /// The service file for the ESPHome API's record (`[esphome]`): a
+    /// group of its own, named after the node (the package makes it too).
+    pub avahi_esphome_file: PathBuf,
     /// Present while avahi-daemon runs.
     pub avahi_socket: PathBuf,
 }
@@ -58,6 +61,7 @@ impl Default for DiscoveryConfig {
             interfaces: Vec::new(),
             name: String::new(),
             avahi_service_file: PathBuf::from("/etc/avahi/services/hark.service"),
+            avahi_esphome_file: PathBuf::from("/etc/avahi/services/hark-esphome.service"),
             avahi_socket: PathBuf::from("/run/avahi-daemon/socket"),
         }
     }

@@ -146,34 +146,46 @@ impl Advert {
 
     /// The same records as an avahi service file.
     pub fn avahi_xml(&self) -> String {
-        let escape = |s: &str| {
-            s.replace('&', "&amp;")
-                .replace('<', "&lt;")
-                .replace('>', "&gt;")
-                .replace('"', "&quot;")
-        };
-        let mut xml = String::from(
-            "<?xml version=\"1.0\" standalone='no'?>\n<!DOCTYPE service-group SYSTEM \"avahi-service.dtd\">\n\
-             <!-- Written by the Hark daemon at start, removed when it stops: edit hark.toml, not this. -->\n\
-             <service-group>\n",
-        );
-        xml.push_str(&format!("  <name>{}</name>\n", escape(&self.instance)));
-        for (ty, port, txt) in self.records() {
-            let ty = ty.trim_end_matches(".local.");
-            xml.push_str(&format!(
-                "  <service>\n    <type>{ty}</type>\n    <port>{port}</port>\n"
-            ));
-            for (k, v) in txt {
-                xml.push_str(&format!(
-                    "    <txt-record>{k}={}</txt-record>\n",
-                    escape(&v)
-                ));
-            }
-            xml.push_str("  </service>\n");
-        }
-        xml.push_str("</service-group>\n");
-        xml
+        avahi_group(&self.instance, &self.records())
     }
+
+    /// The ESPHome API's record as an avahi service file of its own: its
+    /// instance is the node name, and a service group has one name.
+    pub fn esphome_avahi_xml(&self) -> Option<String> {
+        let esphome = self.esphome.as_ref()?;
+        Some(avahi_group(
+            &esphome.name,
+            &[(ESPHOME_TYPE, esphome.port, esphome.txt(self.version))],
+        ))
+    }
+}
+
+/// One avahi service group: `name` and its services.
+fn avahi_group(name: &str, records: &[Record]) -> String {
+    let escape = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    };
+    let mut xml = String::from(
+        "<?xml version=\"1.0\" standalone='no'?>\n<!DOCTYPE service-group SYSTEM \"avahi-service.dtd\">\n\
+         <!-- Written by the Hark daemon at start, removed when it stops: edit hark.toml, not this. -->\n\
+         <service-group>\n",
+    );
+    xml.push_str(&format!("  <name>{}</name>\n", escape(name)));
+    for (ty, port, txt) in records {
+        let ty = ty.trim_end_matches(".local.");
+        xml.push_str(&format!(
+            "  <service>\n    <type>{ty}</type>\n    <port>{port}</port>\n"
+        ));
+        for (k, v) in txt {
+            xml.push_str(&format!("    <txt-record>{k}={}</txt-record>\n", escape(v)));
+        }
+        xml.push_str("  </service>\n");
+    }
+    xml.push_str("</service-group>\n");
+    xml
 }
 
 /// A listener's port when it is reachable from the LAN (not bound to
@@ -189,9 +201,9 @@ pub enum Advertising {
         daemon: ServiceDaemon,
         names: Vec<String>,
     },
-    Avahi {
-        path: PathBuf,
-    },
+    /// The service files written (the appliance's, and the ESPHome API's
+    /// when it is on).
+    Avahi { paths: Vec<PathBuf> },
 }
 
 impl Drop for Advertising {
@@ -207,11 +219,13 @@ impl Drop for Advertising {
                 }
                 let _ = daemon.shutdown();
             }
-            Advertising::Avahi { path } => {
+            Advertising::Avahi { paths } => {
                 // A group with no services: avahi withdraws Hark's records
                 // (an empty file would be a parse error in its log).
-                if let Err(e) = std::fs::write(&*path, WITHDRAWN) {
-                    tracing::warn!(path = %path.display(), error = %e, "cannot withdraw the avahi service file");
+                for path in paths.iter() {
+                    if let Err(e) = std::fs::write(path, WITHDRAWN) {
+                        tracing::warn!(path = %path.display(), error = %e, "cannot withdraw the avahi service file");
+                    }
                 }
             }
         }
@@ -222,7 +236,14 @@ impl Advertising {
     pub fn describe(&self) -> String {
         match self {
             Advertising::Builtin { names, .. } => format!("mDNS: {}", names.join(", ")),
-            Advertising::Avahi { path } => format!("through avahi ({})", path.display()),
+            Advertising::Avahi { paths } => format!(
+                "through avahi ({})",
+                paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         }
     }
 }
@@ -252,17 +273,20 @@ pub fn advertise(
         Responder::Auto => avahi_running(config) && writable(&config.avahi_service_file),
     };
     if avahi {
-        if advert.esphome.is_some() {
-            // Its instance name differs from the appliance's, so it needs a
-            // service group (a file) of its own.
-            tracing::info!(
-                "the ESPHome API is not advertised through avahi yet: add Hark in Home Assistant by address"
-            );
+        write_avahi(&config.avahi_service_file, &advert.avahi_xml())?;
+        let mut paths = vec![config.avahi_service_file.clone()];
+        if let Some(xml) = advert.esphome_avahi_xml() {
+            // A file of its own (its instance name differs from the
+            // appliance's). Without it the rest is still advertised.
+            match write_avahi(&config.avahi_esphome_file, &xml) {
+                Ok(()) => paths.push(config.avahi_esphome_file.clone()),
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "the ESPHome API is not advertised: add Hark in Home Assistant by address"
+                ),
+            }
         }
-        write_avahi(&config.avahi_service_file, advert)?;
-        return Ok(Some(Advertising::Avahi {
-            path: config.avahi_service_file.clone(),
-        }));
+        return Ok(Some(Advertising::Avahi { paths }));
     }
     let daemon = ServiceDaemon::new()?;
     if !config.interfaces.is_empty() {
@@ -302,8 +326,8 @@ fn writable(path: &Path) -> bool {
 
 /// Rewrites the file in place (its directory belongs to root; the file,
 /// made by the package, to the service): avahi notices and reloads.
-fn write_avahi(path: &Path, advert: &Advert) -> Result<(), DiscoveryError> {
-    std::fs::write(path, advert.avahi_xml()).map_err(|source| DiscoveryError::AvahiFile {
+fn write_avahi(path: &Path, xml: &str) -> Result<(), DiscoveryError> {
+    std::fs::write(path, xml).map_err(|source| DiscoveryError::AvahiFile {
         path: path.to_owned(),
         source,
     })
