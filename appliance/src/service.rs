@@ -133,9 +133,18 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
                 friendly_name: device.friendly_name.clone(),
             }
         });
+        // The person's starts Home Assistant's pipeline takes.
+        let starts = hark_esphome::pipeline::Starts::new(
+            config.esphome.run_on_wake_word,
+            config.esphome.run_on_press,
+        );
+        let taker: Arc<dyn hark_core::room::TakeStarts> = starts.clone();
+        let _ = state.starts.set(taker);
         let services = hark_esphome::server::Room {
             speak: room.clone(),
             schedule: room.clone(),
+            record: room.clone(),
+            starts,
         };
         tokio::spawn(hark_esphome::server::run(
             listener,

@@ -1,17 +1,23 @@
 """Hark as a Home Assistant satellite: the ESPHome native API, checked with
-the client Home Assistant itself uses (aioesphomeapi). This is the
-foundation: hello, device info, entities, keep-alive, the voice assistant's
-wake words. The voice assistant's runs are not served yet (docs/esphome.md)."""
+the client Home Assistant itself uses (aioesphomeapi): hello, device info,
+entities, keep-alive, the voice assistant's wake words, announcements,
+timers, and the runs of Home Assistant's pipeline that the wake word
+starts (the test plays Home Assistant's side of a run, as its ESPHome
+integration does)."""
 
 from __future__ import annotations
 
+import array
 import socket
+import time
+import wave
 
 import anyio
 import pytest
-from aioesphomeapi import APIClient, APIConnectionError, VoiceAssistantTimerEventType as Timer
+from aioesphomeapi import APIClient, APIConnectionError, VoiceAssistantEventType as Event
+from aioesphomeapi import VoiceAssistantTimerEventType as Timer
 
-from harness import LineClient, call, hark, status, wait_for
+from harness import REPO, LineClient, call, hark, speak, status, wait_for
 
 
 def esphome(start_daemon, **section):
@@ -162,3 +168,77 @@ def test_home_assistants_timers_ring_on_hark(start_daemon):
     hark(d, "button", "press")
     assert wait_for(lambda: not kept(), 10), kept()
     assert spoken_by(d, "Home Assistant")[0] == "The pasta timer is done."
+
+
+CLIP = REPO / "tests" / ".speech" / "clips" / "ps-librivox-0880.wav"  # "he was not an ill disposed young man"
+
+
+def test_the_wake_word_runs_home_assistants_pipeline_and_hark_says_the_reply(start_daemon, tmp_path):
+    d = start_daemon({"esphome": {"enabled": True, "listen": "127.0.0.1:0"}, "wake": {"enabled": True}})
+    assert wait_for(lambda: status(d)["wake"]["state"] == "listening", 10)
+    host, port = d.esphome
+    wake = speak(tmp_path, "wake", "Okay Nabu.")
+    with wave.open(str(CLIP)) as w:
+        clip_seconds = w.getnframes() / w.getframerate()
+
+    async def main():
+        client = APIClient(host, port, None, client_info="Home Assistant test")
+        await client.connect(login=True)
+        started, ended = anyio.Event(), anyio.Event()
+        run = {"audio": bytearray()}
+
+        async def handle_start(conversation_id, flags, audio_settings, wake_word_phrase):
+            run.update(conversation=conversation_id, phrase=wake_word_phrase, at=time.monotonic())
+            started.set()
+            return 0  # the audio over the API, as for any ESPHome satellite
+
+        async def handle_stop(abort):
+            run["abort"] = abort
+            ended.set()
+
+        async def handle_audio(data, *_):  # (and a second channel, unused)
+            run["audio"] += data
+
+        unsubscribe = client.subscribe_voice_assistant(
+            handle_start=handle_start, handle_stop=handle_stop, handle_audio=handle_audio)
+        await anyio.sleep(0.5)
+        # The person: the wake word, then a recorded voice.
+        await anyio.to_thread.run_sync(lambda: hark(d, "inject", str(wake)))
+        await anyio.to_thread.run_sync(lambda: hark(d, "inject", str(CLIP)))
+        with anyio.fail_after(20):
+            await started.wait()
+        with anyio.fail_after(30):
+            await ended.wait()
+        # Home Assistant's pipeline: what it heard, its answer, its speech.
+        for event, data in [
+            (Event.VOICE_ASSISTANT_RUN_START, {}),
+            (Event.VOICE_ASSISTANT_STT_END, {"text": "He was not an ill disposed young man."}),
+            (Event.VOICE_ASSISTANT_INTENT_END, {"conversation_id": "c1", "continue_conversation": "0"}),
+            (Event.VOICE_ASSISTANT_TTS_START, {"text": "Indeed he was not."}),
+            (Event.VOICE_ASSISTANT_TTS_END, {"url": "http://127.0.0.1:1/tts.flac"}),
+            (Event.VOICE_ASSISTANT_RUN_END, {}),
+        ]:
+            client.send_voice_assistant_event(event, data)
+        # Said to its end (the run, and what it says, end with the
+        # connection), as Home Assistant's speech.
+        with anyio.fail_after(30):
+            while "Indeed he was not." not in await anyio.to_thread.run_sync(
+                    lambda: spoken_by(d, "Home Assistant")):
+                await anyio.sleep(0.2)
+        unsubscribe()
+        await client.disconnect()
+        return run
+
+    run = anyio.run(main)
+    assert run["phrase"] == "Okay Nabu" and run["conversation"] == "", run
+    assert run["abort"] is False, "the audio ended, not the run aborted"
+    samples = array.array("h", bytes(run["audio"]))
+    seconds = len(samples) / 16000
+    # The person's turn from the word's end to the end of their turn: the
+    # clip and the pause that ended it, not the wake word before it.
+    assert clip_seconds - 0.5 < seconds < clip_seconds + 3.5, seconds
+    loud = max(abs(v) for v in samples)
+    assert loud > 3000, loud
+    log = d.log()
+    assert "Home Assistant's pipeline runs" in log
+    assert "recording a message for the agents" not in log

@@ -30,6 +30,13 @@ pub struct EsphomeConfig {
     /// Seconds a connection may send nothing before it is closed (10–3600;
     /// Home Assistant pings every 20 s).
     pub idle_secs: u64,
+    /// The wake word runs Home Assistant's pipeline (once Home Assistant
+    /// subscribed to the voice assistant), as on a Voice PE; off, it
+    /// records a message for the agents.
+    pub run_on_wake_word: bool,
+    /// A press of the button runs it too; off (the default), a press
+    /// records a message for the agents.
+    pub run_on_press: bool,
 }
 
 impl Default for EsphomeConfig {
@@ -40,6 +47,8 @@ impl Default for EsphomeConfig {
             allow: AllowList::default(),
             max_connections: 4,
             idle_secs: 90,
+            run_on_wake_word: true,
+            run_on_press: false,
         }
     }
 }

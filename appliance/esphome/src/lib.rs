@@ -7,15 +7,17 @@
 //! - [`server`]: the device's side of a connection (hello, device info,
 //!   entities, the voice assistant's configuration, announcements said in
 //!   Hark's voice, Home Assistant's timers as Hark's) and the listener;
+//! - [`pipeline`]: the voice assistant's runs (the person's start runs Home
+//!   Assistant's pipeline: their turn sent as audio, the reply said);
 //! - [`config`]: the `[esphome]` section; [`testing`]: stand-ins for the
 //!   room, for tests and the fuzz target.
 //!
-//! Not built yet: the voice assistant's runs (the wake word on Hark
-//! starting Home Assistant's pipeline, its audio and events), Home
-//! Assistant's audio played, and encryption (docs/esphome.md).
+//! Not built yet: Home Assistant's audio played, and encryption
+//! (docs/esphome.md).
 
 pub mod config;
 pub mod frame;
 pub mod messages;
+pub mod pipeline;
 pub mod server;
 pub mod testing;

@@ -121,7 +121,8 @@ pub struct SubscribeLogsRequest {
 pub struct SubscribeVoiceAssistantRequest {
     #[prost(bool, tag = "1")]
     pub subscribe: bool,
-    /// `VoiceAssistantSubscribeFlag`: 1 = the audio comes over this API.
+    /// `VoiceAssistantSubscribeFlag`: the audio over this API (1 in the
+    /// proto; aioesphomeapi sends 4).
     #[prost(uint32, tag = "2")]
     pub flags: u32,
 }
@@ -202,6 +203,102 @@ pub mod timer {
     pub const FINISHED: i32 = 3;
 }
 
+/// The satellite starts a run of Home Assistant's pipeline (`start`), or
+/// ends the one running.
+#[derive(Clone, PartialEq, Message)]
+pub struct VoiceAssistantRequest {
+    #[prost(bool, tag = "1")]
+    pub start: bool,
+    #[prost(string, tag = "2")]
+    pub conversation_id: String,
+    /// `VoiceAssistantRequestFlag`: see [`request`].
+    #[prost(uint32, tag = "3")]
+    pub flags: u32,
+    #[prost(message, optional, tag = "4")]
+    pub audio_settings: Option<VoiceAssistantAudioSettings>,
+    /// The wake word the person said (the pipeline's own is skipped).
+    #[prost(string, tag = "5")]
+    pub wake_word_phrase: String,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct VoiceAssistantAudioSettings {
+    #[prost(uint32, tag = "1")]
+    pub noise_suppression_level: u32,
+    #[prost(uint32, tag = "2")]
+    pub auto_gain: u32,
+    #[prost(float, tag = "3")]
+    pub volume_multiplier: f32,
+}
+
+/// `VoiceAssistantRequestFlag`.
+pub mod request {
+    /// Home Assistant finds the end of speech itself.
+    pub const USE_VAD: u32 = 1;
+}
+
+/// Home Assistant's answer to a start: port 0 is audio over this API.
+#[derive(Clone, PartialEq, Message)]
+pub struct VoiceAssistantResponse {
+    #[prost(uint32, tag = "1")]
+    pub port: u32,
+    #[prost(bool, tag = "2")]
+    pub error: bool,
+}
+
+/// A step of the run, from Home Assistant.
+#[derive(Clone, PartialEq, Message)]
+pub struct VoiceAssistantEventResponse {
+    /// `VoiceAssistantEvent`: see [`event`].
+    #[prost(int32, tag = "1")]
+    pub event_type: i32,
+    #[prost(message, repeated, tag = "2")]
+    pub data: Vec<VoiceAssistantEventData>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct VoiceAssistantEventData {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(string, tag = "2")]
+    pub value: String,
+}
+
+impl VoiceAssistantEventResponse {
+    /// The value of the data named `name`.
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.data
+            .iter()
+            .find(|d| d.name == name)
+            .map(|d| d.value.as_str())
+    }
+}
+
+/// `VoiceAssistantEvent`.
+pub mod event {
+    pub const ERROR: i32 = 0;
+    pub const RUN_START: i32 = 1;
+    pub const RUN_END: i32 = 2;
+    pub const STT_START: i32 = 3;
+    pub const STT_END: i32 = 4;
+    pub const INTENT_START: i32 = 5;
+    pub const INTENT_END: i32 = 6;
+    pub const TTS_START: i32 = 7;
+    pub const TTS_END: i32 = 8;
+    pub const STT_VAD_START: i32 = 11;
+    pub const STT_VAD_END: i32 = 12;
+}
+
+/// The microphone's audio, 16-bit 16 kHz mono, both ways; `end` ends the
+/// stream.
+#[derive(Clone, PartialEq, Message)]
+pub struct VoiceAssistantAudio {
+    #[prost(bytes = "vec", tag = "1")]
+    pub data: Vec<u8>,
+    #[prost(bool, tag = "2")]
+    pub end: bool,
+}
+
 kinds! {
     HelloRequest = 1,
     HelloResponse = 2,
@@ -220,6 +317,10 @@ kinds! {
     SubscribeHomeassistantServicesRequest = 34,
     SubscribeHomeAssistantStatesRequest = 38,
     SubscribeVoiceAssistantRequest = 89,
+    VoiceAssistantRequest = 90,
+    VoiceAssistantResponse = 91,
+    VoiceAssistantEventResponse = 92,
+    VoiceAssistantAudio = 106,
     VoiceAssistantConfigurationRequest = 121,
     VoiceAssistantConfigurationResponse = 122,
     VoiceAssistantTimerEventResponse = 115,

@@ -17,12 +17,15 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use hark_core::room::{Later, Priority, Quiet, Schedule, Speak, SpeakCall, SpeechStatus};
+use hark_core::room::{
+    Later, PersonStart, Priority, Quiet, Record, Schedule, Speak, SpeakCall, SpeechStatus,
+};
 
 use crate::{
     config::EsphomeConfig,
     frame::{self, FrameError},
     messages::{self as m, Kind},
+    pipeline::{self, Incoming, Starts},
 };
 
 /// The API version Hark speaks (what ESPHome 2025 devices say).
@@ -95,6 +98,10 @@ const ANNOUNCEMENTS: usize = 4;
 pub struct Room {
     pub speak: Arc<dyn Speak>,
     pub schedule: Arc<dyn Schedule>,
+    /// The person's turns, recorded for Home Assistant's pipeline.
+    pub record: Arc<dyn Record>,
+    /// The person's starts that run the pipeline.
+    pub starts: Arc<Starts>,
 }
 
 /// How long a finished timer rings unless the button or the wake word
@@ -124,6 +131,13 @@ pub async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
     // Dropping the connection stops what it is saying.
     let announcements = stop.child_token();
     let _stop_announcements = announcements.clone().drop_guard();
+    // The pipeline's runs: the person's starts (once Home Assistant
+    // subscribed), what a run sends, and Home Assistant's answers to it.
+    let id = NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let _unsubscribe = Unsubscribe(Arc::clone(&room.starts), id);
+    let mut starts: Option<tokio::sync::mpsc::Receiver<PersonStart>> = None;
+    let (sent, mut to_send) = tokio::sync::mpsc::channel::<Vec<u8>>(pipeline::OUTGOING);
+    let mut running: Option<tokio::sync::mpsc::Sender<Incoming>> = None;
     loop {
         // Every whole frame received so far.
         let mut used = 0;
@@ -174,11 +188,29 @@ pub async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
                 m::SubscribeVoiceAssistantRequest::KIND => {
                     let request: m::SubscribeVoiceAssistantRequest =
                         decode(frame.kind, frame.payload)?;
+                    // The proto's flag is 1; aioesphomeapi (Home
+                    // Assistant's client) sends 4. Either way the run's
+                    // answer says where the audio goes.
+                    let api_audio = request.flags & (1 | 4) != 0;
                     tracing::info!(
                         subscribe = request.subscribe,
-                        api_audio = request.flags & 1 == 1,
+                        api_audio,
                         "Home Assistant subscribed to the voice assistant"
                     );
+                    if request.subscribe {
+                        starts = Some(room.starts.subscribe(id));
+                    } else {
+                        room.starts.unsubscribe(id);
+                        starts = None;
+                    }
+                }
+                m::VoiceAssistantResponse::KIND => {
+                    let answer = decode(frame.kind, frame.payload)?;
+                    hand(&running, Incoming::Answer(answer));
+                }
+                m::VoiceAssistantEventResponse::KIND => {
+                    let event = decode(frame.kind, frame.payload)?;
+                    hand(&running, Incoming::Event(event));
                 }
                 m::VoiceAssistantConfigurationRequest::KIND => {
                     put(&configuration(device, active.as_deref()), &mut output);
@@ -246,6 +278,33 @@ pub async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
                 stream.write_all(&output).await?;
                 continue;
             }
+            Some(start) = next_start(&mut starts) => {
+                if running.as_ref().is_some_and(|r| !r.is_closed()) {
+                    tracing::info!("the person started again while Home Assistant's pipeline runs: ignored");
+                    continue;
+                }
+                let (tx, rx) = tokio::sync::mpsc::channel(16);
+                running = Some(tx);
+                let phrase = active
+                    .as_ref()
+                    .and_then(|a| device.wake_words.iter().find(|w| &w.id == a))
+                    .map(|w| w.phrase.clone())
+                    .filter(|_| matches!(start, PersonStart::WakeWord { .. }))
+                    .unwrap_or_default();
+                tokio::spawn(pipeline::converse(
+                    start,
+                    phrase,
+                    room.clone(),
+                    sent.clone(),
+                    rx,
+                    announcements.clone(),
+                ));
+                continue;
+            }
+            Some(frame) = to_send.recv() => {
+                stream.write_all(&frame).await?;
+                continue;
+            }
             () = stop.cancelled() => return Ok(Ended::Stopped),
         };
         if read == 0 {
@@ -275,28 +334,40 @@ async fn announce(
         );
         false
     } else {
-        let call = SpeakCall {
-            agent: Some(ANNOUNCER.to_owned()),
-            text: request.text,
-            voice: None,
-            rate: None,
-            priority: Priority::Normal,
-            wait: true,
-            later: None,
-        };
-        let mut quiet = Quiet;
         tokio::select! {
-            spoken = speak.speak(call, &mut quiet) => match spoken {
-                Ok(spoken) => spoken.status == SpeechStatus::Spoken,
-                Err(failure) => {
-                    tracing::info!(error = %failure.message, "an announcement was not said");
-                    false
-                }
-            },
+            heard = say(speak.as_ref(), request.text, "an announcement") => heard,
             () = stop.cancelled() => false,
         }
     };
     let _ = done.send(success).await;
+}
+
+/// What Home Assistant has Hark say now, in Hark's voice.
+pub(crate) fn as_home_assistant(text: String, wait: bool, later: Option<Later>) -> SpeakCall {
+    SpeakCall {
+        agent: Some(ANNOUNCER.to_owned()),
+        text,
+        voice: None,
+        rate: None,
+        priority: Priority::Normal,
+        wait,
+        later,
+    }
+}
+
+/// Says `text` for Home Assistant (`what`, for the log); whether it was
+/// heard to the end.
+pub(crate) async fn say(speak: &dyn Speak, text: String, what: &str) -> bool {
+    match speak
+        .speak(as_home_assistant(text, true, None), &mut Quiet)
+        .await
+    {
+        Ok(spoken) => spoken.status == SpeechStatus::Spoken,
+        Err(failure) => {
+            tracing::info!(error = %failure.message, "{what} was not said");
+            false
+        }
+    }
 }
 
 /// A timer of Home Assistant's becomes one of Hark's: said and rung at its
@@ -329,19 +400,15 @@ async fn timer(
                 "" => "Your timer is done.".to_owned(),
                 name => format!("The {name} timer is done."),
             };
-            let call = SpeakCall {
-                agent: Some(ANNOUNCER.to_owned()),
+            let call = as_home_assistant(
                 text,
-                voice: None,
-                rate: None,
-                priority: Priority::Normal,
-                wait: false,
-                later: Some(Later {
+                false,
+                Some(Later {
                     due: std::time::SystemTime::now()
                         + Duration::from_secs(u64::from(event.seconds_left)),
                     ring: Some(TIMER_RING),
                 }),
-            };
+            );
             match room.speak.speak(call, &mut Quiet).await {
                 Ok(spoken) => {
                     if let Some(scheduled) = spoken.scheduled {
@@ -368,6 +435,36 @@ async fn timer(
             timers.remove(&id);
         }
         other => tracing::debug!(kind = other, "a timer event not known"),
+    }
+}
+
+/// Connections so far, for the one the person's starts go to.
+static NEXT_CONNECTION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A connection's end: the person's starts no longer go to it.
+struct Unsubscribe(Arc<Starts>, u64);
+
+impl Drop for Unsubscribe {
+    fn drop(&mut self) {
+        self.0.unsubscribe(self.1);
+    }
+}
+
+/// The next start for this connection, once Home Assistant subscribed.
+async fn next_start(
+    starts: &mut Option<tokio::sync::mpsc::Receiver<PersonStart>>,
+) -> Option<PersonStart> {
+    match starts {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Hands Home Assistant's answer or event to the run, if one runs.
+fn hand(running: &Option<tokio::sync::mpsc::Sender<Incoming>>, what: Incoming) {
+    match running {
+        Some(run) if run.try_send(what).is_ok() => {}
+        _ => tracing::debug!("a voice assistant message with no run going"),
     }
 }
 
@@ -499,6 +596,8 @@ async fn serve(
 mod tests {
     use prost::Message;
 
+    use hark_core::room::TakeStarts;
+
     use super::*;
     use crate::testing::{Recording, device};
 
@@ -567,6 +666,187 @@ mod tests {
             assert!(n > 0, "the device closed");
             buf.extend_from_slice(&chunk[..n]);
         }
+    }
+
+    /// Home Assistant's side: says hello, subscribes to the voice
+    /// assistant with the audio over the API, and waits until the person's
+    /// starts go to it.
+    async fn subscribed(recording: &Arc<Recording>) -> (tokio::io::DuplexStream, Vec<u8>) {
+        let (mut near, _served) = start(recording.clone().room());
+        near.write_all(&frames(&[
+            (
+                m::HelloRequest::KIND,
+                m::HelloRequest::default().encode_to_vec(),
+            ),
+            (
+                m::SubscribeVoiceAssistantRequest::KIND,
+                m::SubscribeVoiceAssistantRequest {
+                    subscribe: true,
+                    flags: 1,
+                }
+                .encode_to_vec(),
+            ),
+            (m::PingRequest::KIND, vec![]),
+        ]))
+        .await
+        .expect("sent");
+        let mut buf = Vec::new();
+        // The ping's answer: the subscription before it was read.
+        while next_frame(&mut near, &mut buf).await.0 != m::PingResponse::KIND {}
+        (near, buf)
+    }
+
+    fn event(kind: i32, data: &[(&str, &str)]) -> (u32, Vec<u8>) {
+        let event = m::VoiceAssistantEventResponse {
+            event_type: kind,
+            data: data
+                .iter()
+                .map(|(name, value)| m::VoiceAssistantEventData {
+                    name: (*name).into(),
+                    value: (*value).into(),
+                })
+                .collect(),
+        };
+        (m::VoiceAssistantEventResponse::KIND, event.encode_to_vec())
+    }
+
+    fn answer(port: u32) -> (u32, Vec<u8>) {
+        let answer = m::VoiceAssistantResponse { port, error: false };
+        (m::VoiceAssistantResponse::KIND, answer.encode_to_vec())
+    }
+
+    #[tokio::test]
+    async fn the_wake_word_runs_home_assistants_pipeline_and_its_reply_is_said() {
+        let recording = Recording::new();
+        let voice: Vec<i16> = (0..3000).map(|i| (i * 7 % 2000) as i16 - 1000).collect();
+        *recording.voice.lock().expect("lock") = voice.clone();
+        let (mut near, mut buf) = subscribed(&recording).await;
+        // A press is the agents' (`run_on_press` off); the wake word is
+        // Home Assistant's.
+        assert!(!recording.starts.take(PersonStart::Press));
+        assert!(recording.starts.take(PersonStart::WakeWord { at: 1234 }));
+        let (kind, payload) = next_frame(&mut near, &mut buf).await;
+        assert_eq!(kind, m::VoiceAssistantRequest::KIND);
+        let request = m::VoiceAssistantRequest::decode(&payload[..]).expect("request");
+        assert!(request.start);
+        assert_eq!(request.wake_word_phrase, "Okay Nabu");
+        near.write_all(&frames(&[answer(0)])).await.expect("sent");
+        // The person's turn, recorded from the wake word's end, as audio.
+        let mut heard = Vec::new();
+        loop {
+            let (kind, payload) = next_frame(&mut near, &mut buf).await;
+            assert_eq!(kind, m::VoiceAssistantAudio::KIND);
+            let audio = m::VoiceAssistantAudio::decode(&payload[..]).expect("audio");
+            heard.extend(
+                audio
+                    .data
+                    .chunks_exact(2)
+                    .map(|b| i16::from_le_bytes([b[0], b[1]])),
+            );
+            if audio.end {
+                break;
+            }
+        }
+        assert_eq!(heard, voice);
+        assert_eq!(*recording.recorded.lock().expect("lock"), [Some(1234)]);
+        near.write_all(&frames(&[
+            event(m::event::RUN_START, &[]),
+            event(m::event::STT_END, &[("text", "turn on the lights")]),
+            event(
+                m::event::INTENT_END,
+                &[("conversation_id", "c1"), ("continue_conversation", "0")],
+            ),
+            event(m::event::TTS_START, &[("text", "The lights are on.")]),
+            event(m::event::TTS_END, &[("url", "http://ha/tts.flac")]),
+            event(m::event::RUN_END, &[]),
+        ]))
+        .await
+        .expect("sent");
+        for _ in 0..100 {
+            if recording.said.lock().expect("lock").len() == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            *recording.said.lock().expect("lock"),
+            ["The lights are on."]
+        );
+        // One run at a time, but the next start after it runs again.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(recording.starts.take(PersonStart::WakeWord { at: 5000 }));
+        let (kind, _) = next_frame(&mut near, &mut buf).await;
+        assert_eq!(kind, m::VoiceAssistantRequest::KIND);
+    }
+
+    #[tokio::test]
+    async fn a_reply_that_asks_back_listens_again_and_silence_ends_the_run() {
+        let recording = Recording::new();
+        *recording.voice.lock().expect("lock") = vec![100; 2048];
+        let (mut near, mut buf) = subscribed(&recording).await;
+        assert!(recording.starts.take(PersonStart::WakeWord { at: 10 }));
+        assert_eq!(
+            next_frame(&mut near, &mut buf).await.0,
+            m::VoiceAssistantRequest::KIND
+        );
+        near.write_all(&frames(&[answer(0)])).await.expect("sent");
+        while m::VoiceAssistantAudio::decode(&next_frame(&mut near, &mut buf).await.1[..])
+            .map(|a| !a.end)
+            .unwrap_or(true)
+        {}
+        near.write_all(&frames(&[
+            event(
+                m::event::INTENT_END,
+                &[("conversation_id", "c7"), ("continue_conversation", "1")],
+            ),
+            event(m::event::TTS_START, &[("text", "Which room?")]),
+            event(m::event::RUN_END, &[]),
+        ]))
+        .await
+        .expect("sent");
+        // The follow-up: the same conversation, no wake word; the person
+        // now says nothing, and the run is ended.
+        *recording.voice.lock().expect("lock") = Vec::new();
+        let (kind, payload) = next_frame(&mut near, &mut buf).await;
+        assert_eq!(kind, m::VoiceAssistantRequest::KIND);
+        let again = m::VoiceAssistantRequest::decode(&payload[..]).expect("request");
+        assert!(again.start && again.wake_word_phrase.is_empty());
+        assert_eq!(again.conversation_id, "c7");
+        near.write_all(&frames(&[answer(0)])).await.expect("sent");
+        let (kind, payload) = next_frame(&mut near, &mut buf).await;
+        assert_eq!(kind, m::VoiceAssistantRequest::KIND);
+        assert!(
+            !m::VoiceAssistantRequest::decode(&payload[..])
+                .expect("stop")
+                .start
+        );
+        assert_eq!(*recording.said.lock().expect("lock"), ["Which room?"]);
+        assert_eq!(*recording.recorded.lock().expect("lock"), [Some(10), None]);
+    }
+
+    #[tokio::test]
+    async fn without_a_subscription_the_person_starts_are_the_agents() {
+        let recording = Recording::new();
+        let (mut near, _served) = start(recording.clone().room());
+        near.write_all(&frames(&[(
+            m::HelloRequest::KIND,
+            m::HelloRequest::default().encode_to_vec(),
+        )]))
+        .await
+        .expect("sent");
+        let mut buf = Vec::new();
+        next_frame(&mut near, &mut buf).await;
+        assert!(!recording.starts.take(PersonStart::WakeWord { at: 1 }));
+        // Gone with its connection.
+        let (near, _buf) = subscribed(&recording).await;
+        drop(near);
+        for _ in 0..100 {
+            if !recording.starts.take(PersonStart::WakeWord { at: 1 }) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("a closed connection still takes the person's starts");
     }
 
     #[tokio::test]

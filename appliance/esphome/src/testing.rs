@@ -1,17 +1,29 @@
 //! Stand-ins for the room, for the crate's tests and the fuzz target: a
-//! speaker and a schedule that note what they are asked, and a device.
+//! speaker, a schedule and a recorder that note what they are asked, and a
+//! device.
 
 use std::sync::{Arc, Mutex};
 
-use hark_core::room::{Schedule, Speak, SpeakCall, SpeechStatus};
+use hark_core::room::{
+    EndReason, Record, RecordCall, Recorded, Schedule, Speak, SpeakCall, SpeechStatus,
+};
 
-use crate::server::{Device, Room, WakeWord};
+use crate::{
+    pipeline::Starts,
+    server::{Device, Room, WakeWord},
+};
 
 /// A speaker that notes what it is asked to say (and when, for what
 /// is kept for later), and a schedule that notes what is cancelled.
 pub struct Recording {
     pub said: Mutex<Vec<String>>,
     pub cancelled: Mutex<Vec<i64>>,
+    /// What the person says when recorded (nothing: silence).
+    pub voice: Mutex<Vec<i16>>,
+    /// The recordings asked for: where each was to start.
+    pub recorded: Mutex<Vec<Option<u64>>>,
+    /// The person's starts that run Home Assistant's pipeline.
+    pub starts: Arc<Starts>,
     /// Speech said now finishes only with a permit: a held speaker is
     /// still speaking until [`Recording::finish`].
     gate: tokio::sync::Semaphore,
@@ -31,6 +43,9 @@ impl Recording {
         Arc::new(Self {
             said: Mutex::new(Vec::new()),
             cancelled: Mutex::new(Vec::new()),
+            voice: Mutex::new(Vec::new()),
+            recorded: Mutex::new(Vec::new()),
+            starts: Starts::new(true, false),
             gate: tokio::sync::Semaphore::new(permits),
         })
     }
@@ -43,7 +58,9 @@ impl Recording {
     pub fn room(self: Arc<Self>) -> Room {
         Room {
             speak: self.clone(),
-            schedule: self,
+            schedule: self.clone(),
+            record: self.clone(),
+            starts: Arc::clone(&self.starts),
         }
     }
 }
@@ -132,6 +149,23 @@ impl Speak for Recording {
         text: String,
     ) -> hark_core::room::BoxFuture<'a, Result<Vec<String>, hark_core::room::Failure>> {
         Box::pin(async move { Ok(vec![text]) })
+    }
+}
+
+impl Record for Recording {
+    fn record(
+        &self,
+        call: RecordCall,
+    ) -> hark_core::room::BoxFuture<'_, Result<Recorded, hark_core::room::Failure>> {
+        Box::pin(async move {
+            self.recorded.lock().expect("lock").push(call.start_at);
+            let samples = self.voice.lock().expect("lock").clone();
+            Ok(Recorded {
+                speech: !samples.is_empty(),
+                samples,
+                end_reason: EndReason::EndOfSpeech,
+            })
+        })
     }
 }
 

@@ -15,6 +15,7 @@ use std::{
 };
 
 use hark_audio::earcon::Earcon;
+use hark_core::room::PersonStart;
 
 use crate::{
     conductor::Start,
@@ -36,23 +37,36 @@ pub fn pressed(state: &Arc<ApplianceState>, how: Start) {
         Start::WakeWord { .. } => "wake word heard",
         Start::FollowUp { .. } => "follow-up",
     };
+    if state.muted.load(Ordering::Acquire) {
+        tracing::info!("{what} while muted: nothing is recorded");
+        listen::play(state, Earcon::Error);
+        return;
+    }
+    // An agent waiting for the person has it first.
+    if !state.bus.snapshot().person_listening.is_empty() {
+        return;
+    }
+    let start = match how {
+        Start::Press => Some(PersonStart::Press),
+        Start::WakeWord { at } => Some(PersonStart::WakeWord { at }),
+        // Hark's own follow-up to what an agent said: the agents'.
+        Start::FollowUp { .. } => None,
+    };
+    if let (Some(start), Some(taker)) = (start, state.starts.get())
+        && taker.take(start)
+    {
+        tracing::info!("{what}: Home Assistant's pipeline runs");
+        return;
+    }
     let Some(inbox) = state.inbox.as_ref() else {
         tracing::info!(
             "{what} with nobody listening; the voice inbox is off (inbox.enabled = false), so nothing is recorded"
         );
         return;
     };
-    if state.muted.load(Ordering::Acquire) {
-        tracing::info!("{what} while muted: nothing is recorded");
-        listen::play(state, Earcon::Error);
-        return;
-    }
     if let Err(why) = state.stt.engine() {
         tracing::warn!(why, "{what}, but nothing can hear the person");
         listen::play(state, Earcon::Error);
-        return;
-    }
-    if !state.bus.snapshot().person_listening.is_empty() {
         return;
     }
     tracing::info!("{what} with nobody listening: recording a message for the agents");

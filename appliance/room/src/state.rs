@@ -38,6 +38,9 @@ pub struct ApplianceState {
     /// The wake word detector's handle: set as the room starts, after the
     /// conductor it hands detections to.
     pub wake: OnceLock<crate::wake::Wake>,
+    /// Who else takes the person's own starts (Home Assistant's pipeline,
+    /// when Hark is its satellite): set once the satellite serves.
+    pub starts: OnceLock<Arc<dyn hark_core::room::TakeStarts>>,
     pub conductor: crate::conductor::Conductor,
     pub conductor_task: Mutex<Option<crate::conductor::ConductorTask>>,
     pub selftest: crate::selftest::Bench,
@@ -158,6 +161,7 @@ impl ApplianceState {
             tts: parts.tts,
             simulated_board: OnceLock::new(),
             wake: OnceLock::new(),
+            starts: OnceLock::new(),
             conductor,
             conductor_task: Mutex::new(Some(conductor_task)),
             selftest: Default::default(),

@@ -288,6 +288,135 @@ pub async fn listen(
     progress: &mut dyn Report,
 ) -> Result<Heard, ListenError> {
     let stt = &state.stt;
+    let language = request.language.clone();
+    let agent = request.agent.clone();
+    let Turn {
+        utterance,
+        reason,
+        listen_id,
+        ahead,
+        engine,
+    } = record_turn(state, request, progress, stt.speculative).await?;
+    let recorded = seconds(Duration::from_secs_f64(seconds_of(utterance.samples.len())));
+    let Some((start, end)) = utterance.speech else {
+        return Ok(Heard {
+            text: NO_SPEECH.into(),
+            speech: false,
+            end_reason: reason,
+            duration: recorded,
+            language: None,
+            speech_start: None,
+            speech_end: None,
+            segments: Vec::new(),
+            confidence: None,
+            model: None,
+            transcribe_ms: None,
+            speculative: false,
+            listen: listen_id,
+        });
+    };
+
+    progress.report(Progress::Transcribing).await;
+    let (from, clip, early) = match ahead.for_turn((start, end)) {
+        Some(mut early) => (early.from, std::mem::take(&mut early.clip), Some(early)),
+        None => {
+            let range = clip_range((start, end), utterance.samples.len());
+            (range.start, utterance.samples[range].to_vec(), None)
+        }
+    };
+    if let Some(history) = state.history.as_ref() {
+        history.stash_audio(listen_id, &clip);
+    }
+    let (transcript, from_early) = transcribe(stt, engine, clip, early, language).await?;
+    let offset = seconds_of(from);
+    let text = if transcript.text.is_empty() {
+        NO_SPEECH.to_owned()
+    } else {
+        transcript.text.clone()
+    };
+    let segments: Vec<_> = transcript
+        .segments
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "start": seconds(Duration::from_secs_f64(s.start + offset)),
+                "end": seconds(Duration::from_secs_f64(s.end + offset)),
+                "text": s.text,
+                "confidence": s.confidence,
+            })
+        })
+        .collect();
+    let heard = Heard {
+        text,
+        speech: !transcript.text.is_empty(),
+        end_reason: reason,
+        duration: recorded,
+        language: Some(transcript.language.clone()),
+        speech_start: Some(seconds(start)),
+        speech_end: Some(seconds(end)),
+        segments,
+        confidence: Some(transcript.confidence),
+        model: Some(transcript.model.clone()),
+        transcribe_ms: Some(transcript.elapsed_ms),
+        speculative: from_early,
+        listen: listen_id,
+    };
+    if heard.speech {
+        state.bus.publish(Event::UtteranceTranscribed {
+            listen: listen_id,
+            agent,
+            text: heard.text.clone(),
+            confidence: heard.confidence,
+            duration: seconds(end.saturating_sub(start)),
+            end_reason: reason,
+        });
+    }
+    Ok(heard)
+}
+
+/// Records one turn for someone who transcribes it themselves (Home
+/// Assistant's pipeline): as [`listen`] records, without the transcription
+/// (nothing is transcribed ahead either).
+pub async fn record(
+    state: &Arc<ApplianceState>,
+    request: Listen,
+    progress: &mut dyn Report,
+) -> Result<hark_core::room::Recorded, ListenError> {
+    let turn = record_turn(state, request, progress, false).await?;
+    let samples = turn
+        .utterance
+        .samples
+        .iter()
+        .map(|v| (v.clamp(-1.0, 1.0) * 32767.0) as i16)
+        .collect();
+    Ok(hark_core::room::Recorded {
+        samples,
+        speech: turn.utterance.speech.is_some(),
+        end_reason: turn.reason,
+    })
+}
+
+/// A recording to its end: what [`record_turn`] gives the transcription.
+struct Turn {
+    utterance: utterance::Utterance,
+    reason: Ended,
+    listen_id: u64,
+    /// The passes begun ahead of the end of the turn.
+    ahead: Ahead,
+    /// The engine that transcribes it.
+    engine: Arc<Engine>,
+}
+
+/// Records one turn (see the module docs): the floor, the chimes and the
+/// light, push-to-talk, the mute, the end of the turn. `speculative`:
+/// begin the final transcription at the first pause.
+async fn record_turn(
+    state: &Arc<ApplianceState>,
+    request: Listen,
+    progress: &mut dyn Report,
+    speculative: bool,
+) -> Result<Turn, ListenError> {
+    let stt = &state.stt;
     // The live engine for English, whisper otherwise.
     let engine = Arc::clone(
         stt.microphone(request.language.as_deref())
@@ -342,7 +471,7 @@ pub async fn listen(
     let mut ahead = Ahead::new(
         Arc::clone(&engine),
         request.language.clone(),
-        stt.speculative,
+        speculative,
         at_pause,
     );
     let (ring, ctl) = (Arc::clone(&mic.ring), Arc::clone(&control));
@@ -421,82 +550,13 @@ pub async fn listen(
     if utterance.reason == EndReason::CaptureStalled {
         return Err(ListenError::Stalled);
     }
-    let recorded = seconds(Duration::from_secs_f64(seconds_of(utterance.samples.len())));
-    let Some((start, end)) = utterance.speech else {
-        return Ok(Heard {
-            text: NO_SPEECH.into(),
-            speech: false,
-            end_reason: reason,
-            duration: recorded,
-            language: None,
-            speech_start: None,
-            speech_end: None,
-            segments: Vec::new(),
-            confidence: None,
-            model: None,
-            transcribe_ms: None,
-            speculative: false,
-            listen: listen_id,
-        });
-    };
-
-    progress.report(Progress::Transcribing).await;
-    let (from, clip, early) = match ahead.for_turn((start, end)) {
-        Some(mut early) => (early.from, std::mem::take(&mut early.clip), Some(early)),
-        None => {
-            let range = clip_range((start, end), utterance.samples.len());
-            (range.start, utterance.samples[range].to_vec(), None)
-        }
-    };
-    if let Some(history) = state.history.as_ref() {
-        history.stash_audio(listen_id, &clip);
-    }
-    let (transcript, from_early) =
-        transcribe(stt, engine, clip, early, request.language.clone()).await?;
-    let offset = seconds_of(from);
-    let text = if transcript.text.is_empty() {
-        NO_SPEECH.to_owned()
-    } else {
-        transcript.text.clone()
-    };
-    let segments: Vec<_> = transcript
-        .segments
-        .iter()
-        .map(|s| {
-            serde_json::json!({
-                "start": seconds(Duration::from_secs_f64(s.start + offset)),
-                "end": seconds(Duration::from_secs_f64(s.end + offset)),
-                "text": s.text,
-                "confidence": s.confidence,
-            })
-        })
-        .collect();
-    let heard = Heard {
-        text,
-        speech: !transcript.text.is_empty(),
-        end_reason: reason,
-        duration: recorded,
-        language: Some(transcript.language.clone()),
-        speech_start: Some(seconds(start)),
-        speech_end: Some(seconds(end)),
-        segments,
-        confidence: Some(transcript.confidence),
-        model: Some(transcript.model.clone()),
-        transcribe_ms: Some(transcript.elapsed_ms),
-        speculative: from_early,
-        listen: listen_id,
-    };
-    if heard.speech {
-        state.bus.publish(Event::UtteranceTranscribed {
-            listen: listen_id,
-            agent: request.agent,
-            text: heard.text.clone(),
-            confidence: heard.confidence,
-            duration: seconds(end.saturating_sub(start)),
-            end_reason: reason,
-        });
-    }
-    Ok(heard)
+    Ok(Turn {
+        utterance,
+        reason,
+        listen_id,
+        ahead,
+        engine,
+    })
 }
 
 /// The end-of-turn rule for this listen, when the model decides: it is

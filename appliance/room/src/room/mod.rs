@@ -16,6 +16,7 @@ pub mod dialogue;
 pub mod files;
 pub mod hands;
 pub mod pcm;
+pub mod record;
 pub mod speech;
 
 use std::sync::{Arc, atomic::Ordering};

@@ -1,0 +1,282 @@
+//! The voice assistant's runs: the person's start (the wake word, or a
+//! press when `esphome.run_on_press`) runs Home Assistant's pipeline.
+//!
+//! A run, as an ESPHome satellite does it: Hark asks Home Assistant to
+//! start (`VoiceAssistantRequest`, with the wake word said), Home Assistant
+//! answers with port 0 (the audio over this connection), Hark records the
+//! person's turn as its own listens do (its end of the turn, the chime, the
+//! light, push-to-talk) and sends it as `VoiceAssistantAudio`, ended by an
+//! empty one with `end`. Home Assistant's events follow; its reply (the
+//! text its speech would say, from the TTS start) is said in Hark's voice,
+//! and the run ends at `RUN_END`. When the reply asks for an answer
+//! (`continue_conversation`), Hark listens again in the same conversation.
+//!
+//! Only one connection takes the person's starts: the one that subscribed
+//! last (Home Assistant keeps one).
+
+use std::{
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use hark_core::room::{PersonStart, RecordCall, TakeStarts};
+
+use crate::{
+    messages::{self as m, Kind},
+    server::{ANNOUNCER, Room},
+};
+
+/// Starts waiting for a connection to take them: a person does not start
+/// twice before the first is taken.
+const STARTS: usize = 2;
+/// What a run's connection may still have to send: requests, then the
+/// audio in [`CHUNK`]s (some 30 s of it).
+pub const OUTGOING: usize = 512;
+/// Samples in one `VoiceAssistantAudio`: 64 ms, as ESPHome devices send.
+const CHUNK: usize = 1024;
+/// How long Home Assistant may take to answer a start.
+const ANSWER: Duration = Duration::from_secs(5);
+/// How long Home Assistant may be silent between two events of a run.
+const QUIET: Duration = Duration::from_secs(60);
+/// How long the person has to begin speaking.
+const SPEAK_WITHIN: f64 = 8.0;
+/// Follow-ups in one conversation before Hark stops listening again.
+const FOLLOW_UPS: usize = 5;
+
+/// Which of the person's starts run Home Assistant's pipeline, and the
+/// connection they go to.
+pub struct Starts {
+    on_wake_word: bool,
+    on_press: bool,
+    taker: Mutex<Option<(u64, mpsc::Sender<PersonStart>)>>,
+}
+
+impl Starts {
+    pub fn new(on_wake_word: bool, on_press: bool) -> Arc<Self> {
+        Arc::new(Self {
+            on_wake_word,
+            on_press,
+            taker: Mutex::new(None),
+        })
+    }
+
+    /// Connection `id` subscribed: the starts go to it from now on.
+    pub fn subscribe(&self, id: u64) -> mpsc::Receiver<PersonStart> {
+        let (tx, rx) = mpsc::channel(STARTS);
+        *self.taker.lock().unwrap_or_else(PoisonError::into_inner) = Some((id, tx));
+        rx
+    }
+
+    /// Connection `id` unsubscribed or ended.
+    pub fn unsubscribe(&self, id: u64) {
+        let mut taker = self.taker.lock().unwrap_or_else(PoisonError::into_inner);
+        if taker.as_ref().is_some_and(|(i, _)| *i == id) {
+            *taker = None;
+        }
+    }
+}
+
+impl TakeStarts for Starts {
+    fn take(&self, start: PersonStart) -> bool {
+        let wanted = match start {
+            PersonStart::WakeWord { .. } => self.on_wake_word,
+            PersonStart::Press => self.on_press,
+        };
+        if !wanted {
+            return false;
+        }
+        let taker = self.taker.lock().unwrap_or_else(PoisonError::into_inner);
+        taker
+            .as_ref()
+            .is_some_and(|(_, tx)| tx.try_send(start).is_ok())
+    }
+}
+
+/// What the connection hands a run: Home Assistant's answer and events.
+#[derive(Debug)]
+pub enum Incoming {
+    Answer(m::VoiceAssistantResponse),
+    Event(m::VoiceAssistantEventResponse),
+}
+
+/// Why a run ended early.
+#[derive(Debug, thiserror::Error)]
+enum RunError {
+    #[error("Home Assistant did not answer the start within {0:?}")]
+    NoAnswer(Duration),
+    #[error("Home Assistant could not start its pipeline")]
+    Refused,
+    #[error("Home Assistant wants the audio over UDP (port {0}); Hark sends it over the API")]
+    Udp(u32),
+    #[error("Home Assistant sent nothing for {0:?}")]
+    Silent(Duration),
+    #[error("the connection ended")]
+    Closed,
+    #[error("the person was not recorded: {0}")]
+    Record(String),
+}
+
+/// One conversation with Home Assistant's pipeline, from the person's
+/// start; its follow-ups too.
+pub async fn converse(
+    start: PersonStart,
+    phrase: String,
+    room: Room,
+    out: mpsc::Sender<Vec<u8>>,
+    mut incoming: mpsc::Receiver<Incoming>,
+    stop: CancellationToken,
+) {
+    let mut start_at = match start {
+        PersonStart::WakeWord { at } => Some(at),
+        PersonStart::Press => None,
+    };
+    let mut phrase = phrase;
+    let mut conversation = String::new();
+    for _ in 0..=FOLLOW_UPS {
+        let once = run(start_at, &phrase, &conversation, &room, &out, &mut incoming);
+        let ended = tokio::select! {
+            ended = once => ended,
+            () = stop.cancelled() => return,
+        };
+        match ended {
+            Ok(Some(next)) => {
+                // The reply asks for an answer: listen again, in the same
+                // conversation, with no wake word.
+                conversation = next;
+                start_at = None;
+                phrase.clear();
+            }
+            Ok(None) => return,
+            Err(e) => {
+                tracing::info!(error = %e, "Home Assistant's pipeline run ended");
+                if !matches!(e, RunError::Closed) {
+                    let _ = send(&out, &abort());
+                }
+                return;
+            }
+        }
+    }
+}
+
+fn abort() -> m::VoiceAssistantRequest {
+    m::VoiceAssistantRequest {
+        start: false,
+        ..Default::default()
+    }
+}
+
+fn send<T: Kind>(out: &mpsc::Sender<Vec<u8>>, message: &T) -> Result<(), RunError> {
+    let mut frame = Vec::new();
+    crate::frame::encode(T::KIND, &message.encode_to_vec(), &mut frame);
+    out.try_send(frame).map_err(|_| RunError::Closed)
+}
+
+/// One run. `Ok(Some(conversation))`: the reply wants an answer.
+async fn run(
+    start_at: Option<u64>,
+    phrase: &str,
+    conversation: &str,
+    room: &Room,
+    out: &mpsc::Sender<Vec<u8>>,
+    incoming: &mut mpsc::Receiver<Incoming>,
+) -> Result<Option<String>, RunError> {
+    send(
+        out,
+        &m::VoiceAssistantRequest {
+            start: true,
+            conversation_id: conversation.to_owned(),
+            flags: 0,
+            audio_settings: None,
+            wake_word_phrase: phrase.to_owned(),
+        },
+    )?;
+    let answer = loop {
+        match tokio::time::timeout(ANSWER, incoming.recv()).await {
+            Err(_) => return Err(RunError::NoAnswer(ANSWER)),
+            Ok(None) => return Err(RunError::Closed),
+            Ok(Some(Incoming::Answer(answer))) => break answer,
+            // Events of a run before this one's answer: not this run's.
+            Ok(Some(Incoming::Event(_))) => {}
+        }
+    };
+    if answer.error {
+        return Err(RunError::Refused);
+    }
+    if answer.port != 0 {
+        return Err(RunError::Udp(answer.port));
+    }
+    tracing::info!("Home Assistant's pipeline started");
+    let recorded = room
+        .record
+        .record(RecordCall {
+            who: ANNOUNCER.to_owned(),
+            start_at,
+            timeout: SPEAK_WITHIN,
+        })
+        .await
+        .map_err(|f| RunError::Record(f.message))?;
+    if !recorded.speech {
+        tracing::info!("the person said nothing: the run is ended");
+        send(out, &abort())?;
+        return Ok(None);
+    }
+    for chunk in recorded.samples.chunks(CHUNK) {
+        let data = chunk.iter().flat_map(|s| s.to_le_bytes()).collect();
+        send(out, &m::VoiceAssistantAudio { data, end: false })?;
+    }
+    send(
+        out,
+        &m::VoiceAssistantAudio {
+            data: Vec::new(),
+            end: true,
+        },
+    )?;
+    let mut reply: Option<tokio::task::JoinHandle<bool>> = None;
+    let mut follow = None;
+    loop {
+        let event = match tokio::time::timeout(QUIET, incoming.recv()).await {
+            Err(_) => return Err(RunError::Silent(QUIET)),
+            Ok(None) => return Err(RunError::Closed),
+            Ok(Some(Incoming::Answer(_))) => continue,
+            Ok(Some(Incoming::Event(event))) => event,
+        };
+        match event.event_type {
+            m::event::STT_END => {
+                tracing::info!(
+                    text = event.value("text").unwrap_or(""),
+                    "Home Assistant heard"
+                );
+            }
+            m::event::INTENT_END if event.value("continue_conversation") == Some("1") => {
+                follow = Some(event.value("conversation_id").unwrap_or("").to_owned());
+            }
+            m::event::TTS_START => {
+                let text = event.value("text").unwrap_or("").trim().to_owned();
+                if !text.is_empty() && reply.is_none() {
+                    let speak = Arc::clone(&room.speak);
+                    reply = Some(tokio::spawn(async move {
+                        crate::server::say(speak.as_ref(), text, "Home Assistant's reply").await
+                    }));
+                }
+            }
+            m::event::ERROR => {
+                tracing::info!(
+                    code = event.value("code").unwrap_or(""),
+                    message = event.value("message").unwrap_or(""),
+                    "Home Assistant's pipeline failed"
+                );
+            }
+            m::event::RUN_END => break,
+            _ => {}
+        }
+    }
+    // The reply is heard to its end before the next turn listens.
+    let heard = match reply {
+        Some(saying) => saying.await.unwrap_or(false),
+        None => false,
+    };
+    Ok(follow.filter(|_| heard))
+}
