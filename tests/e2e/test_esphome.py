@@ -53,8 +53,9 @@ def test_home_assistants_client_meets_a_voice_satellite(start_daemon):
     # What Home Assistant needs to make it an Assist satellite.
     flags = info.voice_assistant_feature_flags
     assert flags & 1 and flags & 2 and flags & 4, flags
-    # And that it takes announcements and keeps timers.
-    assert flags & 16 and flags & 8, flags
+    # And that it takes announcements, keeps timers, and asks questions
+    # (`ask_question`: an announcement that listens after it).
+    assert flags & 16 and flags & 8 and flags & 32, flags
     assert entities == [] and services == []
     words = {w.id: w for w in config.available_wake_words}
     assert {"okay_nabu", "hey_jarvis"} <= set(words), words
@@ -242,3 +243,49 @@ def test_the_wake_word_runs_home_assistants_pipeline_and_hark_says_the_reply(sta
     log = d.log()
     assert "Home Assistant's pipeline runs" in log
     assert "recording a message for the agents" not in log
+
+
+def test_home_assistants_question_is_asked_and_the_answer_runs_its_pipeline(start_daemon):
+    d = esphome(start_daemon)
+    host, port = d.esphome
+
+    async def main():
+        client = APIClient(host, port, None, client_info="Home Assistant test")
+        await client.connect(login=True)
+        started, ended = anyio.Event(), anyio.Event()
+        run = {"audio": bytearray()}
+
+        async def handle_start(conversation_id, flags, audio_settings, wake_word_phrase):
+            run["phrase"] = wake_word_phrase
+            started.set()
+            # The person answers once the microphone is open.
+            await anyio.to_thread.run_sync(lambda: hark(d, "inject", str(CLIP)))
+            return 0
+
+        async def handle_stop(abort):
+            run["abort"] = abort
+            ended.set()
+
+        async def handle_audio(data, *_):
+            run["audio"] += data
+
+        unsubscribe = client.subscribe_voice_assistant(
+            handle_start=handle_start, handle_stop=handle_stop, handle_audio=handle_audio)
+        finished = await client.send_voice_assistant_announcement_await_response(
+            "", 30, text="Who was not an ill disposed young man?", start_conversation=True)
+        with anyio.fail_after(20):
+            await started.wait()
+        with anyio.fail_after(30):
+            await ended.wait()
+        client.send_voice_assistant_event(Event.VOICE_ASSISTANT_RUN_END, {})
+        await anyio.sleep(0.5)
+        unsubscribe()
+        await client.disconnect()
+        return finished, run
+
+    finished, run = anyio.run(main)
+    assert finished.success is True
+    assert not run["phrase"] and run["abort"] is False, run
+    seconds = len(run["audio"]) / 2 / 16000
+    assert 2.0 < seconds < 8.0, seconds
+    assert "Who was not an ill disposed young man?" in spoken_by(d, "Home Assistant")

@@ -126,7 +126,8 @@ pub async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
     let mut active = device.active_wake_word.clone();
     // Announcements are said beside the connection (a ping must be
     // answered while Hark speaks); their answers come back here.
-    let (done_tx, mut done) = tokio::sync::mpsc::channel::<bool>(ANNOUNCEMENTS);
+    // (heard to the end, then listen: `ask_question`).
+    let (done_tx, mut done) = tokio::sync::mpsc::channel::<(bool, bool)>(ANNOUNCEMENTS);
     let mut saying = 0usize;
     // Dropping the connection stops what it is saying.
     let announcements = stop.child_token();
@@ -271,34 +272,28 @@ pub async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
                 Ok(read) => read?,
                 Err(_) => return Err(ConnectionError::Idle(idle.as_secs())),
             },
-            Some(success) = done.recv() => {
+            Some((success, listen)) = done.recv() => {
                 saying = saying.saturating_sub(1);
                 output.clear();
                 put(&m::VoiceAssistantAnnounceFinished { success }, &mut output);
                 stream.write_all(&output).await?;
+                // `ask_question`: the answer runs the pipeline, as
+                // ESPHome devices do once the question was heard.
+                if listen {
+                    let run = Run { room: &room, sent: &sent, stop: &announcements };
+                    run.begin(&mut running, PersonStart::Press, String::new());
+                }
                 continue;
             }
             Some(start) = next_start(&mut starts) => {
-                if running.as_ref().is_some_and(|r| !r.is_closed()) {
-                    tracing::info!("the person started again while Home Assistant's pipeline runs: ignored");
-                    continue;
-                }
-                let (tx, rx) = tokio::sync::mpsc::channel(16);
-                running = Some(tx);
                 let phrase = active
                     .as_ref()
                     .and_then(|a| device.wake_words.iter().find(|w| &w.id == a))
                     .map(|w| w.phrase.clone())
                     .filter(|_| matches!(start, PersonStart::WakeWord { .. }))
                     .unwrap_or_default();
-                tokio::spawn(pipeline::converse(
-                    start,
-                    phrase,
-                    room.clone(),
-                    sent.clone(),
-                    rx,
-                    announcements.clone(),
-                ));
+                let run = Run { room: &room, sent: &sent, stop: &announcements };
+                run.begin(&mut running, start, phrase);
                 continue;
             }
             Some(frame) = to_send.recv() => {
@@ -314,6 +309,41 @@ pub async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
+/// What a connection's runs of the pipeline share.
+struct Run<'a> {
+    room: &'a Room,
+    sent: &'a tokio::sync::mpsc::Sender<Vec<u8>>,
+    stop: &'a CancellationToken,
+}
+
+impl Run<'_> {
+    /// Starts a run (one at a time): the person's `start`, the wake word's
+    /// `phrase` (empty without one).
+    fn begin(
+        &self,
+        running: &mut Option<tokio::sync::mpsc::Sender<Incoming>>,
+        start: PersonStart,
+        phrase: String,
+    ) {
+        if running.as_ref().is_some_and(|r| !r.is_closed()) {
+            tracing::info!(
+                "the person started again while Home Assistant's pipeline runs: ignored"
+            );
+            return;
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        *running = Some(tx);
+        tokio::spawn(pipeline::converse(
+            start,
+            phrase,
+            self.room.clone(),
+            self.sent.clone(),
+            rx,
+            self.stop.clone(),
+        ));
+    }
+}
+
 /// Says an announcement's text in Hark's voice and reports whether it was
 /// heard to the end. Home Assistant's own audio for it (`media_id`) is
 /// not fetched: Hark speaks the words itself, so an announcement without
@@ -321,12 +351,9 @@ pub async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
 async fn announce(
     request: m::VoiceAssistantAnnounceRequest,
     speak: Arc<dyn Speak>,
-    done: tokio::sync::mpsc::Sender<bool>,
+    done: tokio::sync::mpsc::Sender<(bool, bool)>,
     stop: CancellationToken,
 ) {
-    if request.start_conversation {
-        tracing::info!("an announcement asks to listen after it: not served yet; said only");
-    }
     let success = if request.text.trim().is_empty() {
         tracing::info!(
             media = %request.media_id,
@@ -339,7 +366,10 @@ async fn announce(
             () = stop.cancelled() => false,
         }
     };
-    let _ = done.send(success).await;
+    // A question not heard is not waited on for an answer.
+    let _ = done
+        .send((success, success && request.start_conversation))
+        .await;
 }
 
 /// What Home Assistant has Hark say now, in Hark's voice.
@@ -494,6 +524,7 @@ fn device_info(device: &Device) -> m::DeviceInfoResponse {
             | m::feature::SPEAKER
             | m::feature::API_AUDIO
             | m::feature::ANNOUNCE
+            | m::feature::START_CONVERSATION
             | m::feature::TIMERS,
         suggested_area: String::new(),
         api_encryption_supported: false,
@@ -825,6 +856,50 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_question_is_said_then_its_answer_runs_the_pipeline() {
+        let recording = Recording::new();
+        *recording.voice.lock().expect("lock") = vec![300; 1500];
+        let (mut near, mut buf) = subscribed(&recording).await;
+        let ask = m::VoiceAssistantAnnounceRequest {
+            text: "Which room?".into(),
+            start_conversation: true,
+            ..Default::default()
+        };
+        near.write_all(&frames(&[(
+            m::VoiceAssistantAnnounceRequest::KIND,
+            ask.encode_to_vec(),
+        )]))
+        .await
+        .expect("sent");
+        let (kind, payload) = next_frame(&mut near, &mut buf).await;
+        assert_eq!(kind, m::VoiceAssistantAnnounceFinished::KIND);
+        assert!(
+            m::VoiceAssistantAnnounceFinished::decode(&payload[..])
+                .expect("finished")
+                .success
+        );
+        // Then the answer: a run with no wake word, recorded from now.
+        let (kind, payload) = next_frame(&mut near, &mut buf).await;
+        assert_eq!(kind, m::VoiceAssistantRequest::KIND);
+        let request = m::VoiceAssistantRequest::decode(&payload[..]).expect("request");
+        assert!(request.start && request.wake_word_phrase.is_empty());
+        near.write_all(&frames(&[answer(0)])).await.expect("sent");
+        let mut samples = 0;
+        loop {
+            let (kind, payload) = next_frame(&mut near, &mut buf).await;
+            assert_eq!(kind, m::VoiceAssistantAudio::KIND);
+            let audio = m::VoiceAssistantAudio::decode(&payload[..]).expect("audio");
+            samples += audio.data.len() / 2;
+            if audio.end {
+                break;
+            }
+        }
+        assert_eq!(samples, 1500);
+        assert_eq!(*recording.said.lock().expect("lock"), ["Which room?"]);
+        assert_eq!(*recording.recorded.lock().expect("lock"), [None]);
+    }
+
+    #[tokio::test]
     async fn without_a_subscription_the_person_starts_are_the_agents() {
         let recording = Recording::new();
         let (mut near, _served) = start(recording.clone().room());
@@ -991,7 +1066,7 @@ mod tests {
         assert_eq!((hello.api_version_major, hello.name.as_str()), (1, "hark"));
         let info = m::DeviceInfoResponse::decode(&answers[1].1[..]).expect("info");
         assert_eq!(info.friendly_name, "Hark");
-        assert_eq!(info.voice_assistant_feature_flags, 0b11111);
+        assert_eq!(info.voice_assistant_feature_flags, 0b11_1111);
         assert!(!info.uses_password && !info.api_encryption_supported);
     }
 
