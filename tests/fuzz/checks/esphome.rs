@@ -81,6 +81,11 @@ pub fn check(data: &[u8]) {
                 m::VoiceAssistantConfigurationResponse::KIND => {
                     m::VoiceAssistantConfigurationResponse::decode(f.payload).is_ok()
                 }
+                // A question asked (`start_conversation`) starts a run.
+                m::VoiceAssistantRequest::KIND => {
+                    m::VoiceAssistantRequest::decode(f.payload).is_ok()
+                }
+                m::VoiceAssistantAudio::KIND => m::VoiceAssistantAudio::decode(f.payload).is_ok(),
                 other => panic!("Hark sent message type {other}, which a device does not send"),
             };
             assert!(fits, "message type {} does not decode", f.kind);
