@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import array
 import socket
-import time
 import wave
 
 import anyio
@@ -174,6 +173,44 @@ def test_home_assistants_timers_ring_on_hark(start_daemon):
 CLIP = REPO / "tests" / ".speech" / "clips" / "ps-librivox-0880.wav"  # "he was not an ill disposed young man"
 
 
+class PipelineSide:
+    """Home Assistant's side of the satellite's runs, as its ESPHome
+    integration subscribes: each start answered with port 0 (the audio over
+    the API), the audio kept, the end noted. `on_start` runs before the
+    answer (the person speaking once the microphone opens)."""
+
+    def __init__(self, client, on_start=None):
+        self.started, self.ended = anyio.Event(), anyio.Event()
+        self.audio, self.phrase, self.conversation, self.abort = bytearray(), None, None, None
+        self.on_start = on_start
+        self.unsubscribe = client.subscribe_voice_assistant(
+            handle_start=self._start, handle_stop=self._stop, handle_audio=self._audio)
+
+    async def _start(self, conversation_id, flags, audio_settings, wake_word_phrase):
+        self.conversation, self.phrase = conversation_id, wake_word_phrase
+        self.started.set()
+        if self.on_start:
+            await self.on_start()
+        return 0
+
+    async def _stop(self, abort):
+        self.abort = abort
+        self.ended.set()
+
+    async def _audio(self, data, *_):  # (and a second channel, unused)
+        self.audio += data
+
+    async def heard(self):
+        """Waits for the run's start, then for the end of its audio."""
+        with anyio.fail_after(20):
+            await self.started.wait()
+        with anyio.fail_after(30):
+            await self.ended.wait()
+
+    def seconds(self):
+        return len(self.audio) / 2 / 16000
+
+
 def test_the_wake_word_runs_home_assistants_pipeline_and_hark_says_the_reply(start_daemon, tmp_path):
     d = start_daemon({"esphome": {"enabled": True, "listen": "127.0.0.1:0"}, "wake": {"enabled": True}})
     assert wait_for(lambda: status(d)["wake"]["state"] == "listening", 10)
@@ -185,31 +222,12 @@ def test_the_wake_word_runs_home_assistants_pipeline_and_hark_says_the_reply(sta
     async def main():
         client = APIClient(host, port, None, client_info="Home Assistant test")
         await client.connect(login=True)
-        started, ended = anyio.Event(), anyio.Event()
-        run = {"audio": bytearray()}
-
-        async def handle_start(conversation_id, flags, audio_settings, wake_word_phrase):
-            run.update(conversation=conversation_id, phrase=wake_word_phrase, at=time.monotonic())
-            started.set()
-            return 0  # the audio over the API, as for any ESPHome satellite
-
-        async def handle_stop(abort):
-            run["abort"] = abort
-            ended.set()
-
-        async def handle_audio(data, *_):  # (and a second channel, unused)
-            run["audio"] += data
-
-        unsubscribe = client.subscribe_voice_assistant(
-            handle_start=handle_start, handle_stop=handle_stop, handle_audio=handle_audio)
+        run = PipelineSide(client)
         await anyio.sleep(0.5)
         # The person: the wake word, then a recorded voice.
         await anyio.to_thread.run_sync(lambda: hark(d, "inject", str(wake)))
         await anyio.to_thread.run_sync(lambda: hark(d, "inject", str(CLIP)))
-        with anyio.fail_after(20):
-            await started.wait()
-        with anyio.fail_after(30):
-            await ended.wait()
+        await run.heard()
         # Home Assistant's pipeline: what it heard, its answer, its speech.
         for event, data in [
             (Event.VOICE_ASSISTANT_RUN_START, {}),
@@ -226,15 +244,15 @@ def test_the_wake_word_runs_home_assistants_pipeline_and_hark_says_the_reply(sta
             while "Indeed he was not." not in await anyio.to_thread.run_sync(
                     lambda: spoken_by(d, "Home Assistant")):
                 await anyio.sleep(0.2)
-        unsubscribe()
+        run.unsubscribe()
         await client.disconnect()
         return run
 
     run = anyio.run(main)
-    assert run["phrase"] == "Okay Nabu" and run["conversation"] == "", run
-    assert run["abort"] is False, "the audio ended, not the run aborted"
-    samples = array.array("h", bytes(run["audio"]))
-    seconds = len(samples) / 16000
+    assert run.phrase == "Okay Nabu" and run.conversation == "", (run.phrase, run.conversation)
+    assert run.abort is False, "the audio ended, not the run aborted"
+    samples = array.array("h", bytes(run.audio))
+    seconds = run.seconds()
     # The person's turn from the word's end to the end of their turn: the
     # clip and the pause that ended it, not the wake word before it.
     assert clip_seconds - 0.5 < seconds < clip_seconds + 3.5, seconds
@@ -252,40 +270,21 @@ def test_home_assistants_question_is_asked_and_the_answer_runs_its_pipeline(star
     async def main():
         client = APIClient(host, port, None, client_info="Home Assistant test")
         await client.connect(login=True)
-        started, ended = anyio.Event(), anyio.Event()
-        run = {"audio": bytearray()}
-
-        async def handle_start(conversation_id, flags, audio_settings, wake_word_phrase):
-            run["phrase"] = wake_word_phrase
-            started.set()
-            # The person answers once the microphone is open.
-            await anyio.to_thread.run_sync(lambda: hark(d, "inject", str(CLIP)))
-            return 0
-
-        async def handle_stop(abort):
-            run["abort"] = abort
-            ended.set()
-
-        async def handle_audio(data, *_):
-            run["audio"] += data
-
-        unsubscribe = client.subscribe_voice_assistant(
-            handle_start=handle_start, handle_stop=handle_stop, handle_audio=handle_audio)
+        # The person answers once the microphone is open.
+        run = PipelineSide(client, on_start=lambda: anyio.to_thread.run_sync(
+            lambda: hark(d, "inject", str(CLIP))))
         finished = await client.send_voice_assistant_announcement_await_response(
             "", 30, text="Who was not an ill disposed young man?", start_conversation=True)
-        with anyio.fail_after(20):
-            await started.wait()
-        with anyio.fail_after(30):
-            await ended.wait()
+        await run.heard()
         client.send_voice_assistant_event(Event.VOICE_ASSISTANT_RUN_END, {})
         await anyio.sleep(0.5)
-        unsubscribe()
+        run.unsubscribe()
         await client.disconnect()
         return finished, run
 
     finished, run = anyio.run(main)
     assert finished.success is True
-    assert not run["phrase"] and run["abort"] is False, run
-    seconds = len(run["audio"]) / 2 / 16000
+    assert not run.phrase and run.abort is False, (run.phrase, run.abort)
+    seconds = run.seconds()
     assert 2.0 < seconds < 8.0, seconds
     assert "Who was not an ill disposed young man?" in spoken_by(d, "Home Assistant")

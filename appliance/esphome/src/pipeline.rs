@@ -33,7 +33,7 @@ use crate::{
 /// twice before the first is taken.
 const STARTS: usize = 2;
 /// What a run's connection may still have to send: requests, then the
-/// audio in [`CHUNK`]s (some 30 s of it).
+/// audio in [`CHUNK`]s (some 30 s of it; a longer turn waits for room).
 pub const OUTGOING: usize = 512;
 /// Samples in one `VoiceAssistantAudio`: 64 ms, as ESPHome devices send.
 const CHUNK: usize = 1024;
@@ -153,7 +153,7 @@ pub async fn converse(
             Err(e) => {
                 tracing::info!(error = %e, "Home Assistant's pipeline run ended");
                 if !matches!(e, RunError::Closed) {
-                    let _ = send(&out, &abort());
+                    let _ = send(&out, &abort()).await;
                 }
                 return;
             }
@@ -168,10 +168,12 @@ fn abort() -> m::VoiceAssistantRequest {
     }
 }
 
-fn send<T: Kind>(out: &mpsc::Sender<Vec<u8>>, message: &T) -> Result<(), RunError> {
+/// Queues `message` for the connection, waiting while its queue is full
+/// (a long turn's audio is more than it holds); an error once it is gone.
+async fn send<T: Kind>(out: &mpsc::Sender<Vec<u8>>, message: &T) -> Result<(), RunError> {
     let mut frame = Vec::new();
     crate::frame::encode(T::KIND, &message.encode_to_vec(), &mut frame);
-    out.try_send(frame).map_err(|_| RunError::Closed)
+    out.send(frame).await.map_err(|_| RunError::Closed)
 }
 
 /// One run. `Ok(Some(conversation))`: the reply wants an answer.
@@ -192,7 +194,8 @@ async fn run(
             audio_settings: None,
             wake_word_phrase: phrase.to_owned(),
         },
-    )?;
+    )
+    .await?;
     let answer = loop {
         match tokio::time::timeout(ANSWER, incoming.recv()).await {
             Err(_) => return Err(RunError::NoAnswer(ANSWER)),
@@ -220,12 +223,12 @@ async fn run(
         .map_err(|f| RunError::Record(f.message))?;
     if !recorded.speech {
         tracing::info!("the person said nothing: the run is ended");
-        send(out, &abort())?;
+        send(out, &abort()).await?;
         return Ok(None);
     }
     for chunk in recorded.samples.chunks(CHUNK) {
         let data = chunk.iter().flat_map(|s| s.to_le_bytes()).collect();
-        send(out, &m::VoiceAssistantAudio { data, end: false })?;
+        send(out, &m::VoiceAssistantAudio { data, end: false }).await?;
     }
     send(
         out,
@@ -233,7 +236,8 @@ async fn run(
             data: Vec::new(),
             end: true,
         },
-    )?;
+    )
+    .await?;
     let mut reply: Option<tokio::task::JoinHandle<bool>> = None;
     let mut follow = None;
     loop {
