@@ -14,6 +14,7 @@
 //! lights (see [`crate::link`]).
 
 use std::path::Path;
+use std::time::SystemTime;
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -31,7 +32,7 @@ use crate::{
     profile::{LedRole, Leds, Profile, ProfileError},
     sim::{SimControl, SimLedView, SimLeds},
     spi::Apa102,
-    status::{LedRoles, Status, light},
+    status::{Countdown, LedRoles, Status, light_at},
 };
 
 /// The board's settings (the daemon's `[board]` section).
@@ -376,11 +377,16 @@ impl Board {
         self.events.take()
     }
 
-    /// Shows `status` on the board's lights (never blocks).
-    pub fn show(&self, status: Status) {
-        self.lights.set(light(status, &self.roles));
+    /// Shows `status` on the board's lights (never blocks); with
+    /// [`Status::Timer`], `timer` counted down from now.
+    pub fn show(&self, status: Status, timer: Option<Countdown>) {
+        let now_ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let light = light_at(status, timer, now_ms, &self.roles);
+        self.lights.set(light);
         if let Some(link) = &self.link {
-            let pattern = wire_pattern(status.pattern());
+            let pattern = wire_pattern(light.pattern);
             *self
                 .link_pattern
                 .lock()
@@ -433,11 +439,12 @@ impl Drop for Board {
 /// when the appliance is idle; see [`status::light`](crate::status::light).
 fn statuses(role: LedRole) -> Vec<Status> {
     match role {
-        LedRole::Ready => vec![Status::Idle, Status::Message],
+        LedRole::Ready => vec![Status::Idle, Status::Timer, Status::Message],
         // Asking is listening too: the microphone is open for the answer.
         LedRole::Listening => vec![Status::Listening, Status::Asking],
         LedRole::Thinking => vec![Status::Transcribing, Status::Pairing, Status::Message],
-        LedRole::Speaking => vec![Status::Speaking],
+        // A ringing timer is sound too; it blinks.
+        LedRole::Speaking => vec![Status::Speaking, Status::Ringing],
         LedRole::Muted => vec![Status::Muted],
         LedRole::Error => vec![Status::Error],
     }
@@ -514,6 +521,13 @@ fn wire_pattern(pattern: Pattern) -> LedPattern {
             color: wire(color),
             brightness: 255,
             period_ms: period(period_ms),
+        },
+        // Protocol 1.0 has no countdown to draw on the microcontroller's
+        // ring: a running timer pulses slowly in its colour there.
+        Pattern::Countdown { color, .. } => LedPattern::Pulse {
+            color: wire(color),
+            brightness: 255,
+            period_ms: period(crate::led::COUNTDOWN_PULSE_MS),
         },
     }
 }

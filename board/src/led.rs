@@ -56,6 +56,16 @@ pub enum Pattern {
         color: Rgb,
         period_ms: u32,
     },
+    /// A running timer: an arc of the ring, lit in proportion to the time
+    /// left, that shrinks as it runs (`left_ms` of `total_ms` at the
+    /// pattern's start); the LED at its end dims as its share runs out.
+    /// Dark when the time is up. On a single LED: a slow pulse, since one
+    /// LED cannot show a proportion.
+    Countdown {
+        color: Rgb,
+        left_ms: u32,
+        total_ms: u32,
+    },
 }
 
 /// How often animated patterns are redrawn. Fast enough for a smooth pulse;
@@ -65,12 +75,19 @@ pub const FRAME_RATE: u32 = 50;
 /// A pulse's lowest level: the light stays visibly on.
 const PULSE_FLOOR: f32 = 0.15;
 
+/// A countdown's pulse on a single LED (and over links that cannot draw
+/// the arc): slow, so it reads as "waiting", not as activity.
+pub const COUNTDOWN_PULSE_MS: u32 = 2000;
+
 impl Pattern {
     /// Whether the pattern changes with time.
     pub fn animated(&self) -> bool {
         matches!(
             self,
-            Pattern::Blink { .. } | Pattern::Pulse { .. } | Pattern::Spin { .. }
+            Pattern::Blink { .. }
+                | Pattern::Pulse { .. }
+                | Pattern::Spin { .. }
+                | Pattern::Countdown { .. }
         )
     }
 
@@ -110,6 +127,24 @@ impl Pattern {
                         (1.0 - (behind - 1.0) / 3.0).max(0.0).powi(2)
                     };
                     *led = color.scaled(level);
+                }
+            }
+            Pattern::Countdown {
+                color,
+                left_ms,
+                total_ms,
+            } => {
+                let n = out.len();
+                if n < 2 {
+                    out.fill(color.scaled(pulse_level(phase(COUNTDOWN_PULSE_MS))));
+                    return;
+                }
+                let left = u128::from(left_ms).saturating_sub(t.as_millis());
+                let share = left as f32 / total_ms.max(1) as f32;
+                // How many LEDs the time left fills, the last one in part.
+                let lit = share.clamp(0.0, 1.0) * n as f32;
+                for (i, led) in out.iter_mut().enumerate() {
+                    *led = color.scaled((lit - i as f32).clamp(0.0, 1.0));
                 }
             }
         }

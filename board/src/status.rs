@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use crate::led::{Light, Pattern, Rgb};
+use crate::led::{COUNTDOWN_PULSE_MS, Light, Pattern, Rgb};
 
 /// What the appliance is doing, as far as the lights care. Every field is
 /// read from the appliance's own state, never from a request.
@@ -36,7 +36,47 @@ pub struct Activity {
     /// The person left a message in the voice inbox that no agent has
     /// taken yet.
     pub message_waiting: bool,
+    /// A timer is ringing (its time is up; the button or the wake word
+    /// stops it).
+    pub ringing: bool,
+    /// The running timer that ends soonest, drawn as a countdown.
+    pub timer: Option<Countdown>,
 }
+
+/// A running timer as the lights count it down: when it was set and when
+/// it is due, in milliseconds since the Unix epoch (wall-clock times, as
+/// the schedule keeps them across restarts).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Countdown {
+    pub set_ms: u64,
+    pub due_ms: u64,
+}
+
+impl Countdown {
+    /// What is left at `now_ms`.
+    pub fn left_ms(self, now_ms: u64) -> u64 {
+        self.due_ms.saturating_sub(now_ms)
+    }
+
+    /// The timer's whole length.
+    pub fn total_ms(self) -> u64 {
+        self.due_ms.saturating_sub(self.set_ms)
+    }
+
+    /// The countdown as drawn from `now_ms` on.
+    pub fn pattern(self, now_ms: u64) -> Pattern {
+        // Timers are kept for at most a week; u32 milliseconds hold 49 days.
+        let ms = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        Pattern::Countdown {
+            color: TIMER,
+            left_ms: ms(self.left_ms(now_ms)),
+            total_ms: ms(self.total_ms().max(1)),
+        }
+    }
+}
+
+/// A timer's colour: counting down, and ringing.
+const TIMER: Rgb = Rgb(255, 40, 140);
 
 /// What the lights show, highest precedence first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -48,24 +88,31 @@ pub enum Status {
     /// its own colour.
     Asking,
     Listening,
+    /// A timer's time is up and it rings. Above the error light: with the
+    /// speaker failed, the light is all that tells the person.
+    Ringing,
     Error,
     Speaking,
     Transcribing,
     Pairing,
+    /// A timer runs: its countdown.
+    Timer,
     /// A message from the person waits in the voice inbox.
     Message,
     Idle,
 }
 
 impl Status {
-    pub const ALL: [Status; 9] = [
+    pub const ALL: [Status; 11] = [
         Status::Muted,
         Status::Asking,
         Status::Listening,
+        Status::Ringing,
         Status::Error,
         Status::Speaking,
         Status::Transcribing,
         Status::Pairing,
+        Status::Timer,
         Status::Message,
         Status::Idle,
     ];
@@ -77,6 +124,8 @@ impl Status {
             Status::Asking
         } else if activity.listening {
             Status::Listening
+        } else if activity.ringing {
+            Status::Ringing
         } else if activity.error {
             Status::Error
         } else if activity.speaking {
@@ -85,6 +134,8 @@ impl Status {
             Status::Transcribing
         } else if activity.pairing {
             Status::Pairing
+        } else if activity.timer.is_some() {
+            Status::Timer
         } else if activity.message_waiting {
             Status::Message
         } else {
@@ -97,16 +148,20 @@ impl Status {
             Status::Muted => "muted",
             Status::Asking => "asking",
             Status::Listening => "listening",
+            Status::Ringing => "ringing",
             Status::Error => "error",
             Status::Speaking => "speaking",
             Status::Transcribing => "transcribing",
             Status::Pairing => "pairing",
+            Status::Timer => "timer",
             Status::Message => "message",
             Status::Idle => "idle",
         }
     }
 
-    /// The pattern on a ring or on the status's own LED.
+    /// The pattern on a ring or on the status's own LED. A timer's
+    /// countdown is drawn from its own times ([`Countdown::pattern`]); here,
+    /// for the self-test and the table, three quarters left.
     pub fn pattern(self) -> Pattern {
         const RED: Rgb = Rgb(255, 0, 0);
         const BLUE: Rgb = Rgb(0, 80, 255);
@@ -123,6 +178,12 @@ impl Status {
             // Steady like the listening light (the microphone is open),
             // in a colour of its own: answer now.
             Status::Asking => Pattern::Solid { color: CYAN },
+            // Fast, in the timer's colour: a glance across the room tells
+            // it from the error light's slow amber.
+            Status::Ringing => Pattern::Blink {
+                color: TIMER,
+                period_ms: 500,
+            },
             Status::Error => Pattern::Blink {
                 color: AMBER,
                 period_ms: 1000,
@@ -138,6 +199,11 @@ impl Status {
             Status::Pairing => Pattern::Spin {
                 color: PURPLE,
                 period_ms: 2000,
+            },
+            Status::Timer => Pattern::Countdown {
+                color: TIMER,
+                left_ms: 45_000,
+                total_ms: 60_000,
             },
             // Slow, so it reads as "something is waiting", not as activity.
             Status::Message => Pattern::Pulse {
@@ -166,16 +232,38 @@ pub enum LedRoles {
     PerLed(Vec<Vec<Status>>),
 }
 
-/// The light for `status` on a board whose LEDs have `roles`.
+/// The light for `status` on a board whose LEDs have `roles` (a timer's
+/// countdown as [`Status::pattern`] samples it).
 pub fn light(status: Status, roles: &LedRoles) -> Light {
+    shaped(status, status.pattern(), roles)
+}
+
+/// The light for `status` at `now_ms`, with `timer` (the running timer
+/// that ends soonest) counted down from its own times.
+pub fn light_at(status: Status, timer: Option<Countdown>, now_ms: u64, roles: &LedRoles) -> Light {
+    let pattern = match (status, timer) {
+        (Status::Timer, Some(timer)) => timer.pattern(now_ms),
+        _ => status.pattern(),
+    };
+    shaped(status, pattern, roles)
+}
+
+/// `pattern` on the LEDs that show `status`.
+fn shaped(status: Status, pattern: Pattern, roles: &LedRoles) -> Light {
     match roles {
-        LedRoles::Shared => Light::all(status.pattern()),
+        LedRoles::Shared => Light::all(pattern),
         LedRoles::PerLed(roles) => {
-            // A "ready" LED is lit steadily when the appliance is idle,
-            // where a ring stays dark.
-            let pattern = match status.pattern() {
+            let pattern = match pattern {
+                // A "ready" LED is lit steadily when the appliance is
+                // idle, where a ring stays dark.
                 Pattern::Off => Pattern::Solid {
                     color: Rgb(255, 255, 255),
+                },
+                // One LED of several cannot show a proportion (the arc
+                // would light whichever LEDs it covers): it pulses slowly.
+                Pattern::Countdown { color, .. } => Pattern::Pulse {
+                    color,
+                    period_ms: COUNTDOWN_PULSE_MS,
                 },
                 pattern => pattern,
             };

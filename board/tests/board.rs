@@ -129,11 +129,11 @@ async fn the_simulated_leds_show_the_status() {
     let board = Board::open(&config("simulated"), Path::new("/")).unwrap();
     let leds = board.simulated_leds().unwrap().clone();
     assert_eq!(leds.frame(), vec![Rgb::OFF; 12]);
-    board.show(Status::Listening);
+    board.show(Status::Listening, None);
     wait_until("the listening light", || {
         leds.frame().iter().all(|c| c.2 > 200 && c.0 == 0)
     });
-    board.show(Status::Muted);
+    board.show(Status::Muted, None);
     wait_until("the mute light", || {
         leds.frame() == vec![Rgb(255, 0, 0); 12]
     });
@@ -195,7 +195,7 @@ async fn a_usb_array_without_gpio_runs_its_lights_on_nothing() {
         board.profile().map(|p| p.name.as_str()),
         Some("usb-mic-array")
     );
-    board.show(Status::Speaking);
+    board.show(Status::Speaking, None);
     wait_until("the status", || {
         board.shown().light.pattern == Status::Speaking.pattern()
     });

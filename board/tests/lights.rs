@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use hark_board::{
     led::{Light, Lights, Pattern, Rgb},
     sim::SimLeds,
-    status::{Activity, LedRoles, Status, light},
+    status::{Activity, Countdown, LedRoles, Status, light, light_at},
 };
 
 const C: Rgb = Rgb(200, 100, 50);
@@ -85,7 +85,81 @@ fn spin_goes_round_once_per_period() {
 }
 
 #[test]
+fn a_countdown_lights_the_share_of_the_ring_the_time_left_is() {
+    let countdown = Pattern::Countdown {
+        color: C,
+        left_ms: 60_000,
+        total_ms: 120_000,
+    };
+    assert!(countdown.animated());
+    let lit = |f: &[Rgb]| f.iter().filter(|c| **c != Rgb::OFF).count();
+    // Half left: half the ring, in full.
+    let half = frame(countdown, 12, 0);
+    assert_eq!(half[..6], [C; 6]);
+    assert_eq!(half[6..], [Rgb::OFF; 6]);
+    // 5 s later: 55 of 120 s left, 5.5 LEDs' worth: 5 full and the sixth
+    // at half.
+    let later = frame(countdown, 12, 5_000);
+    assert_eq!(later[..5], [C; 5]);
+    assert!(later[5] != Rgb::OFF && later[5].0 < C.0, "{:?}", later[5]);
+    assert_eq!(lit(&later), 6);
+    // It only ever shrinks, and is dark when the time is up.
+    let mut before = usize::MAX;
+    for ms in (0..=60_000).step_by(2_500) {
+        let n = lit(&frame(countdown, 12, ms));
+        assert!(n <= before, "grew at {ms} ms");
+        before = n;
+    }
+    assert_eq!(frame(countdown, 12, 60_000), vec![Rgb::OFF; 12]);
+    assert_eq!(frame(countdown, 12, 90_000), vec![Rgb::OFF; 12]);
+    // One LED cannot show a share: it pulses, never dark.
+    for ms in [0, 500, 1_000, 1_500] {
+        assert_ne!(frame(countdown, 1, ms)[0], Rgb::OFF);
+    }
+}
+
+#[test]
+fn a_timer_counts_down_from_its_own_times() {
+    let timer = Countdown {
+        set_ms: 1_000_000,
+        due_ms: 1_300_000,
+    };
+    assert_eq!(timer.total_ms(), 300_000);
+    assert_eq!(timer.left_ms(1_100_000), 200_000);
+    assert_eq!(timer.left_ms(2_000_000), 0, "past due: nothing left");
+    let ring = light_at(Status::Timer, Some(timer), 1_100_000, &LedRoles::Shared);
+    let Pattern::Countdown {
+        left_ms, total_ms, ..
+    } = ring.pattern
+    else {
+        panic!("{ring:?}");
+    };
+    assert_eq!((left_ms, total_ms), (200_000, 300_000));
+    let mut out = vec![Rgb::OFF; 12];
+    ring.frame(Duration::ZERO, &mut out);
+    assert_eq!(
+        out.iter().filter(|c| **c != Rgb::OFF).count(),
+        8,
+        "2/3 of 12"
+    );
+    // Other statuses ignore it; one GPIO LED per purpose pulses instead of
+    // drawing an arc over LEDs that mean other things.
+    assert_eq!(
+        light_at(Status::Speaking, Some(timer), 1_100_000, &LedRoles::Shared),
+        light(Status::Speaking, &LedRoles::Shared)
+    );
+    let roles = LedRoles::PerLed(vec![vec![Status::Idle, Status::Timer], vec![Status::Error]]);
+    let led = light_at(Status::Timer, Some(timer), 1_100_000, &roles);
+    assert_eq!(led.leds, 0b01);
+    assert!(matches!(led.pattern, Pattern::Pulse { .. }), "{led:?}");
+}
+
+#[test]
 fn precedence_keeps_the_mute_and_listening_lights_first() {
+    let timer = Some(Countdown {
+        set_ms: 0,
+        due_ms: 60_000,
+    });
     let all = Activity {
         muted: true,
         listening: true,
@@ -95,6 +169,8 @@ fn precedence_keeps_the_mute_and_listening_lights_first() {
         pairing: true,
         asking: true,
         message_waiting: true,
+        ringing: true,
+        timer,
     };
     assert_eq!(Status::of(all), Status::Muted);
     assert_eq!(
@@ -137,6 +213,34 @@ fn precedence_keeps_the_mute_and_listening_lights_first() {
         }),
         Status::Listening,
         "an open microphone shows over everything but the mute"
+    );
+    assert_eq!(
+        Status::of(Activity {
+            muted: false,
+            asking: false,
+            listening: false,
+            ..all
+        }),
+        Status::Ringing,
+        "a ringing timer shows over the error light: with the speaker failed it is all the person has"
+    );
+    assert_eq!(
+        Status::of(Activity {
+            timer,
+            message_waiting: true,
+            ..Activity::default()
+        }),
+        Status::Timer,
+        "a running timer shows over a waiting message"
+    );
+    assert_eq!(
+        Status::of(Activity {
+            timer,
+            speaking: true,
+            ..Activity::default()
+        }),
+        Status::Speaking,
+        "and under what Hark is doing"
     );
     let open_mic = Activity {
         listening: true,

@@ -876,7 +876,7 @@ async fn a_board_takes_its_button_mute_and_lights_through_the_link() {
     mcu.send(Message::Mute { muted: true });
     assert_eq!(board_event(&mut events).await, Some(BoardEvent::Mute(true)));
 
-    board.show(Status::Muted);
+    board.show(Status::Muted, None);
     let shown = mcu
         .saw(|m| matches!(m, Message::SetLeds(LedPattern::Solid { .. })))
         .await;
@@ -894,6 +894,30 @@ async fn a_board_takes_its_button_mute_and_lights_through_the_link() {
             brightness: 255
         }
     );
+
+    // A running timer: protocol 1.0 cannot draw its countdown, so the ring
+    // pulses slowly in the timer's colour.
+    board.show(
+        Status::Timer,
+        Some(hark_board::status::Countdown {
+            set_ms: 0,
+            due_ms: u64::MAX,
+        }),
+    );
+    let timer = mcu
+        .saw(|m| matches!(m, Message::SetLeds(LedPattern::Pulse { .. })))
+        .await;
+    assert!(
+        matches!(
+            timer,
+            Message::SetLeds(LedPattern::Pulse {
+                period_ms: 2000,
+                ..
+            })
+        ),
+        "{timer:?}"
+    );
+    board.show(Status::Muted, None);
 
     // The cable is pulled and put back: the ring gets the light again.
     mcu.script(Script::Hangup);

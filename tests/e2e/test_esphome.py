@@ -8,6 +8,7 @@ integration does)."""
 from __future__ import annotations
 
 import array
+import re
 import socket
 import wave
 
@@ -144,29 +145,41 @@ def test_home_assistants_timers_ring_on_hark(start_daemon):
     def kept():
         return status(d)["scheduled"]
 
+    def board():
+        return status(d)["subsystems"]["board"]
+
     async def main():
         client = APIClient(host, port, None, keepalive=2)
         await client.connect(login=True)
+        # A timer set 150 s ago: its countdown on the ring is the whole
+        # timer, 450 s of 600 s left, three quarters of the ring.
+        client.send_voice_assistant_timer_event(Timer.VOICE_ASSISTANT_TIMER_STARTED, "t2", "", 600, 450, True)
+        drawn = await anyio.to_thread.run_sync(lambda: wait_for(
+            lambda: re.search(r"lights: timer; mute off; timer: 4[45]\d s of 600 s left, 9 of 12 LEDs lit",
+                              board()), 5))
         client.send_voice_assistant_timer_event(Timer.VOICE_ASSISTANT_TIMER_STARTED, "t1", "pasta", 2, 2, True)
-        client.send_voice_assistant_timer_event(Timer.VOICE_ASSISTANT_TIMER_STARTED, "t2", "", 600, 600, True)
         await anyio.to_thread.run_sync(lambda: wait_for(lambda: len(kept()) == 2, 5))
         client.send_voice_assistant_timer_event(Timer.VOICE_ASSISTANT_TIMER_CANCELLED, "t2", "", 600, 590, False)
         await anyio.to_thread.run_sync(lambda: wait_for(lambda: len(kept()) == 1, 5))
         # The pasta timer's end: said and ringing, until the button.
         ringing = await anyio.to_thread.run_sync(
             lambda: wait_for(lambda: any(s["ringing"] for s in kept()), 15))
+        flashing = await anyio.to_thread.run_sync(lambda: wait_for(lambda: "lights: ringing;" in board(), 5))
         client.send_voice_assistant_timer_event(Timer.VOICE_ASSISTANT_TIMER_FINISHED, "t1", "pasta", 2, 0, False)
         await anyio.sleep(1)
         still = any(s["ringing"] for s in kept())
         await client.disconnect()
-        return ringing, still
+        return drawn, ringing, flashing, still
 
-    ringing, still = anyio.run(main)
+    drawn, ringing, flashing, still = anyio.run(main)
+    assert drawn, "the countdown drawn on the lights from Home Assistant's times"
     assert ringing, "Home Assistant's timer rang on Hark"
+    assert flashing, "and flashed on its lights"
     assert still, "Home Assistant's own end leaves it ringing until the person stops it"
     assert kept()[0]["text"] == "The pasta timer is done."
     hark(d, "button", "press")
     assert wait_for(lambda: not kept(), 10), kept()
+    assert wait_for(lambda: "lights: idle;" in board(), 5), board()
     assert spoken_by(d, "Home Assistant")[0] == "The pasta timer is done."
 
 

@@ -79,8 +79,8 @@ def test_every_step_passes_on_the_simulated_board(daemon, tmp_path):
     lights = steps["lights"]["values"]
     assert lights["leds"] == 12
     shown = {s["status"]: s for s in lights["statuses"]}
-    assert list(shown) == ["muted", "asking", "listening", "error", "speaking", "transcribing",
-                           "pairing", "message", "idle"], lights
+    assert list(shown) == ["muted", "asking", "listening", "ringing", "error", "speaking", "transcribing",
+                           "pairing", "timer", "message", "idle"], lights
     for status, seen in shown.items():
         if status == "idle":
             assert seen["lit"] == 0 and not seen["expected"], seen

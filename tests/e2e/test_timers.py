@@ -3,6 +3,7 @@
 `cancel_scheduled`, a timer ringing until the button, the wake word or its
 time ends it, and what is kept outlasting a restart."""
 
+import re
 import time
 
 import httpx
@@ -21,6 +22,49 @@ def scheduled(daemon):
 
 def ringing(daemon):
     return any(s["ringing"] for s in status(daemon)["scheduled"])
+
+
+def board(daemon):
+    return status(daemon)["subsystems"]["board"]
+
+
+COUNTDOWN = re.compile(r"lights: timer; mute off; timer: (\d+) s of (\d+) s left, (\d+) of (\d+) LEDs lit")
+
+
+def countdown(daemon):
+    """(left, total, LEDs lit, LEDs) of the countdown on the simulated ring,
+    read back from what its LEDs were given; None when it shows none."""
+    m = COUNTDOWN.search(board(daemon))
+    return tuple(int(g) for g in m.groups()) if m else None
+
+
+def test_a_timer_counts_down_on_the_lights_and_flashes_when_it_rings(start_daemon):
+    d = start_daemon()
+    c = client(d, "cook", 30)
+    assert "lights: idle;" in board(d)
+    long = call(c, "speak_text", {"text": "Bread.", "delay_seconds": 120, "ring": True}, 1)
+    # The LED thread draws it a moment after the light is set.
+    assert wait_for(lambda: (countdown(d) or (0,) * 4)[2:] == (12, 12), 5), board(d)
+    left, total, _, _ = countdown(d)
+    assert total == 120 and 110 <= left <= 120, board(d)
+    # Speech for later is not a timer: the countdown stays the bread's.
+    call(c, "speak_text", {"text": "Stretch.", "delay_seconds": 5}, 2)
+    assert countdown(d)[1] == 120, board(d)
+    # A sooner timer takes the ring, and its arc shrinks as it runs.
+    call(c, "speak_text", {"text": "Tea.", "delay_seconds": 8, "ring": True, "ring_seconds": 60}, 3)
+    assert wait_for(lambda: (countdown(d) or (0,) * 4)[1:3] == (8, 12), 5), board(d)
+    assert wait_for(lambda: 0 < (countdown(d) or (0, 0, 99))[2] <= 6, 10), board(d)
+    # Its time is up: the ring flashes until the button.
+    assert wait_for(lambda: "lights: ringing;" in board(d), 15), board(d)
+    assert wait_for(lambda: ringing(d), 5)
+    hark(d, "button", "press")
+    hark(d, "button", "release")
+    assert wait_for(lambda: not ringing(d), 5)
+    # Back to the bread's countdown, then dark once it is cancelled.
+    assert wait_for(lambda: (countdown(d) or (0, 0))[1] == 120, 5), board(d)
+    call(c, "cancel_scheduled", {"id": long["structuredContent"]["scheduled"]["id"]}, 4)
+    assert wait_for(lambda: "lights: idle;" in board(d), 10), board(d)
+    c.close()
 
 
 def test_speech_is_said_at_its_time_listed_and_cancelled(start_daemon):
@@ -125,6 +169,7 @@ def test_what_is_kept_outlasts_a_restart(start_daemon):
     d = start_daemon()
     c = client(d, "cook", 30)
     far = call(c, "speak_text", {"text": "Call mum.", "delay_seconds": 3600}, 1)["structuredContent"]["scheduled"]
+    timer = call(c, "speak_text", {"text": "Oven.", "delay_seconds": 1800, "ring": True}, 3)["structuredContent"]["scheduled"]
     near = call(c, "speak_text", {"text": "Water the plants.", "delay_seconds": 8}, 2)["structuredContent"]["scheduled"]
     c.close()
     assert d.stop() == 0
@@ -132,10 +177,13 @@ def test_what_is_kept_outlasts_a_restart(start_daemon):
     again = Daemon(d.tmp, {}).start()
     try:
         kept = scheduled(again)
-        assert [(x["id"], x["text"]) for x in kept] == [(near["id"], near["text"]), (far["id"], far["text"])], kept
+        assert [(x["id"], x["text"]) for x in kept] == [
+            (near["id"], near["text"]), (timer["id"], timer["text"]), (far["id"], far["text"])], kept
         assert far["due_at"] == kept[-1]["due_at"]
+        # The timer's countdown is the whole timer's, as it was set.
+        assert countdown(again)[1] == 1800, board(again)
         # The near one is said after the restart, at its time.
-        assert wait_for(lambda: [x["id"] for x in scheduled(again)] == [far["id"]], 20)
+        assert wait_for(lambda: [x["id"] for x in scheduled(again)] == [timer["id"], far["id"]], 20)
         assert "speech kept for later, from before the restart" in again.log()
         assert "speech kept for later is due" in again.log()
     finally:

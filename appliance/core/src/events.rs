@@ -182,6 +182,23 @@ pub enum Event {
         agent: String,
         outcome: PairingOutcome,
     },
+    /// The timers changed (one was set, cancelled, came due or stopped
+    /// ringing): how many wait for their time, the one that ends soonest,
+    /// and whether one rings now. The lights count the soonest down.
+    Timers {
+        running: usize,
+        soonest: Option<TimerSpan>,
+        ringing: bool,
+    },
+}
+
+/// A running timer's span, in milliseconds since the Unix epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TimerSpan {
+    /// When it was set (its countdown's start).
+    pub set_at_ms: u64,
+    /// When it is due.
+    pub due_at_ms: u64,
 }
 
 /// How an agent's speech ended.
@@ -329,6 +346,10 @@ pub struct Snapshot {
     pub failed: BTreeSet<Part>,
     /// Pairings waiting for the button.
     pub pairing: BTreeSet<u64>,
+    /// The running timer that ends soonest.
+    pub timer: Option<TimerSpan>,
+    /// A timer rings.
+    pub timer_ringing: bool,
 }
 
 impl Snapshot {
@@ -370,6 +391,12 @@ impl Snapshot {
             }
             Event::PairingEnded { pairing, .. } => {
                 self.pairing.remove(pairing);
+            }
+            Event::Timers {
+                soonest, ringing, ..
+            } => {
+                self.timer = *soonest;
+                self.timer_ringing = *ringing;
             }
             Event::SpeechDetected { .. }
             | Event::FloorGranted { .. }

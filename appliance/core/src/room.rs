@@ -531,6 +531,9 @@ pub struct SpeakCall {
 /// Speech kept to be said at a time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Later {
+    /// When it was asked for: a timer's countdown on the lights starts
+    /// here (a timer Home Assistant started earlier, earlier).
+    pub set: std::time::SystemTime,
     pub due: std::time::SystemTime,
     /// A timer: after the words, a chime repeats until the button, the wake
     /// word (the stop word) or this long ends it. `None`: said once.
@@ -604,7 +607,11 @@ pub fn check_later(
             Some(Duration::from_secs_f64(seconds))
         }
     };
-    Ok(Some(Later { due, ring }))
+    Ok(Some(Later {
+        set: now,
+        due,
+        ring,
+    }))
 }
 
 /// What kind of thing is kept to be said later.

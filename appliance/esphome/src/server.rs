@@ -430,12 +430,17 @@ async fn timer(
                 "" => "Your timer is done.".to_owned(),
                 name => format!("The {name} timer is done."),
             };
+            // Its countdown on the lights is the whole timer, as Home
+            // Assistant set it, not what is left now.
+            let now = std::time::SystemTime::now();
+            let left = Duration::from_secs(u64::from(event.seconds_left));
+            let total = Duration::from_secs(u64::from(event.total_seconds)).max(left);
             let call = as_home_assistant(
                 text,
                 false,
                 Some(Later {
-                    due: std::time::SystemTime::now()
-                        + Duration::from_secs(u64::from(event.seconds_left)),
+                    set: now.checked_sub(total - left).unwrap_or(now),
+                    due: now + left,
                     ring: Some(TIMER_RING),
                 }),
             );
@@ -1029,9 +1034,11 @@ mod tests {
         assert_eq!(
             *saying.said.lock().expect("lock"),
             [
-                format!("The pasta timer is done. in 600 s, ringing {ring}"),
-                format!("Your timer is done. in 30 s, ringing {ring}"),
-                format!("The pasta timer is done. in 500 s, ringing {ring}"),
+                // The countdown on the lights is the whole timer's: set as
+                // long ago as Home Assistant's total less what is left.
+                format!("The pasta timer is done. in 600 s, set 0 s ago, ringing {ring}"),
+                format!("Your timer is done. in 30 s, set 570 s ago, ringing {ring}"),
+                format!("The pasta timer is done. in 500 s, set 100 s ago, ringing {ring}"),
             ]
         );
         // Paused: the first taken off; cancelled: the second; finished:

@@ -101,12 +101,16 @@ impl Speak for Recording {
         Box::pin(async move {
             let scheduled = call.later.map(|later| {
                 let mut said = self.said.lock().expect("lock");
+                let now = std::time::SystemTime::now();
                 let secs = later
                     .due
-                    .duration_since(std::time::SystemTime::now())
+                    .duration_since(now)
+                    .map_or(0, |d| d.as_secs_f64().round() as u64);
+                let ago = now
+                    .duration_since(later.set)
                     .map_or(0, |d| d.as_secs_f64().round() as u64);
                 said.push(format!(
-                    "{} in {secs} s, ringing {:?}",
+                    "{} in {secs} s, set {ago} s ago, ringing {:?}",
                     call.text, later.ring
                 ));
                 hark_core::room::Scheduled {

@@ -22,8 +22,9 @@ use hark_board::{
     Board, BoardError, BoardEvent,
     board::{self, Resolved},
     detect::Machine,
+    led::Rgb,
     profile::Profile,
-    status::Status,
+    status::{Countdown, Status},
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -68,7 +69,7 @@ impl BoardService {
         // The button and the switch are the conductor's.
         let events = board.take_events();
         let board = Arc::new(board);
-        let shown = Arc::new(Mutex::new(Status::Idle));
+        let shown = Arc::new(Mutex::new((Status::Idle, None)));
         {
             // The mute flag, not the whole state: the state holds this
             // closure, and must not be kept alive by it.
@@ -83,9 +84,12 @@ impl BoardService {
                     let Some(board) = board.upgrade() else {
                         return SubsystemState::running("stopped");
                     };
-                    let status = *shown.lock().unwrap_or_else(PoisonError::into_inner);
+                    let (status, timer) = *shown.lock().unwrap_or_else(PoisonError::into_inner);
+                    let countdown = timer
+                        .map(|timer| counting(&board, timer))
+                        .unwrap_or_default();
                     SubsystemState::Running(format!(
-                        "{}; lights: {status}; mute {}",
+                        "{}; lights: {status}; mute {}{countdown}",
                         board.describe(),
                         if muted.load(Ordering::Acquire) {
                             "on"
@@ -203,7 +207,7 @@ async fn serve(
     board: Arc<Board>,
     cycle_requests: tokio::sync::mpsc::Receiver<LightsRequest>,
     state: Arc<ApplianceState>,
-    shown: Arc<Mutex<Status>>,
+    shown: Arc<Mutex<Shown>>,
     token: CancellationToken,
 ) {
     // The lights follow the event stream's snapshot: they change when the
@@ -215,7 +219,8 @@ async fn serve(
     let mut cycle: Option<Cycle> = None;
     let mut last = None;
     loop {
-        let status = Status::of(lights(&now.borrow_and_update()));
+        let activity = lights(&now.borrow_and_update());
+        let status = Status::of(activity);
         if lights::promised(status)
             && let Some(interrupted) = cycle.take()
         {
@@ -225,11 +230,21 @@ async fn serve(
         if cycle.as_ref().is_some_and(Cycle::abandoned) {
             cycle = None;
         }
-        let wanted = cycle.as_ref().map_or(status, Cycle::showing);
+        // A timer's countdown is drawn from its own times, so a new timer
+        // that ends sooner changes the light as a new status would.
+        let wanted = match cycle.as_ref() {
+            Some(cycle) => (cycle.showing(), None),
+            None => (
+                status,
+                (status == Status::Timer)
+                    .then_some(activity.timer)
+                    .flatten(),
+            ),
+        };
         if last != Some(wanted) {
-            board.show(wanted);
+            board.show(wanted.0, wanted.1);
             *shown.lock().unwrap_or_else(PoisonError::into_inner) = wanted;
-            tracing::debug!(status = %wanted, test = cycle.is_some(), "lights");
+            tracing::debug!(status = %wanted.0, test = cycle.is_some(), "lights");
             last = Some(wanted);
         }
         let next_look = cycle.as_ref().map(Cycle::next_sample);
@@ -291,7 +306,37 @@ pub fn lights(now: &crate::events::Snapshot) -> hark_board::status::Activity {
         error: !now.failed.is_empty(),
         pairing: !now.pairing.is_empty(),
         message_waiting: now.inbox_waiting > 0,
+        ringing: now.timer_ringing,
+        timer: now.timer.map(|span| Countdown {
+            set_ms: span.set_at_ms,
+            due_ms: span.due_at_ms,
+        }),
     }
+}
+
+/// What the lights task last showed: the status, and the countdown it
+/// drew for a running timer.
+type Shown = (Status, Option<Countdown>);
+
+/// The status line's countdown: the time left and the LEDs it lights (read
+/// back from what the output drew, the simulated LEDs' own frame here).
+fn counting(board: &Board, timer: Countdown) -> String {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let frame = board
+        .simulated_leds()
+        .map_or_else(|| board.shown().frame, |leds| leds.frame());
+    let lit = frame
+        .iter()
+        .filter(|Rgb(r, g, b)| *r.max(g).max(b) >= lights::LIT)
+        .count();
+    format!(
+        "; timer: {} s of {} s left, {lit} of {} LEDs lit",
+        timer.left_ms(now_ms).div_ceil(1000),
+        timer.total_ms().div_ceil(1000),
+        frame.len()
+    )
 }
 
 /// The name of what the lights show (`listening`, `pairing`, …).

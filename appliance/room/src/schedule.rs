@@ -8,6 +8,10 @@
 //! or its `ring` time runs out. Something due while the appliance was off
 //! is said when it starts, unless it is more than [`MISSED_AFTER`] late:
 //! then it is dropped, with a line in the log.
+//!
+//! Every change to the timers (one set, cancelled, due, rung out) is an
+//! event (`timers`): the lights count the soonest down and show one
+//! ringing.
 
 use std::{
     collections::BTreeMap,
@@ -19,7 +23,10 @@ use std::{
 };
 
 use hark_audio::earcon::Earcon;
-use hark_core::room::{Failure, Kind, LaterKind, Scheduled};
+use hark_core::{
+    events::{Bus, Event, TimerSpan},
+    room::{Failure, Kind, LaterKind, Scheduled},
+};
 use hark_store::schedule::{Entry, ScheduleStore};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -41,6 +48,18 @@ const LOOK_EVERY: Duration = Duration::from_secs(30);
 struct Ringing {
     entry: Entry,
     stop: Arc<AtomicBool>,
+    /// Wakes the ringing between chimes, so a stop shows on the lights at
+    /// once rather than at the next chime.
+    stopped: Arc<Notify>,
+}
+
+impl Ringing {
+    /// Stops it; whether it was still ringing.
+    fn stop(&self) -> bool {
+        let was = !self.stop.swap(true, Ordering::AcqRel);
+        self.stopped.notify_one();
+        was
+    }
 }
 
 struct Shared {
@@ -48,6 +67,23 @@ struct Shared {
     waiting: Mutex<BTreeMap<i64, Entry>>,
     ringing: Mutex<Option<Ringing>>,
     changed: Notify,
+    bus: Bus,
+    /// The timers as last published; held while publishing, so two
+    /// changes at once reach the stream in the order they were seen.
+    published: Mutex<Option<Timers>>,
+}
+
+/// How the timers stand, as the `timers` event tells it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Timers {
+    running: usize,
+    soonest: Option<TimerSpan>,
+    ringing: bool,
+}
+
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// What is kept for later; cloned handles share it.
@@ -87,16 +123,58 @@ fn store_failure(e: impl std::fmt::Display) -> Failure {
 }
 
 impl Scheduler {
-    /// Opens the store in `dir` (blocking: off the runtime) and takes in
-    /// what it kept.
-    pub fn open(dir: &std::path::Path) -> Result<Scheduler, hark_store::DbError> {
+    /// Opens the store in `dir` (blocking: off the runtime); the timers'
+    /// changes go to `bus`.
+    pub fn open(dir: &std::path::Path, bus: Bus) -> Result<Scheduler, hark_store::DbError> {
         let store = ScheduleStore::open(dir)?;
         Ok(Scheduler(Arc::new(Shared {
             store,
             waiting: Mutex::new(BTreeMap::new()),
             ringing: Mutex::new(None),
             changed: Notify::new(),
+            bus,
+            published: Mutex::new(None),
         })))
+    }
+
+    /// Publishes how the timers stand, if that changed.
+    fn publish_timers(&self) {
+        let mut published = self
+            .0
+            .published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (running, soonest) = {
+            let waiting = self.waiting();
+            let timers = waiting.values().filter(|e| e.ring.is_some());
+            let soonest = timers
+                .clone()
+                .min_by_key(|e| (e.due, e.id))
+                .map(|e| TimerSpan {
+                    set_at_ms: unix_ms(e.set.min(e.due)),
+                    due_at_ms: unix_ms(e.due),
+                });
+            (timers.count(), soonest)
+        };
+        let now = Timers {
+            running,
+            soonest,
+            ringing: self.is_ringing(),
+        };
+        if *published == Some(now) {
+            return;
+        }
+        // Nothing running and nothing published yet: nothing to tell.
+        if published.is_none() && now.running == 0 && !now.ringing {
+            *published = Some(now);
+            return;
+        }
+        *published = Some(now);
+        self.0.bus.publish(Event::Timers {
+            running: now.running,
+            soonest: now.soonest,
+            ringing: now.ringing,
+        });
     }
 
     /// Where it is kept, for `get_status`.
@@ -139,6 +217,7 @@ impl Scheduler {
             .map_err(store_failure)?;
         let shown = scheduled(&entry, false);
         self.waiting().insert(entry.id, entry);
+        self.publish_timers();
         self.0.changed.notify_one();
         Ok(shown)
     }
@@ -169,12 +248,13 @@ impl Scheduler {
             // kept in both, not back after a restart.
             self.0.store.remove(id).await.map_err(store_failure)?;
             self.waiting().remove(&id);
+            self.publish_timers();
             self.0.changed.notify_one();
             return Ok(scheduled(&entry, false));
         }
         let ringing = self.ringing().as_ref().and_then(|r| {
             (r.entry.id == id).then(|| {
-                r.stop.store(true, Ordering::Release);
+                r.stop();
                 scheduled(&r.entry, true)
             })
         });
@@ -188,9 +268,7 @@ impl Scheduler {
 
     /// Stops the timer ringing now, if one is: whether one was.
     pub fn stop_ringing(&self) -> bool {
-        self.ringing()
-            .as_ref()
-            .is_some_and(|r| !r.stop.swap(true, Ordering::AcqRel))
+        self.ringing().as_ref().is_some_and(Ringing::stop)
     }
 
     /// Whether a timer rings now.
@@ -210,6 +288,7 @@ impl Scheduler {
                     );
                 }
                 self.waiting().extend(kept.into_iter().map(|e| (e.id, e)));
+                self.publish_timers();
             }
             Err(e) => tracing::error!(error = %e, "cannot read what was kept for later"),
         }
@@ -223,6 +302,7 @@ impl Scheduler {
                 .cloned();
             if let Some(entry) = due {
                 self.waiting().remove(&entry.id);
+                self.publish_timers();
                 if let Err(e) = self.0.store.remove(entry.id).await {
                     tracing::error!(error = %e, id = entry.id, "cannot forget what was said");
                 }
@@ -257,10 +337,13 @@ impl Scheduler {
             return;
         };
         let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::new(Notify::new());
         *self.ringing() = Some(Ringing {
             entry: entry.clone(),
             stop: Arc::clone(&stop),
+            stopped: Arc::clone(&stopped),
         });
+        self.publish_timers();
         let started = tokio::time::Instant::now();
         speak(state, &entry, true).await;
         let ended = loop {
@@ -273,10 +356,12 @@ impl Scheduler {
             crate::listen::play_through(state, Earcon::Alarm).await;
             tokio::select! {
                 () = token.cancelled() => break "shut down",
+                () = stopped.notified() => {}
                 () = tokio::time::sleep(RING_EVERY) => {}
             }
         };
         *self.ringing() = None;
+        self.publish_timers();
         tracing::info!(id = entry.id, how = ended, "the timer stopped ringing");
     }
 }

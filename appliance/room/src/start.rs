@@ -124,8 +124,9 @@ pub async fn start_room(
         None => (None, None),
     };
     let schedule = {
-        let dir = config.state_dir.clone();
-        match tokio::task::spawn_blocking(move || crate::schedule::Scheduler::open(&dir)).await {
+        let (dir, bus) = (config.state_dir.clone(), bus.clone());
+        match tokio::task::spawn_blocking(move || crate::schedule::Scheduler::open(&dir, bus)).await
+        {
             Ok(Ok(schedule)) => {
                 let status = schedule.clone();
                 subsystems.set(

@@ -123,6 +123,34 @@ pub fn open(
     }
 }
 
+/// Adds `column` to `table` in a database made before it existed (SQLite
+/// has no `ADD COLUMN IF NOT EXISTS`); rows already there hold NULL.
+pub fn add_column(
+    conn: &Connection,
+    path: &Path,
+    table: &str,
+    column: &str,
+    declaration: &str,
+) -> Result<(), DbError> {
+    on_store_thread();
+    let err = errors(&Some(path.to_path_buf()));
+    let mut columns = conn
+        .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
+        .map_err(&err)?;
+    let names = columns
+        .query_map([], |row| row.get::<_, String>(0))
+        .map_err(&err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(&err)?;
+    if !names.iter().any(|name| name == column) {
+        conn.execute_batch(&format!(
+            "ALTER TABLE {table} ADD COLUMN {column} {declaration}"
+        ))
+        .map_err(&err)?;
+    }
+    Ok(())
+}
+
 fn open_file(path: &Path, schema: &str, check: &str) -> Result<Connection, DbError> {
     on_store_thread();
     let err = errors(&Some(path.to_path_buf()));

@@ -27,7 +27,8 @@ CREATE TABLE IF NOT EXISTS later (
     voice TEXT,
     rate REAL,
     due_ms INTEGER NOT NULL,
-    ring_ms INTEGER
+    ring_ms INTEGER,
+    set_ms INTEGER
 );
 ";
 
@@ -39,6 +40,8 @@ pub struct Entry {
     pub text: String,
     pub voice: Option<String>,
     pub rate: Option<f64>,
+    /// When it was asked for (a timer's countdown starts here).
+    pub set: SystemTime,
     pub due: SystemTime,
     /// A timer's longest ringing; `None`: said once.
     pub ring: Option<Duration>,
@@ -61,7 +64,14 @@ struct Db {
 
 impl Db {
     fn open(dir: &Path) -> Result<Db, DbError> {
-        match db::open(dir, FILE, SCHEMA, "SELECT count(*) FROM later") {
+        // A store from before timers kept their set time gains the column.
+        let opened = db::open(dir, FILE, SCHEMA, "SELECT count(*) FROM later").and_then(
+            |(conn, path, warning)| {
+                db::add_column(&conn, &path, "later", "set_ms", "INTEGER")?;
+                Ok((conn, path, warning))
+            },
+        );
+        match opened {
             Ok((conn, path, warning)) => {
                 if let Some(warning) = warning {
                     tracing::error!("schedule: {warning}");
@@ -88,7 +98,7 @@ impl Db {
         db::on_store_thread();
         self.conn
             .execute(
-                "INSERT INTO later (agent, text, voice, rate, due_ms, ring_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO later (agent, text, voice, rate, due_ms, ring_ms, set_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![
                     entry.agent,
                     entry.text,
@@ -96,6 +106,7 @@ impl Db {
                     entry.rate,
                     ms(entry.due),
                     entry.ring.map(|r| r.as_millis() as i64),
+                    ms(entry.set),
                 ],
             )
             .map_err(db::errors(&self.path))?;
@@ -115,17 +126,23 @@ impl Db {
         let err = db::errors(&self.path);
         let mut statement = self
             .conn
-            .prepare("SELECT id, agent, text, voice, rate, due_ms, ring_ms FROM later ORDER BY due_ms, id")
+            .prepare("SELECT id, agent, text, voice, rate, due_ms, ring_ms, set_ms FROM later ORDER BY due_ms, id")
             .map_err(&err)?;
         let rows = statement
             .query_map([], |r| {
+                let due = time(r.get(5)?);
                 Ok(Entry {
                     id: r.get(0)?,
                     agent: r.get(1)?,
                     text: r.get(2)?,
                     voice: r.get(3)?,
                     rate: r.get(4)?,
-                    due: time(r.get(5)?),
+                    // Kept before the set time was: its countdown starts
+                    // from when it is read.
+                    set: r
+                        .get::<_, Option<i64>>(7)?
+                        .map_or_else(SystemTime::now, time),
+                    due,
                     ring: r
                         .get::<_, Option<i64>>(6)?
                         .map(|ms| Duration::from_millis(ms.max(0) as u64)),
@@ -181,6 +198,7 @@ mod tests {
             text: text.into(),
             voice: None,
             rate: Some(1.2),
+            set: due - Duration::from_secs(30),
             due,
             ring,
         }
@@ -219,9 +237,49 @@ mod tests {
         );
         assert_eq!(all[1].ring, ring);
         assert_eq!(all[1].due, now + Duration::from_secs(600));
+        assert_eq!(all[1].set, now + Duration::from_secs(570));
         assert_eq!(all[0].rate, Some(1.2));
         assert!(store.remove(tea).await.unwrap());
         assert!(!store.remove(tea).await.unwrap(), "gone already");
         assert_eq!(store.all().await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_store_from_before_the_set_time_gains_it_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let due_ms = 1_900_000_000_000i64;
+        {
+            // The table as it was made before `set_ms`, with a timer in it.
+            let old = Connection::open(dir.path().join(FILE)).unwrap();
+            old.execute_batch(
+                "CREATE TABLE later (id INTEGER PRIMARY KEY AUTOINCREMENT, agent TEXT,
+                 text TEXT NOT NULL, voice TEXT, rate REAL, due_ms INTEGER NOT NULL,
+                 ring_ms INTEGER);",
+            )
+            .unwrap();
+            old.execute(
+                "INSERT INTO later (text, due_ms, ring_ms) VALUES ('old', ?1, 60000)",
+                params![due_ms],
+            )
+            .unwrap();
+        }
+        let before = SystemTime::now();
+        let store = open(dir.path()).await;
+        assert!(store.kept.starts_with("kept in "), "{}", store.kept);
+        let all = store.all().await.unwrap();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].text, "old");
+        assert_eq!(all[0].due, time(due_ms));
+        assert!(
+            all[0].set >= before,
+            "an old row's countdown starts when it is read"
+        );
+        // New rows keep theirs.
+        let due = time(due_ms) + Duration::from_secs(60);
+        let id = store.add(entry("new", due, None)).await.unwrap();
+        drop(store);
+        let all = open(dir.path()).await.all().await.unwrap();
+        let new = all.iter().find(|e| e.id == id).unwrap();
+        assert_eq!(new.set, due - Duration::from_secs(30));
     }
 }

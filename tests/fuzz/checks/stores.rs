@@ -120,6 +120,7 @@ fn kept_speech(s: &Stores, text: &str) {
         text: text.to_owned(),
         voice: None,
         rate: None,
+        set: SystemTime::now(),
         due: SystemTime::now() + Duration::from_secs(3600),
         ring: None,
     };

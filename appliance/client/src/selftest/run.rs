@@ -753,7 +753,7 @@ impl Steps<'_> {
             false => LIGHT_MS_UNWATCHED,
         };
         person.tell(&format!(
-            "Lights: watch {lights}; each status shows for {} s in turn — muted (red), asking (cyan), listening (blue), error (amber, blinking), speaking (green, pulsing), transcribing (white, spinning), pairing (purple, spinning), message (yellow, pulsing), idle…",
+            "Lights: watch {lights}; each status shows for {} s in turn — muted (red), asking (cyan), listening (blue), ringing (pink, flashing), error (amber, blinking), speaking (green, pulsing), transcribing (white, spinning), pairing (purple, spinning), timer (pink, three quarters of the ring), message (yellow, pulsing), idle…",
             seconds(ms)
         ));
         let Some(shown) = self

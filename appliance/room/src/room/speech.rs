@@ -211,6 +211,7 @@ async fn keep(
         text: call.text.clone(),
         voice: call.voice,
         rate: rate.map(f64::from),
+        set: later.set,
         due: later.due,
         ring: later.ring,
     };
