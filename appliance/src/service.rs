@@ -142,6 +142,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         let _ = state.starts.set(taker);
         let services = hark_esphome::server::Room {
             speak: room.clone(),
+            fetch: hark_esphome::media::over_http(),
+            play: room.clone(),
             schedule: room.clone(),
             record: room.clone(),
             starts,

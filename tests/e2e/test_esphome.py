@@ -8,8 +8,12 @@ integration does)."""
 from __future__ import annotations
 
 import array
+import functools
+import http.server
 import re
+import shutil
 import socket
+import threading
 import wave
 
 import anyio
@@ -125,17 +129,62 @@ def test_home_assistants_announcement_is_said_in_harks_voice(start_daemon):
         await client.connect(login=True)
         said = await client.send_voice_assistant_announcement_await_response(
             media_id="http://homeassistant.local:8123/api/tts_proxy/x.mp3", timeout=60, text=text)
-        # Home Assistant's audio alone, no words: nothing Hark can say.
-        wordless = await client.send_voice_assistant_announcement_await_response(
-            media_id="http://homeassistant.local:8123/api/tts_proxy/y.mp3", timeout=10)
         await client.disconnect()
-        return said, wordless
+        return said
 
-    said, wordless = anyio.run(main)
+    said = anyio.run(main)
     assert said.success is True
-    assert wordless.success is False
     assert spoken_by(d, "Home Assistant") == [text]
-    assert "an announcement without text" in d.log()
+
+
+@pytest.fixture
+def home_assistants_media(tmp_path):
+    """Home Assistant's web server as far as media goes: a recorded person
+    (LibriVox) as a WAV, and a page that is not audio."""
+    www = tmp_path / "www"
+    www.mkdir()
+    shutil.copy(CLIP, www / "doorbell.wav")
+    (www / "page.wav").write_text("<html>not audio</html>")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(www))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_home_assistants_own_audio_is_played_on_hark(start_daemon, home_assistants_media):
+    d = esphome(start_daemon)
+    host, port = d.esphome
+    base = home_assistants_media
+
+    async def main():
+        client = APIClient(host, port, None, keepalive=2)
+        await client.connect(login=True)
+        ask = client.send_voice_assistant_announcement_await_response
+        # Audio without words (a recording Home Assistant was asked to
+        # announce): played as it is.
+        played = await ask(media_id=f"{base}/doorbell.wav", timeout=60, text="")
+        # Audio that is not audio: its words are said instead.
+        fallback = await ask(media_id=f"{base}/page.wav", timeout=60, text="The post came.")
+        # Neither audio nor words.
+        missing = await ask(media_id=f"{base}/gone.wav", timeout=10, text="")
+        await client.disconnect()
+        return played, fallback, missing
+
+    played, fallback, missing = anyio.run(main)
+    assert (played.success, fallback.success, missing.success) == (True, True, False)
+    c = LineClient.unix(d, timeout=10)
+    try:
+        c.initialize("historian")
+        rows = call(c, "list_captures", {"kind": "spoken", "agent": "Home Assistant"})["structuredContent"]["captures"]
+    finally:
+        c.close()
+    assert [r["text"] for r in rows] == ["The post came.", "(Home Assistant's audio)"], rows
+    with wave.open(str(CLIP)) as w:
+        seconds = w.getnframes() / w.getframerate()
+    assert rows[1]["end_reason"] == "spoken" and abs(rows[1]["duration"] - seconds) < 0.3, (rows[1], seconds)
+    log = d.log()
+    assert "page.wav" in log and "answered HTTP 404" in log, log[-3000:]
 
 
 def test_home_assistants_timers_ring_on_hark(start_daemon):

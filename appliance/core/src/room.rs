@@ -471,6 +471,8 @@ pub enum Priority {
 pub enum Engine {
     Piper,
     Espeak,
+    /// Audio someone else made, played as it is (Home Assistant's own).
+    Recording,
 }
 
 /// How a speech request ended (or that it is only queued).
@@ -669,6 +671,28 @@ pub trait Speak: Send + Sync {
 
     /// The sentences a text is spoken in.
     fn sentences<'a>(&'a self, text: String) -> BoxFuture<'a, Result<Vec<String>, Failure>>;
+}
+
+/// Audio made elsewhere, to be played as speech is: queued, on the floor,
+/// in the history (Home Assistant's announcements without words).
+#[derive(Debug, Clone)]
+pub struct PlayCall {
+    /// Whose it is.
+    pub agent: Option<String>,
+    /// What it is, for the logs and the history ("Home Assistant's audio").
+    pub label: String,
+    /// A whole audio file: WAV, FLAC, MP3 or Ogg Vorbis.
+    pub audio: Vec<u8>,
+    /// Where it came from, for error messages.
+    pub source: String,
+}
+
+/// Plays audio made elsewhere through the speaker.
+pub trait Play: Send + Sync {
+    /// Decodes `call`'s audio and plays it through as a waiting `speak`
+    /// would; audio that is not audio is an `AudioFormat` failure naming
+    /// its source.
+    fn play<'a>(&'a self, call: PlayCall) -> BoxFuture<'a, Result<Spoken, Failure>>;
 }
 
 // ------------------------------------------------------------------ ask

@@ -9,14 +9,15 @@
 //!   Hark's voice, Home Assistant's timers as Hark's) and the listener;
 //! - [`pipeline`]: the voice assistant's runs (the person's start runs Home
 //!   Assistant's pipeline: their turn sent as audio, the reply said);
+//! - [`media`]: Home Assistant's own audio for an announcement, fetched;
 //! - [`config`]: the `[esphome]` section; [`testing`]: stand-ins for the
 //!   room, for tests and the fuzz target.
 //!
-//! Not built yet: Home Assistant's audio played, and encryption
-//! (docs/esphome.md).
+//! Not built yet: encryption (docs/esphome.md).
 
 pub mod config;
 pub mod frame;
+pub mod media;
 pub mod messages;
 pub mod pipeline;
 pub mod server;

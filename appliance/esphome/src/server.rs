@@ -18,7 +18,8 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use hark_core::room::{
-    Later, PersonStart, Priority, Quiet, Record, Schedule, Speak, SpeakCall, SpeechStatus,
+    Later, PersonStart, Play, PlayCall, Priority, Quiet, Record, Schedule, Speak, SpeakCall,
+    SpeechStatus,
 };
 
 use crate::{
@@ -97,6 +98,9 @@ const ANNOUNCEMENTS: usize = 4;
 #[derive(Clone)]
 pub struct Room {
     pub speak: Arc<dyn Speak>,
+    /// Home Assistant's own audio for announcements: fetched, then played.
+    pub fetch: crate::media::Fetch,
+    pub play: Arc<dyn Play>,
     pub schedule: Arc<dyn Schedule>,
     /// The person's turns, recorded for Home Assistant's pipeline.
     pub record: Arc<dyn Record>,
@@ -117,6 +121,7 @@ pub async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
     stop: CancellationToken,
 ) -> Result<Ended, ConnectionError> {
     let speak = Arc::clone(&room.speak);
+    let play = (Arc::clone(&room.fetch), Arc::clone(&room.play));
     // Home Assistant's timer ids → Hark's scheduled timers.
     let mut timers: std::collections::HashMap<String, i64> = Default::default();
     let mut input: Vec<u8> = Vec::with_capacity(4096);
@@ -230,6 +235,7 @@ pub async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
                         tokio::spawn(announce(
                             request,
                             Arc::clone(&speak),
+                            play.clone(),
                             done_tx.clone(),
                             announcements.clone(),
                         ));
@@ -344,32 +350,75 @@ impl Run<'_> {
     }
 }
 
-/// Says an announcement's text in Hark's voice and reports whether it was
-/// heard to the end. Home Assistant's own audio for it (`media_id`) is
-/// not fetched: Hark speaks the words itself, so an announcement without
-/// text fails.
+/// Plays an announcement and reports whether it was heard to the end.
+/// Words Home Assistant only turned into speech (its TTS proxy) are said
+/// in Hark's voice, as everything Hark says; other audio (a chime, a
+/// recording, an announcement without words) is fetched and played as it
+/// is, and if it cannot be, its words, if any, are said instead.
 async fn announce(
     request: m::VoiceAssistantAnnounceRequest,
     speak: Arc<dyn Speak>,
+    (fetch, play): (crate::media::Fetch, Arc<dyn Play>),
     done: tokio::sync::mpsc::Sender<(bool, bool)>,
     stop: CancellationToken,
 ) {
-    let success = if request.text.trim().is_empty() {
-        tracing::info!(
-            media = %request.media_id,
-            "an announcement without text: Hark says announcements in its own voice, and has no words to say"
-        );
-        false
-    } else {
-        tokio::select! {
-            heard = say(speak.as_ref(), request.text, "an announcement") => heard,
-            () = stop.cancelled() => false,
+    let text = request.text.trim().to_owned();
+    let media = request.media_id.trim().to_owned();
+    let heard = async {
+        if !media.is_empty() && (text.is_empty() || !crate::media::is_tts(&media)) {
+            match played(&fetch, play.as_ref(), &media, &text).await {
+                Ok(heard) => return heard,
+                Err(reason) => {
+                    tracing::warn!(%media, %reason, "Home Assistant's audio for an announcement cannot be played");
+                }
+            }
         }
+        if text.is_empty() {
+            tracing::info!(%media, "an announcement with no words and no audio Hark could play");
+            return false;
+        }
+        say(speak.as_ref(), text.clone(), "an announcement").await
+    };
+    let success = tokio::select! {
+        heard = heard => heard,
+        () = stop.cancelled() => false,
     };
     // A question not heard is not waited on for an answer.
     let _ = done
         .send((success, success && request.start_conversation))
         .await;
+}
+
+/// Fetches Home Assistant's audio at `url` and plays it: whether it was
+/// heard to the end, or why it could not be played.
+async fn played(
+    fetch: &crate::media::Fetch,
+    play: &dyn Play,
+    url: &str,
+    text: &str,
+) -> Result<bool, String> {
+    let audio = {
+        let (url, fetch) = (url.to_owned(), Arc::clone(fetch));
+        tokio::task::spawn_blocking(move || fetch(&url))
+            .await
+            .map_err(|e| format!("the fetch failed: {e}"))?
+            .map_err(|e| e.to_string())?
+    };
+    let label = if text.is_empty() {
+        "(Home Assistant's audio)".to_owned()
+    } else {
+        text.to_owned()
+    };
+    let spoken = play
+        .play(PlayCall {
+            agent: Some(ANNOUNCER.to_owned()),
+            label,
+            audio,
+            source: url.to_owned(),
+        })
+        .await
+        .map_err(|failure| failure.message)?;
+    Ok(spoken.status == SpeechStatus::Spoken)
 }
 
 /// What Home Assistant has Hark say now, in Hark's voice.
@@ -934,10 +983,15 @@ mod tests {
         // Hark is still saying the first until the test lets it finish.
         let saying = Recording::held();
         let (mut near, served) = start(saying.clone().room());
-        let announce = |text: &str| m::VoiceAssistantAnnounceRequest {
+        let announce = |text: &str, media: &str| m::VoiceAssistantAnnounceRequest {
             text: text.into(),
-            media_id: "http://ha/tts.mp3".into(),
+            media_id: media.into(),
             ..Default::default()
+        };
+        // The closed port answers at once: audio that cannot be fetched.
+        let closed = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bound");
+            l.local_addr().expect("address").port()
         };
         near.write_all(&frames(&[
             (
@@ -946,12 +1000,17 @@ mod tests {
             ),
             (
                 m::VoiceAssistantAnnounceRequest::KIND,
-                announce("The washing is done.").encode_to_vec(),
+                // Home Assistant's TTS of the words: said in Hark's voice.
+                announce("The washing is done.", "http://ha/api/tts_proxy/x.mp3").encode_to_vec(),
             ),
             (m::PingRequest::KIND, vec![]),
             (
                 m::VoiceAssistantAnnounceRequest::KIND,
-                announce("").encode_to_vec(),
+                announce(
+                    "",
+                    &format!("http://127.0.0.1:{closed}/api/tts_proxy/y.mp3"),
+                )
+                .encode_to_vec(),
             ),
         ]))
         .await
@@ -963,7 +1022,7 @@ mod tests {
                 .success
         };
         // While the first is being said: the ping answered, and the one
-        // without words refused.
+        // without words, whose audio cannot be had, refused.
         let mut answers = Vec::new();
         for _ in 0..3 {
             answers.push(next_frame(&mut near, &mut buf).await);
@@ -986,6 +1045,85 @@ mod tests {
         let mut rest = Vec::new();
         near.read_to_end(&mut rest).await.expect("read");
         assert_eq!(served.await.expect("joined").expect("ended"), Ended::Closed);
+    }
+
+    /// Serves `body` with a 200 to each request on loopback; its URL
+    /// with `path`.
+    fn media_server(body: &'static [u8], path: &str) -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bound");
+        let port = listener.local_addr().expect("address").port();
+        std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request);
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(head.as_bytes());
+                let _ = stream.write_all(body);
+            }
+        });
+        format!("http://127.0.0.1:{port}{path}")
+    }
+
+    #[tokio::test]
+    async fn home_assistants_own_audio_is_played_and_its_words_said_if_it_cannot_be() {
+        let saying = Recording::new();
+        let (mut near, _served) = start(saying.clone().room());
+        let audio = media_server(b"RIFF\0\0\0\0WAVEfmt ", "/local/doorbell.wav");
+        let page = media_server(b"<html>not audio</html>", "/local/page.wav");
+        let announce = |text: &str, media: &str| {
+            m::VoiceAssistantAnnounceRequest {
+                text: text.into(),
+                media_id: media.into(),
+                ..Default::default()
+            }
+            .encode_to_vec()
+        };
+        let kind = m::VoiceAssistantAnnounceRequest::KIND;
+        let mut buf = Vec::new();
+        near.write_all(&frames(&[(
+            m::HelloRequest::KIND,
+            m::HelloRequest::default().encode_to_vec(),
+        )]))
+        .await
+        .expect("sent");
+        next_frame(&mut near, &mut buf).await;
+        // One at a time, so what was said is in order.
+        let mut answers = Vec::new();
+        for request in [
+            // Audio without words: played as it is.
+            announce("", &audio),
+            // Audio that is not Home Assistant's TTS, with words: the audio.
+            announce("Someone is at the door.", &audio),
+            // Audio that turns out not to be audio: the words instead.
+            announce("The post came.", &page),
+            // Neither: nothing to play.
+            announce("", &page),
+        ] {
+            near.write_all(&frames(&[(kind, request)]))
+                .await
+                .expect("sent");
+            let (k, payload) = next_frame(&mut near, &mut buf).await;
+            assert_eq!(k, m::VoiceAssistantAnnounceFinished::KIND);
+            answers.push(
+                m::VoiceAssistantAnnounceFinished::decode(payload.as_slice())
+                    .expect("finished")
+                    .success,
+            );
+        }
+        assert_eq!(answers, [true, true, true, false]);
+        assert_eq!(
+            *saying.said.lock().expect("lock"),
+            [
+                "played 16 bytes: (Home Assistant's audio)",
+                "played 16 bytes: Someone is at the door.",
+                "The post came.",
+            ]
+        );
     }
 
     #[tokio::test]

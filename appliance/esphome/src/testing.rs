@@ -5,7 +5,8 @@
 use std::sync::{Arc, Mutex};
 
 use hark_core::room::{
-    EndReason, Record, RecordCall, Recorded, Schedule, Speak, SpeakCall, SpeechStatus,
+    EndReason, Play, PlayCall, Record, RecordCall, Recorded, Schedule, Speak, SpeakCall,
+    SpeechStatus,
 };
 
 use crate::{
@@ -58,6 +59,8 @@ impl Recording {
     pub fn room(self: Arc<Self>) -> Room {
         Room {
             speak: self.clone(),
+            fetch: crate::media::over_http(),
+            play: self.clone(),
             schedule: self.clone(),
             record: self.clone(),
             starts: Arc::clone(&self.starts),
@@ -86,6 +89,41 @@ impl Schedule for Recording {
                 kind: hark_core::room::Kind::InvalidArgument,
                 message: "noted".into(),
                 context: serde_json::Value::Null,
+            })
+        })
+    }
+}
+
+/// Plays what it is given when it looks like audio (a RIFF header), noting
+/// how many bytes and what for; anything else is not audio.
+impl Play for Recording {
+    fn play<'a>(
+        &'a self,
+        call: PlayCall,
+    ) -> hark_core::room::BoxFuture<'a, Result<hark_core::room::Spoken, hark_core::room::Failure>>
+    {
+        Box::pin(async move {
+            if !call.audio.starts_with(b"RIFF") {
+                return Err(hark_core::room::Failure::new(
+                    hark_core::room::Kind::AudioFormat,
+                    format!("{} is not audio", call.source),
+                ));
+            }
+            self.said.lock().expect("lock").push(format!(
+                "played {} bytes: {}",
+                call.audio.len(),
+                call.label
+            ));
+            Ok(hark_core::room::Spoken {
+                status: SpeechStatus::Spoken,
+                text: call.label,
+                voice: String::new(),
+                engine: hark_core::room::Engine::Recording,
+                fallback_reason: None,
+                sentences: 1,
+                priority: hark_core::room::Priority::Normal,
+                seconds: None,
+                scheduled: None,
             })
         })
     }

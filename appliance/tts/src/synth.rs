@@ -20,7 +20,7 @@ use std::{
     collections::HashMap,
     ops::Range,
     path::PathBuf,
-    sync::{OnceLock, atomic::AtomicBool},
+    sync::{Arc, OnceLock, atomic::AtomicBool},
 };
 
 pub use crate::plan::{Lead, MAX_PIECE_PHONEMES};
@@ -60,6 +60,9 @@ const ESPEAK_WPM: f32 = 175.0;
 pub enum EngineKind {
     Piper,
     Espeak,
+    /// Audio someone else made, played as it is ([`Utterance::recording`]);
+    /// never a configured engine.
+    Recording,
 }
 
 impl std::fmt::Display for EngineKind {
@@ -67,6 +70,7 @@ impl std::fmt::Display for EngineKind {
         f.write_str(match self {
             EngineKind::Piper => "piper",
             EngineKind::Espeak => "espeak",
+            EngineKind::Recording => "recording",
         })
     }
 }
@@ -133,9 +137,31 @@ pub struct Utterance {
     /// The raw peak of the piece a [`Piece::continues`] piece continues,
     /// once `render` has made it: the continuation is scaled by it too.
     continued_peak: OnceLock<f32>,
+    /// A recording's audio (mono, and its rate): its one piece.
+    recorded: Option<Arc<(Vec<f32>, u32)>>,
 }
 
 impl Utterance {
+    /// Audio someone else made (mono `samples` at `rate`), to be played as
+    /// it is, in one piece; `label` says what it is for the logs and the
+    /// history.
+    pub fn recording(label: &str, samples: Vec<f32>, rate: u32) -> Utterance {
+        Utterance {
+            text: label.to_owned(),
+            voice: String::new(),
+            engine: EngineKind::Recording,
+            fallback: None,
+            rate: 1.0,
+            pieces: vec![Piece {
+                text: 0..label.len(),
+                ids: Vec::new(),
+                continues: false,
+            }],
+            continued_peak: OnceLock::new(),
+            recorded: Some(Arc::new((samples, rate))),
+        }
+    }
+
     /// How many parts callers count the speech in (as its sentences): one
     /// per piece, except that a piece which continues the one before is part
     /// of it.
@@ -197,7 +223,10 @@ impl Synthesizer {
     pub fn new(config: SynthConfig) -> Self {
         let runtime = match config.engine {
             EngineKind::Espeak => Err("tts.engine is \"espeak\"".to_owned()),
-            EngineKind::Piper => OnnxRuntime::load(&config.onnxruntime).map_err(|e| e.to_string()),
+            // `Recording` is never configured (`from_str` does not give it).
+            EngineKind::Piper | EngineKind::Recording => {
+                OnnxRuntime::load(&config.onnxruntime).map_err(|e| e.to_string())
+            }
         };
         if let Err(reason) = &runtime {
             tracing::warn!(%reason, "piper voices are unavailable; espeak-ng speaks");
@@ -403,6 +432,7 @@ impl Synthesizer {
             rate,
             pieces,
             continued_peak: OnceLock::new(),
+            recorded: None,
         })
     }
 
@@ -437,6 +467,7 @@ impl Synthesizer {
             rate,
             pieces,
             continued_peak: OnceLock::new(),
+            recorded: None,
         })
     }
 
@@ -456,6 +487,15 @@ impl Synthesizer {
                 fallback: None,
             });
         };
+        if let Some(recorded) = &utterance.recorded {
+            // Played as it is: its level is the maker's.
+            return Ok(Chunk {
+                samples: recorded.0.clone(),
+                rate: recorded.1,
+                engine: EngineKind::Recording,
+                fallback: None,
+            });
+        }
         let text = utterance.text.get(piece.text.clone()).unwrap_or("");
         if utterance.engine == EngineKind::Espeak {
             let voice = utterance

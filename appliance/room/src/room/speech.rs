@@ -9,7 +9,8 @@ use std::sync::{
 };
 
 use hark_core::room::{
-    BoxFuture, Engine, Failure, Kind, Progress, Report, Speak, SpeakCall, SpeechStatus, Spoken,
+    BoxFuture, Engine, Failure, Kind, Play, PlayCall, Progress, Report, Speak, SpeakCall,
+    SpeechStatus, Spoken,
 };
 use hark_tts::synth::EngineKind;
 use tokio::time::Instant;
@@ -42,6 +43,7 @@ pub fn engine(kind: EngineKind) -> Engine {
     match kind {
         EngineKind::Piper => Engine::Piper,
         EngineKind::Espeak => Engine::Espeak,
+        EngineKind::Recording => Engine::Recording,
     }
 }
 
@@ -69,12 +71,25 @@ pub async fn say(
     if let Some(later) = call.later {
         return keep(state, &tts, call, later).await;
     }
-    let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let (events_tx, events) = tokio::sync::mpsc::unbounded_channel();
     let wait = call.wait;
-    let (mut spoken, accepted) = queue(&tts, call, wait.then_some(events_tx)).await?;
+    let (spoken, accepted) = queue(&tts, call, wait.then_some(events_tx)).await?;
     if !wait {
         return Ok(spoken);
     }
+    through(state, spoken, &accepted, events, deadline, report).await
+}
+
+/// Follows queued speech until it has been played (or stopped),
+/// reporting each piece made and heard; dropped, it stops the speech.
+async fn through(
+    state: &crate::state::ApplianceState,
+    mut spoken: Spoken,
+    accepted: &Accepted,
+    mut events: tokio::sync::mpsc::UnboundedReceiver<SpeechEvent>,
+    deadline: Option<Instant>,
+    report: &mut dyn Report,
+) -> Result<Spoken, Failure> {
     let mut stop = StopOnDrop(Some(Arc::clone(&accepted.cancel)));
     report
         .report(Progress::Speaking {
@@ -231,6 +246,64 @@ async fn keep(
         seconds: None,
         scheduled: Some(kept),
     })
+}
+
+/// How long audio made elsewhere may play, and how large its file may be.
+const PLAY_LIMITS: hark_audio::decode::Limits = hark_audio::decode::Limits {
+    max_bytes: 16 * 1024 * 1024,
+    max_seconds: 300,
+};
+
+impl Play for Room {
+    fn play<'a>(&'a self, call: PlayCall) -> BoxFuture<'a, Result<Spoken, Failure>> {
+        Box::pin(async move {
+            let tts = tts(&self.state)?;
+            let PlayCall {
+                agent,
+                label,
+                audio,
+                source,
+            } = call;
+            // Decoding is CPU work on untrusted bytes: off the runtime.
+            let decoded = tokio::task::spawn_blocking(move || {
+                hark_audio::decode::decode(audio, Some(&source), &PLAY_LIMITS)
+            })
+            .await
+            .map_err(|e| failure::task(Kind::AudioFormat, "decoding the audio", e))?
+            .map_err(|e| Failure::new(Kind::AudioFormat, e.to_string()))?;
+            let (events_tx, events) = tokio::sync::mpsc::unbounded_channel();
+            // Queueing takes no planning: nothing here blocks.
+            let accepted = tts
+                .play_recording(
+                    &label,
+                    decoded.samples,
+                    hark_audio::config::PIPELINE_RATE,
+                    Some(events_tx),
+                    agent,
+                )
+                .map_err(failure::speak)?;
+            let spoken = Spoken {
+                status: SpeechStatus::Queued,
+                text: label,
+                voice: String::new(),
+                engine: Engine::Recording,
+                fallback_reason: None,
+                sentences: 1,
+                priority: hark_core::room::Priority::Normal,
+                seconds: None,
+                scheduled: None,
+            };
+            through(
+                &self.state,
+                spoken,
+                &accepted,
+                events,
+                None,
+                &mut hark_core::room::Quiet,
+            )
+            .await
+        })
+    }
 }
 
 impl Speak for Room {

@@ -368,12 +368,7 @@ impl TextToSpeech {
         events: Option<UnboundedSender<SpeechEvent>>,
         agent: Option<String>,
     ) -> Result<Accepted, SpeakError> {
-        if !self.enabled {
-            return Err(SpeakError::Disabled);
-        }
-        if !self.speaking || self.shared.closed.load(Ordering::Acquire) {
-            return Err(SpeakError::NoSpeaker);
-        }
+        self.ready()?;
         let agents = &self.shared.agents;
         let voice = voice.or_else(|| agent.as_deref().and_then(|a| agents.voice(a)));
         let rate = rate
@@ -390,6 +385,43 @@ impl TextToSpeech {
             first = ?utterance.pieces.first().and_then(|p| text.get(p.text.clone())),
             "speech planned"
         );
+        self.enqueue(utterance, priority, events, agent)
+    }
+
+    /// Queues audio made elsewhere (mono `samples` at `rate`) to be played
+    /// as speech is: in turn, on the floor, stopped as speech is stopped;
+    /// `label` stands for its words in the events and the history.
+    pub fn play_recording(
+        &self,
+        label: &str,
+        samples: Vec<f32>,
+        rate: u32,
+        events: Option<UnboundedSender<SpeechEvent>>,
+        agent: Option<String>,
+    ) -> Result<Accepted, SpeakError> {
+        self.ready()?;
+        let utterance = hark_tts::synth::Utterance::recording(label, samples, rate);
+        self.enqueue(utterance, Priority::Normal, events, agent)
+    }
+
+    /// Whether anything can be queued: text to speech on, a speaker there.
+    fn ready(&self) -> Result<(), SpeakError> {
+        if !self.enabled {
+            return Err(SpeakError::Disabled);
+        }
+        if !self.speaking || self.shared.closed.load(Ordering::Acquire) {
+            return Err(SpeakError::NoSpeaker);
+        }
+        Ok(())
+    }
+
+    fn enqueue(
+        &self,
+        utterance: hark_tts::synth::Utterance,
+        priority: Priority,
+        events: Option<UnboundedSender<SpeechEvent>>,
+        agent: Option<String>,
+    ) -> Result<Accepted, SpeakError> {
         let cancel = Arc::new(AtomicBool::new(false));
         let accepted = Accepted {
             voice: utterance.voice.clone(),
@@ -405,13 +437,13 @@ impl TextToSpeech {
             seconds: 0.0,
         };
         let job = Job {
-            utterance,
             generation: self.stop_generation.load(Ordering::Acquire),
             cancel,
             events,
             id: self.bus.next_id(),
             agent,
-            text: text.to_owned(),
+            text: utterance.text.clone(),
+            utterance,
             priority,
             next: 0,
             finished,
