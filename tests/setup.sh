@@ -100,6 +100,10 @@ apt_install() {
 
 need_apt=()
 command -v socat >/dev/null 2>&1 || need_apt+=(socat)
+# The peers' shell recipes (e2e/test_plain_http.py) run as their users run
+# them: curl and jq.
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 # The status page runs in a real browser (e2e/test_page.py): Debian's own
 # chromium, since browser downloads cannot work offline.
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)

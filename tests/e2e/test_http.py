@@ -54,7 +54,10 @@ def test_session_lifecycle_and_counts(daemon):
         r = http.post(daemon.url, json=INIT, headers=HEADERS)
         assert r.status_code == 200
         session = r.headers["mcp-session-id"]
-        assert sse_messages(r.text)[0]["result"]["serverInfo"]["name"] == "hark"
+        # initialize is answered with JSON (the simplest clients read it with
+        # jq), the session in its header.
+        assert r.headers["content-type"] == "application/json", r.headers
+        assert r.json()["result"]["serverInfo"]["name"] == "hark"
         h = dict(HEADERS, **{"mcp-session-id": session, "mcp-protocol-version": "2025-06-18"})
         r = http.post(daemon.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=h)
         assert r.status_code == 202

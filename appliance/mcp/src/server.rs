@@ -198,6 +198,15 @@ impl HarkServer {
             // stateless requests a placeholder peer.
             .or_else(|| context.meta.client_info().map(|info| info.name))
             .or_else(|| {
+                // A request without a session (stateless HTTP) has only
+                // rmcp's placeholder peer, named after rmcp itself.
+                let stateless = context
+                    .extensions
+                    .get::<http::request::Parts>()
+                    .is_some_and(|parts| !parts.headers.contains_key("mcp-session-id"));
+                if stateless {
+                    return None;
+                }
                 context
                     .peer
                     .peer_info()

@@ -14,7 +14,8 @@ use hyper_util::{
     server::conn::auto,
 };
 use rmcp::model::{
-    ClientJsonRpcMessage, ErrorCode, ErrorData, ProtocolVersion, ServerJsonRpcMessage,
+    ClientJsonRpcMessage, ClientRequest, ErrorCode, ErrorData, ProtocolVersion,
+    ServerJsonRpcMessage,
 };
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
@@ -22,7 +23,7 @@ use rmcp::transport::streamable_http_server::{
 use tokio::{io::AsyncWriteExt, net::TcpListener};
 use tracing::Instrument;
 
-use super::{Shared, bearer, page, scripts, ws};
+use super::{Shared, bearer, page, plain, scripts, ws};
 use crate::{
     auth::Scope,
     connections::{ClientIdentity, TransportKind, peer_of},
@@ -35,6 +36,16 @@ use crate::{
 
 pub type Body = BoxBody<Bytes, Infallible>;
 type McpService = StreamableHttpService<HarkServer, LocalSessionManager>;
+
+/// rmcp's two ways of serving `/mcp`.
+#[derive(Clone)]
+struct McpServices {
+    /// With sessions: `initialize`, then requests naming the session.
+    session: McpService,
+    /// Without: a request that names no session is served on its own and
+    /// answered with JSON when it can be ([`super::plain`]).
+    stateless: McpService,
+}
 
 /// Longest wait for an HTTP request to begin on an open connection.
 const HTTP_REQUEST_WAIT: Duration = Duration::from_secs(30);
@@ -60,8 +71,17 @@ pub fn text_response(status: StatusCode, text: impl Into<String>) -> Response<Bo
     response
 }
 
-fn mcp_service(shared: &Arc<Shared>) -> McpService {
+fn mcp_services(shared: &Arc<Shared>) -> McpServices {
+    McpServices {
+        session: mcp_service(shared, false),
+        stateless: mcp_service(shared, true),
+    }
+}
+
+fn mcp_service(shared: &Arc<Shared>, stateless: bool) -> McpService {
     let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(!stateless)
+        .with_json_response(stateless)
         // Checked by our guard for HTTP and WebSocket alike.
         .disable_allowed_hosts()
         .disable_allowed_origins()
@@ -113,7 +133,7 @@ fn unread_body_closes(
 
 async fn handle(
     shared: Arc<Shared>,
-    mcp: McpService,
+    mcp: McpServices,
     identity: Arc<ClientIdentity>,
     mut request: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
@@ -184,22 +204,22 @@ async fn handle(
         // rmcp says 202 to a session's end; the Python SDK takes only 200
         // and 204 as done and warns "Session termination failed: 202" on
         // every close. Nothing follows a DELETE, so 204.
-        let mut response = mcp.handle(request).await;
+        let mut response = mcp.session.handle(request).await;
         if response.status() == StatusCode::ACCEPTED {
             *response.status_mut() = StatusCode::NO_CONTENT;
         }
         return Ok(response);
     }
     if request.method() != http::Method::POST {
-        return Ok(mcp.handle(request).await);
+        return Ok(mcp.session.handle(request).await);
     }
     // rmcp answers a body that is not a JSON-RPC message with a plain-text
     // 415; JSON-RPC clients expect -32700 / -32600 in a JSON-RPC error. Check
     // the body with the same rules as every other transport, then hand the
     // untouched bytes to rmcp.
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let limit = shared.config.max_message_bytes;
-    let bytes = match Limited::new(body, limit).collect().await {
+    let mut bytes = match Limited::new(body, limit).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
             return Ok(text_response(
@@ -215,6 +235,7 @@ async fn handle(
             ));
         }
     };
+    let mut initialize = false;
     match framing::decode(&bytes) {
         Decoded::Reply(reply) => {
             // A well-formed request whose params do not fit is still first
@@ -228,6 +249,20 @@ async fn handle(
         Decoded::Message(message) => {
             if let ClientJsonRpcMessage::Request(request) = &*message {
                 tracing::debug!(method = request.request.method(), id = %request.id, "request");
+                // Under 2026-07-28 `initialize` is gone: rmcp refuses it.
+                if matches!(request.request, ClientRequest::InitializeRequest(_))
+                    && !speaks_2026(&parts.headers)
+                {
+                    initialize = true;
+                    // An `initialize` with empty params (VoxCtrl's) was
+                    // completed: rmcp reads the completed one.
+                    let as_sent = serde_json::from_slice::<ClientJsonRpcMessage>(&bytes);
+                    let complete = matches!(as_sent, Ok(ClientJsonRpcMessage::Request(r))
+                        if matches!(r.request, ClientRequest::InitializeRequest(_)));
+                    if !complete && let Ok(completed) = serde_json::to_vec(&*message) {
+                        bytes = Bytes::from(completed);
+                    }
+                }
             }
             if let Some(reply) = unserved_2026_method(&parts.headers, &bytes) {
                 return Ok(json_response(StatusCode::NOT_FOUND, &reply));
@@ -235,9 +270,33 @@ async fn handle(
         }
         Decoded::Ignore => {}
     }
-    Ok(mcp
+    // The simplest clients (super::plain): JSON for `initialize` and for a
+    // client that takes no event stream, and no session needed.
+    let streams = plain::accepts(&parts.headers, "text/event-stream");
+    if !streams {
+        plain::accept_both(&mut parts.headers);
+    }
+    let service = if initialize || parts.headers.contains_key("mcp-session-id") {
+        &mcp.session
+    } else {
+        &mcp.stateless
+    };
+    let response = service
         .handle(Request::from_parts(parts, Full::new(bytes)))
-        .await)
+        .await;
+    Ok(if initialize || !streams {
+        plain::to_json(response).await
+    } else {
+        response
+    })
+}
+
+/// Whether the request says it speaks 2026-07-28 or later.
+fn speaks_2026(headers: &http::HeaderMap) -> bool {
+    headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28.as_str())
 }
 
 /// Under 2026-07-28 a method the server does not serve is a 404 with -32601,
@@ -245,10 +304,10 @@ async fn handle(
 /// checks the metadata first for the methods 2026-07-28 removed
 /// (`logging/setLevel`, `resources/subscribe`, …), so answer those here.
 fn unserved_2026_method(headers: &http::HeaderMap, body: &[u8]) -> Option<ServerJsonRpcMessage> {
-    let version = headers.get("mcp-protocol-version")?.to_str().ok()?;
-    if version < ProtocolVersion::V_2026_07_28.as_str() {
+    if !speaks_2026(headers) {
         return None;
     }
+    let version = headers.get("mcp-protocol-version")?.to_str().ok()?;
     /// Just what a request is called and its id (a notification has none).
     #[derive(serde::Deserialize)]
     struct Head {
@@ -315,7 +374,7 @@ async fn serve(shared: Arc<Shared>, listener: TcpListener, tls: Option<tokio_rus
     } else {
         TransportKind::Http
     };
-    let mcp = mcp_service(&shared);
+    let mcp = mcp_services(&shared);
     while let Some((stream, addr)) = super::accept_next(&shared, kind, || listener.accept()).await {
         let _ = stream.set_nodelay(true);
         super::keepalive(&stream);

@@ -10,6 +10,7 @@ pub mod framed;
 pub mod guard;
 pub mod http;
 pub mod page;
+pub mod plain;
 pub mod scripts;
 pub mod stream;
 pub mod ws;
