@@ -100,3 +100,42 @@ def test_every_configuration_block_in_the_readme_is_valid(tmp_path):
         example.write_text(block)
         out = subprocess.run([str(HARK), "config", "check", str(example)], capture_output=True, text=True)
         assert out.returncode == 0, (block, out.stderr)
+
+
+TROUBLE = REPO / "docs" / "troubleshooting.md"
+
+
+def configuration_keys() -> set[str]:
+    """Every key of the configuration, as `section.sub.key`."""
+    import subprocess
+
+    out = subprocess.run([str(HARK), "config", "check", "/dev/null"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    keys, section = set(), ""
+    for line in out.stdout.splitlines():
+        if m := re.match(r"^\[([a-z_.-]+)\]$", line):
+            section = m.group(1)
+            keys.add(section)
+        elif m := re.match(r"^([a-z_]+) = ", line):
+            keys.add(f"{section}.{m.group(1)}" if section else m.group(1))
+    return keys
+
+
+def test_troubleshooting_names_only_real_commands_and_settings(tmp_path):
+    import subprocess
+
+    text = TROUBLE.read_text()
+    help_text = subprocess.run([str(HARK), "--help"], capture_output=True, text=True).stdout
+    commands = set(re.findall(r"^  ([a-z]+)\s", help_text, re.M))
+    named = set(re.findall(r"`hark ([a-z]+)", text)) | set(re.findall(r"-- hark ([a-z]+)", text))
+    assert named and named <= commands, named - commands
+    keys = configuration_keys()
+    sections = {k.split(".")[0] for k in keys}
+    settings = {k for k in re.findall(r"`([a-z_]+(?:\.[a-z_]+)+)`", text) if k.split(".")[0] in sections}
+    assert {"audio.vad.sensitivity", "mcp.allowed_hosts"} <= settings, settings
+    assert settings <= keys, settings - keys
+    for n, block in enumerate(re.findall(r"```toml\n(.*?)```", text, re.S)):
+        example = tmp_path / f"block-{n}.toml"
+        example.write_text(block)
+        out = subprocess.run([str(HARK), "config", "check", str(example)], capture_output=True, text=True)
+        assert out.returncode == 0, (block, out.stderr)

@@ -58,3 +58,32 @@ def test_unknown_tool(daemon, tmp_path):
     out = inspector(tmp_path, daemon.url, "--transport", "http", "--method", "tools/call", "--tool-name", "speak_text")
     assert out.returncode != 0
     assert "speak_text" in (out.stdout + out.stderr)
+
+
+def test_the_troubleshooting_pages_inspector_steps_run_as_shown(daemon, tmp_path):
+    """docs/troubleshooting.md's Inspector steps, as written, with the
+    appliance's address replaced by this test's daemon."""
+    import re
+    import shlex
+
+    from harness import HARK, REPO
+
+    text = (REPO / "docs" / "troubleshooting.md").read_text()
+    pinned = json.loads((REPO / "tests" / "node" / "package.json").read_text())["dependencies"]["@modelcontextprotocol/inspector"]
+    steps = re.findall(r"^\s*npx @modelcontextprotocol/inspector@(\S+) (.*)$", text, re.M)
+    assert len(steps) == 4, steps
+    host, port = daemon.tcp
+    outputs = []
+    for version, line in steps:
+        assert version == pinned, f"the page names {version}, the tests run {pinned}"
+        line = line.replace("http://hark.local:7341/mcp", daemon.url)
+        line = line.replace("-- hark connect hark.local", f"-- {HARK} connect {host}:{port}")
+        args = shlex.split(line)
+        assert args[0] == "--cli", line
+        out = inspector(tmp_path, *args[1:])
+        assert out.returncode == 0, (line, out.stderr)
+        outputs.append(out.stdout)
+    listed, status, spoken, bridged = outputs
+    assert "speak_text" in listed and "speak_text" in bridged
+    assert '"recording": false' in status
+    assert '"status": "spoken"' in spoken
