@@ -84,7 +84,8 @@ pub enum Command {
     /// `speak_text` and waits until it has been said), or with `--out`
     /// write the speech to a WAV file here (calls `synthesize_speech`).
     Say {
-        /// The text to speak.
+        /// The text to speak; `-` reads standard input and says each line
+        /// as it comes, in order, until it ends (a response pipe).
         text: String,
         /// A voice id from `hark voices list`.
         #[arg(long)]

@@ -217,9 +217,16 @@ pub fn say(
     host: String,
 ) -> anyhow::Result<()> {
     logging::init("warn")?;
+    let token = token_for(cli.token.as_deref(), &host);
+    if text == "-" {
+        if out.is_some() {
+            anyhow::bail!("`hark say -` speaks each line it reads; --out takes one text");
+        }
+        return say_lines(cli, &host, token.as_deref(), voice.as_deref(), rate);
+    }
     let result = cli.runtime.block_on(client::say(
         &host,
-        token_for(cli.token.as_deref(), &host).as_deref(),
+        token.as_deref(),
         &text,
         voice.as_deref(),
         rate,
@@ -239,6 +246,50 @@ pub fn say(
             result["voice"].as_str().unwrap_or("?"),
             result["engine"].as_str().unwrap_or("?")
         ),
+    }
+    Ok(())
+}
+
+/// `hark say -`: each line of standard input said as it comes, one after
+/// the other (a line is read while the one before is being said); blank
+/// lines are skipped. A line the appliance refuses is reported and the
+/// rest go on; the exit status says whether any was refused.
+fn say_lines(
+    cli: &Globals,
+    host: &str,
+    token: Option<&str>,
+    voice: Option<&str>,
+    rate: Option<f64>,
+) -> anyhow::Result<()> {
+    let (lines, mut next) = tokio::sync::mpsc::channel::<std::io::Result<String>>(64);
+    // Standard input is read on a thread of its own: a read blocks.
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            if lines.blocking_send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let refused = cli.runtime.block_on(async {
+        let mut refused = 0usize;
+        while let Some(line) = next.recv().await {
+            let line = line.map_err(|e| anyhow::anyhow!("cannot read standard input: {e}"))?;
+            let text = line.trim();
+            if text.is_empty() {
+                continue;
+            }
+            match client::say(host, token, text, voice, rate, None).await {
+                Ok(result) => eprintln!("{}: {text}", result["status"].as_str().unwrap_or("?")),
+                Err(e) => {
+                    refused += 1;
+                    eprintln!("not said: {text}: {e}");
+                }
+            }
+        }
+        anyhow::Ok(refused)
+    })?;
+    if refused > 0 {
+        anyhow::bail!("{refused} line(s) were not said");
     }
     Ok(())
 }

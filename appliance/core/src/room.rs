@@ -511,6 +511,9 @@ pub struct Spoken {
     /// When it is kept to be said later: its id (for `cancel_scheduled`)
     /// and when.
     pub scheduled: Option<Scheduled>,
+    /// Its number on the event stream (`speaking_started` and
+    /// `speaking_ended` carry it as `speech`); null when kept for later.
+    pub speech: Option<u64>,
 }
 
 /// Something to say.

@@ -124,6 +124,7 @@ impl Play for Recording {
                 priority: hark_core::room::Priority::Normal,
                 seconds: None,
                 scheduled: None,
+                speech: None,
             })
         })
     }
@@ -178,6 +179,7 @@ impl Speak for Recording {
                 priority: call.priority,
                 seconds: Some(1.0),
                 scheduled,
+                speech: None,
             })
         })
     }

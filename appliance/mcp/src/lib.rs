@@ -63,6 +63,8 @@ pub struct ServerState {
     pub subscribers: resources::Hearers,
     /// `GET /events` clients.
     pub sse: transport::scripts::SseStats,
+    /// Speeches asked for through `POST /speak`, for `GET /speak/{id}`.
+    pub speeches: Arc<transport::scripts::Speeches>,
     /// Cancelled when the daemon begins to stop, so a call it ends says
     /// why (see `call_tool`).
     pub shutdown: tokio_util::sync::CancellationToken,
@@ -87,6 +89,7 @@ impl ServerState {
             tls: None,
             subscribers: Default::default(),
             sse: Default::default(),
+            speeches: Default::default(),
             shutdown: Default::default(),
             tasks: Default::default(),
             channels: Default::default(),

@@ -148,6 +148,13 @@ async fn handle(
     {
         return Ok(text_response(StatusCode::BAD_REQUEST, why));
     }
+    // For monitoring: no token, nothing private.
+    if request.uri().path() == "/health" {
+        return Ok(match *request.method() {
+            http::Method::GET | http::Method::HEAD => scripts::health(&shared),
+            _ => method_not_allowed("/health", "GET"),
+        });
+    }
     let grant = match bearer::authorize(shared.auth(), &identity, request.uri(), request.headers())
     {
         Ok(grant) => grant,
@@ -171,16 +178,21 @@ async fn handle(
             }
             return Ok(scripts::speak(shared, &grant, request).await);
         }
-        ("/events", _) | ("/speak", _) => {
-            let allowed = if path == "/events" { "GET" } else { "POST" };
-            let mut response = text_response(
-                StatusCode::METHOD_NOT_ALLOWED,
-                format!("{path} takes {allowed}"),
-            );
-            if let Ok(value) = header::HeaderValue::from_str(allowed) {
-                response.headers_mut().insert(header::ALLOW, value);
+        ("/transcribe", &http::Method::POST) => {
+            if let Err(refused) = bearer::require(&grant, Scope::Files, "POST /transcribe") {
+                return Ok(*refused);
             }
-            return Ok(response);
+            return Ok(scripts::transcribe(shared, request).await);
+        }
+        (path, &http::Method::GET) if path.starts_with("/speak/") => {
+            if let Err(refused) = bearer::require(&grant, Scope::Speak, "GET /speak/ID") {
+                return Ok(*refused);
+            }
+            return Ok(scripts::speech(&shared, &path["/speak/".len()..]));
+        }
+        ("/events", _) | ("/speak", _) | ("/transcribe", _) => {
+            let allowed = if path == "/events" { "GET" } else { "POST" };
+            return Ok(method_not_allowed(path, allowed));
         }
         (path, _) if page::serves(path) => {
             return Ok(page::handle(shared, identity, grant, request).await);
@@ -191,7 +203,7 @@ async fn handle(
         return Ok(text_response(
             StatusCode::NOT_FOUND,
             format!(
-                "Hark serves MCP at {MCP_PATH} (Streamable HTTP and WebSocket), the event stream at GET /events and speech at POST /speak"
+                "Hark serves MCP at {MCP_PATH} (Streamable HTTP and WebSocket), the event stream at GET /events, speech at POST /speak (and GET /speak/ID), transcription at POST /transcribe and GET /health"
             ),
         ));
     }
@@ -331,6 +343,17 @@ fn unserved_2026_method(headers: &http::HeaderMap, body: &[u8]) -> Option<Server
         ),
         Some(head.id),
     ))
+}
+
+fn method_not_allowed(path: &str, allowed: &'static str) -> Response<Body> {
+    let mut response = text_response(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{path} takes {allowed}"),
+    );
+    response
+        .headers_mut()
+        .insert(header::ALLOW, header::HeaderValue::from_static(allowed));
+    response
 }
 
 fn json_response(status: StatusCode, message: &impl serde::Serialize) -> Response<Body> {

@@ -274,6 +274,7 @@ impl Speak for SimRoom {
                 priority: call.priority,
                 seconds: None,
                 scheduled: None,
+                speech: None,
             };
             if call.wait {
                 spoken.seconds = Some(self.say(call.agent.as_deref(), &call.text, report).await);

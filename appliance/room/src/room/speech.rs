@@ -172,6 +172,7 @@ async fn queue(
         priority,
         seconds: None,
         scheduled: None,
+        speech: Some(accepted.id),
     };
     Ok((spoken, accepted))
 }
@@ -245,6 +246,7 @@ async fn keep(
         priority: call.priority,
         seconds: None,
         scheduled: Some(kept),
+        speech: None,
     })
 }
 
@@ -292,6 +294,7 @@ impl Play for Room {
                 priority: hark_core::room::Priority::Normal,
                 seconds: None,
                 scheduled: None,
+                speech: Some(accepted.id),
             };
             through(
                 &self.state,

@@ -198,6 +198,8 @@ pub struct Accepted {
     pub pieces: usize,
     /// Set it to stop this request (and, if it is playing, the speaker).
     pub cancel: Arc<AtomicBool>,
+    /// Its number on the event stream.
+    pub id: u64,
 }
 
 pub struct TextToSpeech {
@@ -423,12 +425,14 @@ impl TextToSpeech {
         agent: Option<String>,
     ) -> Result<Accepted, SpeakError> {
         let cancel = Arc::new(AtomicBool::new(false));
+        let id = self.bus.next_id();
         let accepted = Accepted {
             voice: utterance.voice.clone(),
             engine: utterance.engine,
             fallback: utterance.fallback.clone(),
             pieces: utterance.parts(),
             cancel: Arc::clone(&cancel),
+            id,
         };
         let finished = Finished {
             outcome: SpeechOutcome::Spoken,
@@ -440,7 +444,7 @@ impl TextToSpeech {
             generation: self.stop_generation.load(Ordering::Acquire),
             cancel,
             events,
-            id: self.bus.next_id(),
+            id,
             agent,
             text: utterance.text.clone(),
             utterance,
