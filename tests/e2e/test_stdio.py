@@ -48,11 +48,11 @@ def test_python_sdk_over_hark_connect(daemon, mode):
 
 
 class Bridge:
-    """`hark connect` driven line by line."""
+    """`hark connect` (or another bridge's `command`) driven line by line."""
 
-    def __init__(self, target: str):
+    def __init__(self, target: str, command: list[str] | None = None, args: list[str] = ()):
         self.proc = subprocess.Popen(
-            [str(HARK), "connect", target],
+            [*(command or [str(HARK), "connect"]), target, *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
