@@ -242,3 +242,76 @@ def test_the_page_shows_what_is_kept_for_later_and_cancels_it(start_daemon, brow
     assert wait_for(lambda: scheduled(d) == [], 5)
     assert wait_for(lambda: not browser("visible", selector="#later"), 5), "the empty list is hidden"
     assert browser("errors") == []
+
+
+def test_an_agent_is_added_from_any_browser_and_its_lines_work(appliance, browser, tmp_path):
+    """"Add an agent" on a browser that is not paired: the person presses the
+    button, the page shows the token once with each client's lines, and the
+    lines work as shown (the clients that run here run them; the others'
+    files are read as those clients read them and their URL and header used)."""
+    import shlex
+    import sys
+    import tomllib
+
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    d = appliance
+    url = f"http://127.0.0.1:{d.http[1]}/"
+    browser("goto", url=url)
+    browser("wait_text", selector="#locked h2", contains="not paired")
+    browser("fill", selector="#add-agent-name", value="desk-laptop")
+    browser("click", selector="#add-agent-ask")
+    assert asking(d), d.log()
+    hark(d, "button", "press")
+    browser("wait_text", selector="#add-agent-progress", contains="Allowed", timeout=30000)
+    shot(browser, "9-agent-added")
+    token = browser("text", selector="#add-agent-token")
+    assert token.startswith("hark_")
+    assert tokens(d)["desk-laptop"]["scopes"] == ["listen", "speak"]
+    lines = {s["client"]: s for s in browser("eval", script="""
+        Array.from(document.querySelectorAll('#add-agent-lines section')).map(s => (
+          {client: s.dataset.client, title: s.querySelector('h3').textContent, text: s.querySelector('pre').textContent}))""")}
+    assert list(lines) == ["claude-code", "claude-desktop", "cursor", "windsurf", "vscode", "codex", "python"]
+    mcp_url = f"http://127.0.0.1:{d.http[1]}/mcp"
+
+    def works(endpoint, headers):
+        r = httpx.post(endpoint, headers={**headers, "content-type": "application/json", "accept": "application/json"},
+                       json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                             "params": {"name": "speak_text", "arguments": {"text": "Hello."}}}, timeout=30)
+        assert r.status_code == 200, r.text
+        return r.json()["result"]["structuredContent"]["status"] == "queued"
+
+    # Claude Code: its command line, read as the shell reads it.
+    args = shlex.split(lines["claude-code"]["text"])
+    assert args[:6] == ["claude", "mcp", "add", "--transport", "http", "hark"] and args[6] == mcp_url
+    assert works(args[6], dict([args[8].split(": ", 1)]))
+    # Cursor, Windsurf and VS Code: their files.
+    for client, key, servers in [("cursor", "url", "mcpServers"), ("windsurf", "serverUrl", "mcpServers"),
+                                 ("vscode", "url", "servers")]:
+        entry = json.loads(lines[client]["text"])[servers]["hark"]
+        assert works(entry[key], entry["headers"]), client
+    # Codex: its TOML, the token from the environment variable it names.
+    codex = tomllib.loads(lines["codex"]["text"])["mcp_servers"]["hark"]
+    assert codex["tool_timeout_sec"] >= 600 and f"HARK_TOKEN={token}" in lines["codex"]["text"]
+    assert works(codex["url"], {"Authorization": f"Bearer {token}"})
+    # Claude Desktop: the stdio bridge started as its config says.
+    desktop = json.loads(lines["claude-desktop"]["text"])["mcpServers"]["hark"]
+    assert desktop["command"] == "hark-connect" and desktop["args"][1:] == ["--token", token]
+    bridge = StdioServerParameters(command=sys.executable, args=["-m", "hark_connect", *desktop["args"]],
+                                   env={"PYTHONPATH": str(REPO / "appliance" / "bridge" / "python" / "src")})
+
+    async def through_bridge():
+        async with Client(bridge, mode="legacy", cache=None) as client:
+            return (await client.call_tool("speak_text", {"text": "Hi."})).structured_content["status"]
+
+    assert anyio.run(through_bridge) == "queued"
+    # Python: the program as shown.
+    program = tmp_path / "hark_status.py"
+    program.write_text(lines["python"]["text"])
+    ran = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0 and "'recording': False" in ran.stdout, ran.stderr
+    # Shown once: a reload does not show it again.
+    browser("goto", url=url)
+    assert not browser("visible", selector="#add-agent-result")
+    assert browser("errors") == []

@@ -3,7 +3,7 @@
 // answers one JSON line on stdout ({"ok": value} or {"error": message}).
 //   {"do": "goto", "url": …}            {"do": "text", "selector": …}
 //   {"do": "click", "selector": …}      {"do": "wait_text", "selector": …, "contains": …, "timeout": ms}
-//   {"do": "select", "selector": …, "value": …}
+//   {"do": "select", "selector": …, "value": …}   {"do": "fill", "selector": …, "value": …}
 //   {"do": "screenshot", "path": …}     {"do": "cookies"}
 //   {"do": "fetch", "url": …, "method": …, "body": …}   (from the page, with its cookies)
 //   {"do": "eval", "script": …}      (an expression in the page; a promise is awaited)
@@ -28,6 +28,7 @@ async function run(c) {
     case "visible": return await page.locator(c.selector).first().isVisible();
     case "click": await page.locator(c.selector).first().click(); return true;
     case "select": await page.locator(c.selector).first().selectOption(c.value); return true;
+    case "fill": await page.locator(c.selector).first().fill(c.value); return true;
     case "wait_text": {
       const deadline = Date.now() + (c.timeout || 10000);
       let last = null;

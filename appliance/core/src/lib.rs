@@ -20,6 +20,7 @@
 
 pub mod agents;
 pub mod allow;
+pub mod clients;
 pub mod config;
 pub mod events;
 pub mod files;

@@ -209,6 +209,15 @@ async fn body<T: for<'de> Deserialize<'de>>(
 #[serde(deny_unknown_fields)]
 struct Empty {}
 
+/// `POST /api/add-agent`'s body.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddAgent {
+    name: String,
+    /// Comma-separated; default `listen,speak`.
+    scopes: Option<String>,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Login {
@@ -288,6 +297,9 @@ pub async fn handle(
     match (path.as_str(), &method) {
         ("/api/pair", &http::Method::POST) => {
             return pair(&shared, &identity, request, secure).await;
+        }
+        ("/api/add-agent", &http::Method::POST) => {
+            return add_agent(&shared, &identity, request).await;
         }
         ("/api/login", &http::Method::POST) => {
             let login: Login = match body(request).await {
@@ -465,8 +477,24 @@ async fn pair(
         scopes: Some("all".into()),
         browser: true,
     };
-    let gone = identity.gone.clone();
-    match shared
+    match ask(shared, identity, pair).await {
+        Ok(paired) => {
+            let mut r = json_response(StatusCode::OK, &json!({ "as": paired.name }));
+            set_cookie(&mut r, &paired.token, secure, 31_536_000);
+            r
+        }
+        Err(refused) => *refused,
+    }
+}
+
+/// Asks the person to allow `pair` (the button decides); the refusal as
+/// the page's answer.
+async fn ask(
+    shared: &Arc<Shared>,
+    identity: &Arc<ClientIdentity>,
+    pair: crate::auth::pairing::PairRequest,
+) -> Result<crate::auth::pairing::Paired, Box<Response<Body>>> {
+    shared
         .auth()
         .pairings
         .pair(
@@ -474,24 +502,102 @@ async fn pair(
             shared.auth().store(),
             pair,
             identity.address,
-            gone,
+            identity.gone.clone(),
         )
         .await
-    {
-        Ok(paired) => {
-            let mut r = json_response(StatusCode::OK, &json!({ "as": paired.name }));
-            set_cookie(&mut r, &paired.token, secure, 31_536_000);
-            r
-        }
-        Err(e) => {
+        .map_err(|e| {
             let status = match e.reason() {
                 "pending" | "too_many" | "busy" => StatusCode::TOO_MANY_REQUESTS,
                 "no_button" | "tokens_unavailable" => StatusCode::SERVICE_UNAVAILABLE,
+                "invalid" => StatusCode::BAD_REQUEST,
                 _ => StatusCode::FORBIDDEN,
             };
-            error(status, "PairingError", e.to_string())
-        }
+            Box::new(error(status, "PairingError", e.to_string()))
+        })
+}
+
+/// "Add an agent" from any browser: the person allows it with the button
+/// (as `hark pair` asks), and the page is given the token once, with the
+/// lines each agent client takes it in. Open to anyone, as asking to pair
+/// is: the button decides.
+async fn add_agent(
+    shared: &Arc<Shared>,
+    identity: &Arc<ClientIdentity>,
+    request: Request<Incoming>,
+) -> Response<Body> {
+    let page_url = page_url(&identity.transport, request.headers());
+    let add: AddAgent = match body(request).await {
+        Ok(add) => add,
+        Err(r) => return *r,
+    };
+    let name = add.name.trim().to_owned();
+    if name.starts_with(BROWSER_PREFIX) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "InvalidArgumentError",
+            format!(
+                "names starting with `{BROWSER_PREFIX}` are the status page's own; choose another"
+            ),
+        );
     }
+    let pair = crate::auth::pairing::PairRequest {
+        name,
+        scopes: add.scopes,
+        browser: false,
+    };
+    match ask(shared, identity, pair).await {
+        Ok(paired) => {
+            // The stdio bridge reaches the raw TCP port on the same host.
+            let tcp_port = shared
+                .state
+                .connections
+                .listeners()
+                .iter()
+                .find(|l| l.transport == TransportKind::Tcp)
+                .and_then(|l| l.socket_addr())
+                .map_or(7340, |a| a.port());
+            let host = page_url
+                .split("://")
+                .nth(1)
+                .map(|authority| match authority.rsplit_once(':') {
+                    Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+                    _ => authority,
+                })
+                .unwrap_or("hark.local");
+            let lines = hark_core::clients::lines(
+                &format!("{page_url}/mcp"),
+                &format!("{host}:{tcp_port}"),
+                &paired.token,
+            );
+            json_response(
+                StatusCode::OK,
+                &json!({
+                    "name": paired.name,
+                    "token": paired.token,
+                    "scopes": paired.scopes,
+                    "replaced": paired.replaced,
+                    "lines": lines,
+                }),
+            )
+        }
+        Err(refused) => *refused,
+    }
+}
+
+/// The appliance as the browser reached it (`http://hark.local:7341`),
+/// the base of the MCP URL the agents are given.
+fn page_url(transport: &TransportKind, headers: &HeaderMap) -> String {
+    let scheme = if *transport == TransportKind::Https {
+        "https"
+    } else {
+        "http"
+    };
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .filter(|h| !h.is_empty())
+        .unwrap_or("hark.local:7341");
+    format!("{scheme}://{host}")
 }
 
 /// What the page shows.

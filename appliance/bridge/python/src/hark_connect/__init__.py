@@ -263,7 +263,3 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.reconfigure(encoding="utf-8", newline="\n")
     Bridge(host, port, args.token, args.name).run(sys.stdin)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -207,6 +207,40 @@ document.addEventListener("DOMContentLoaded", () => {
     }
     $("pair-browser").disabled = false;
   });
+  $("add-agent-form").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    $("add-agent-ask").disabled = true;
+    show("add-agent-result", false);
+    text("add-agent-progress", "Hark is asking. Press the button on the appliance now…");
+    try {
+      const added = await post("/api/add-agent", {
+        name: $("add-agent-name").value,
+        scopes: $("add-agent-scopes").value,
+      });
+      text("add-agent-progress", added.replaced
+        ? "Allowed. The earlier token of that name no longer works."
+        : "Allowed.");
+      text("add-agent-who", added.name);
+      text("add-agent-token", added.token);
+      const lines = $("add-agent-lines");
+      lines.replaceChildren();
+      for (const line of added.lines) {
+        const block = document.createElement("section");
+        block.className = "client";
+        block.dataset.client = line.client;
+        const title = document.createElement("h3");
+        title.textContent = `${line.label}: ${line.place}`;
+        const pre = document.createElement("pre");
+        pre.textContent = line.text;
+        block.append(title, pre);
+        lines.appendChild(block);
+      }
+      show("add-agent-result", true);
+    } catch (err) {
+      text("add-agent-progress", err.message);
+    }
+    $("add-agent-ask").disabled = false;
+  });
   $("login").addEventListener("submit", async (e) => {
     e.preventDefault();
     try {
