@@ -145,3 +145,24 @@ def test_hark_say_dash_speaks_each_line_of_a_pipe(start_daemon):
     refused = subprocess.run([str(HARK), "--config", str(d.config_path), "say", "-", "--out", "x.wav"],
                              input="Hi.\n", capture_output=True, text=True, timeout=30)
     assert refused.returncode != 0 and "--out takes one text" in refused.stderr
+
+
+def test_a_speech_stopped_before_it_was_heard_reads_stopped(lan):
+    token = new_token(lan, "nagger", "speak")
+    auth = {"Authorization": f"Bearer {token}"}
+    long = " ".join(["This sentence is here to keep the speaker busy for a while."] * 6)
+    first = httpx.post(f"{base(lan)}/speak", headers=auth, json={"text": long}, timeout=30).json()
+    second = httpx.post(f"{base(lan)}/speak", headers=auth, json={"text": "And this one waits its turn."},
+                        timeout=30).json()
+    # Stopped while the second still waits: it is never heard.
+    stopped = httpx.post(f"{base(lan)}/mcp", timeout=30, headers={
+        **auth, "content-type": "application/json", "accept": "application/json"},
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "stop_speaking", "arguments": {}}})
+    assert stopped.status_code == 200, stopped.text
+
+    def status(answer):
+        return httpx.get(base(lan) + answer["poll"], headers=auth, timeout=10).json()["status"]
+
+    assert wait_for(lambda: status(first) == "stopped", 10), status(first)
+    assert wait_for(lambda: status(second) == "stopped", 10), status(second)
+    assert httpx.get(base(lan) + second["poll"], headers=auth, timeout=10).json()["seconds"] == 0

@@ -106,6 +106,16 @@ pub enum Event {
         /// Seconds of speech played.
         seconds: f64,
     },
+    /// A speech ended before any of it was heard: stopped while it waited
+    /// its turn (`stop_speaking`, the button, its caller gone), or failed
+    /// before its first sound. Each speech ends in this or
+    /// `speaking_ended`, never both.
+    SpeechDropped {
+        speech: u64,
+        agent: Option<String>,
+        text: String,
+        outcome: SpeechEnded,
+    },
     /// Sound started or stopped coming out of the speaker (speech and
     /// earcons alike).
     Speaker { playing: bool },
@@ -406,6 +416,7 @@ impl Snapshot {
             | Event::UtteranceTranscribed { .. }
             | Event::SpeakingStarted { .. }
             | Event::SpeakingEnded { .. }
+            | Event::SpeechDropped { .. }
             | Event::Button { .. }
             | Event::WakeWord { .. } => {}
         }

@@ -315,6 +315,16 @@ pub enum Progress {
     Unknown,
 }
 
+impl From<events::SpeechEnded> for Progress {
+    fn from(outcome: events::SpeechEnded) -> Self {
+        match outcome {
+            events::SpeechEnded::Spoken => Progress::Spoken,
+            events::SpeechEnded::Stopped => Progress::Stopped,
+            events::SpeechEnded::Failed => Progress::Failed,
+        }
+    }
+}
+
 /// One speech asked for through `POST /speak`, for `GET /speak/{id}`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Followed {
@@ -389,12 +399,20 @@ impl Speeches {
                             ..
                         } if *id == speech => {
                             speeches.update(speech, |f| {
-                                f.status = match outcome {
-                                    events::SpeechEnded::Spoken => Progress::Spoken,
-                                    events::SpeechEnded::Stopped => Progress::Stopped,
-                                    events::SpeechEnded::Failed => Progress::Failed,
-                                };
+                                f.status = Progress::from(*outcome);
                                 f.seconds = Some(*seconds);
+                            });
+                            return;
+                        }
+                        // Stopped (or failed) before a sound of it played.
+                        events::Event::SpeechDropped {
+                            speech: id,
+                            outcome,
+                            ..
+                        } if *id == speech => {
+                            speeches.update(speech, |f| {
+                                f.status = Progress::from(*outcome);
+                                f.seconds = Some(0.0);
                             });
                             return;
                         }

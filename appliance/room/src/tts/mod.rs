@@ -698,19 +698,29 @@ impl Worker {
 
     fn finish(&self, job: Job) {
         let finished = job.finished;
-        if job.heard {
-            self.bus.publish(crate::events::Event::SpeakingEnded {
+        let outcome = match &finished.outcome {
+            SpeechOutcome::Spoken => crate::events::SpeechEnded::Spoken,
+            SpeechOutcome::Stopped => crate::events::SpeechEnded::Stopped,
+            SpeechOutcome::Failed(_) => crate::events::SpeechEnded::Failed,
+        };
+        // Every speech number ends on the stream: heard, or dropped before
+        // a sound of it played (what follows a speech must not wait on it).
+        self.bus.publish(if job.heard {
+            crate::events::Event::SpeakingEnded {
                 speech: job.id,
                 agent: job.agent.clone(),
                 text: job.text.clone(),
-                outcome: match &finished.outcome {
-                    SpeechOutcome::Spoken => crate::events::SpeechEnded::Spoken,
-                    SpeechOutcome::Stopped => crate::events::SpeechEnded::Stopped,
-                    SpeechOutcome::Failed(_) => crate::events::SpeechEnded::Failed,
-                },
+                outcome,
                 seconds: (finished.seconds * 100.0).round() / 100.0,
-            });
-        }
+            }
+        } else {
+            crate::events::Event::SpeechDropped {
+                speech: job.id,
+                agent: job.agent.clone(),
+                text: job.text.clone(),
+                outcome,
+            }
+        });
         tracing::info!(
             voice = %job.utterance.voice,
             engine = %finished.engine,
