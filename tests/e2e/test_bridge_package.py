@@ -7,17 +7,16 @@ a restart survived, a call in flight answered when the appliance drops,
 and a token presented for an appliance that trusts no one."""
 
 import shutil
-import socket
 import subprocess
 import sys
-import time
 
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
 from harness import REPO, TOOLS, Daemon, new_token
-from test_stdio import INIT, Bridge, free_port
+from test_stdio import (INIT, Bridge, a_call_in_flight_is_answered_when_the_appliance_drops,
+                        a_restart_is_survived, unreachable_is_an_error_not_a_hang)
 
 PACKAGE = REPO / "appliance" / "bridge" / "python"
 
@@ -66,56 +65,15 @@ def test_the_python_sdk_works_through_it(daemon, hark_connect, mode):
 
 
 def test_an_unreachable_appliance_is_an_error_not_a_hang(hark_connect):
-    port = free_port()
-    bridge = Bridge(f"127.0.0.1:{port}", [hark_connect])
-    started = time.monotonic()
-    bridge.send(INIT)
-    reply = bridge.recv()
-    assert time.monotonic() - started < 6
-    assert reply["id"] == 1 and reply["error"]["code"] == -32000
-    assert f"127.0.0.1:{port}" in reply["error"]["message"]
-    assert bridge.close() == 0
+    unreachable_is_an_error_not_a_hang([hark_connect])
 
 
 def test_it_survives_an_appliance_restart(start_daemon, hark_connect):
-    port = free_port()
-    cfg = {"mcp.tcp": {"listen": f"127.0.0.1:{port}"}}
-    first = start_daemon(cfg)
-    bridge = Bridge(f"127.0.0.1:{port}", [hark_connect])
-    bridge.send(INIT)
-    assert bridge.recv()["result"]["serverInfo"]["name"] == "hark"
-    bridge.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    bridge.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "get_status", "arguments": {}}})
-    assert bridge.recv()["result"]["structuredContent"]["recording"] is False
-    assert first.stop() == 0
-    bridge.send({"jsonrpc": "2.0", "id": 3, "method": "ping"})
-    reply = bridge.recv()
-    assert reply["id"] == 3 and reply["error"]["code"] == -32000
-    start_daemon(cfg)
-    bridge.send({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "get_status", "arguments": {}}})
-    reply = bridge.recv()
-    assert reply["id"] == 4, reply
-    assert reply["result"]["structuredContent"]["uptime_seconds"] < 30
-    assert bridge.close() == 0
+    a_restart_is_survived(start_daemon, [hark_connect])
 
 
 def test_a_call_in_flight_is_answered_when_the_appliance_drops(hark_connect):
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    port = server.getsockname()[1]
-    bridge = Bridge(f"127.0.0.1:{port}", [hark_connect])
-    bridge.send({"jsonrpc": "2.0", "id": "call-7", "method": "tools/call",
-                 "params": {"name": "get_status", "arguments": {}}})
-    conn, _ = server.accept()
-    conn.settimeout(5)
-    assert b"call-7" in conn.recv(4096)
-    conn.close()
-    server.close()
-    reply = bridge.recv()
-    assert reply["id"] == "call-7"
-    assert reply["error"]["code"] == -32000 and "lost" in reply["error"]["message"]
-    assert bridge.close() == 0
+    a_call_in_flight_is_answered_when_the_appliance_drops([hark_connect])
 
 
 def test_it_presents_the_token_pairing_gave(tmp_path, hark_connect):

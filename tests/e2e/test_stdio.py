@@ -85,8 +85,12 @@ INIT = {
 
 
 def test_connect_to_unreachable_appliance_answers_with_error():
+    unreachable_is_an_error_not_a_hang()
+
+
+def unreachable_is_an_error_not_a_hang(command=None):
     port = free_port()  # nothing listens here
-    bridge = Bridge(f"127.0.0.1:{port}")
+    bridge = Bridge(f"127.0.0.1:{port}", command)
     started = time.monotonic()
     bridge.send(INIT)
     reply = bridge.recv()
@@ -98,10 +102,14 @@ def test_connect_to_unreachable_appliance_answers_with_error():
 
 
 def test_connect_survives_appliance_restart(start_daemon):
+    a_restart_is_survived(start_daemon)
+
+
+def a_restart_is_survived(start_daemon, command=None):
     port = free_port()
     cfg = {"mcp.tcp": {"listen": f"127.0.0.1:{port}"}}
     first = start_daemon(cfg)
-    bridge = Bridge(f"127.0.0.1:{port}")
+    bridge = Bridge(f"127.0.0.1:{port}", command)
     bridge.send(INIT)
     assert bridge.recv()["result"]["serverInfo"]["name"] == "hark"
     bridge.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -125,13 +133,17 @@ def test_connect_survives_appliance_restart(start_daemon):
 
 
 def test_connect_answers_calls_in_flight_when_the_appliance_drops():
+    a_call_in_flight_is_answered_when_the_appliance_drops()
+
+
+def a_call_in_flight_is_answered_when_the_appliance_drops(command=None):
     """A stand-in appliance that accepts the call and then drops the
     connection: the client must get an error for that call, not a hang."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(1)
     port = server.getsockname()[1]
-    bridge = Bridge(f"127.0.0.1:{port}")
+    bridge = Bridge(f"127.0.0.1:{port}", command)
     bridge.send({"jsonrpc": "2.0", "id": "call-7", "method": "tools/call", "params": {"name": "get_status", "arguments": {}}})
     conn, _ = server.accept()
     conn.settimeout(5)
