@@ -36,6 +36,7 @@ TOOLS = [
     "get_status",
     "install_voice",
     "list_captures",
+    "list_models",
     "list_scheduled",
     "list_voices",
     "remove_voice",

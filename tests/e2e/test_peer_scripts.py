@@ -114,6 +114,16 @@ def test_a_file_is_transcribed_over_plain_http(lan, tmp_path):
     body, code = done.stdout.rsplit("\n", 1)
     assert code == "200", body
     assert json.loads(body)["text"] == heard["text"]
+    # A model per call (Voicebox's `model`, the spec's `model_size`): the
+    # multilingual base for English, where the English tiny serves by default.
+    assert heard["model"] == "tiny.en-q8_0", heard
+    done = subprocess.run(
+        ["curl", "-s", "-X", "POST", f"{base(lan)}/transcribe", "-H", f"Authorization: Bearer {token}",
+         "-F", f"file=@{CLIP}", "-F", "model=base"], capture_output=True, text=True, timeout=120)
+    assert json.loads(done.stdout)["model"] == "base-q8_0", done.stdout
+    r = httpx.post(f"{base(lan)}/transcribe?model_size=large-v3", headers=auth, content=CLIP.read_bytes(), timeout=30)
+    assert r.status_code == 404 and r.json()["error"]["type"] == "ModelNotLoadedError", r.text
+    assert "no large model" in r.json()["error"]["message"], r.text
     # Not audio, and a scope it lacks: refused, saying why.
     text = tmp_path / "notes.wav"
     text.write_text("shopping list: eggs")

@@ -1177,6 +1177,11 @@ pub struct TranscribeCall {
     pub word_timestamps: bool,
     /// Subtitles to make of it, if any.
     pub subtitles: Option<Subtitles>,
+    /// The model to transcribe with: a name in the model store or a size
+    /// (`tiny`, `base`, …); `None`: the configured one.
+    pub model: Option<String>,
+    /// The audio tool spec's `model_size`; give this or `model`.
+    pub model_size: Option<String>,
 }
 
 /// `transcribe_audio`'s structured result (and each of
@@ -1299,6 +1304,91 @@ pub struct Voices {
     pub piper_unavailable: Option<String>,
 }
 
+/// What a speech model is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ModelPurpose {
+    /// whisper: files, other languages, and the microphone without a live
+    /// engine.
+    Transcription,
+    /// Moonshine: the live engine that hears the microphone in English.
+    Live,
+    /// Smart Turn: hears whether a pause ends the turn.
+    EndOfTurn,
+}
+
+impl ModelPurpose {
+    /// As `list_models`' text says it.
+    pub fn label(self) -> &'static str {
+        match self {
+            ModelPurpose::Transcription => "transcription",
+            ModelPurpose::Live => "live",
+            ModelPurpose::EndOfTurn => "end of turn",
+        }
+    }
+}
+
+/// What the appliance has a model set up as (`[stt]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ModelRole {
+    /// `stt.model`: transcribes when a call names no model.
+    Default,
+    /// `stt.multilingual_model`: other languages, `auto`, detection.
+    OtherLanguages,
+    /// `stt.live_model`.
+    Live,
+    /// `stt.turn_model`.
+    EndOfTurn,
+}
+
+impl ModelRole {
+    /// The setting that makes it so.
+    pub fn setting(self) -> &'static str {
+        match self {
+            ModelRole::Default => "stt.model",
+            ModelRole::OtherLanguages => "stt.multilingual_model",
+            ModelRole::Live => "stt.live_model",
+            ModelRole::EndOfTurn => "stt.turn_model",
+        }
+    }
+}
+
+/// One installed speech model.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ModelSummary {
+    /// Its name in the model store: what `model` takes.
+    pub name: String,
+    pub purpose: ModelPurpose,
+    /// whisper's size read from the file (`tiny`, `base`, `small`,
+    /// `medium`, `large`): what `model_size` takes. Null for other kinds.
+    pub size: Option<String>,
+    /// `en`, `multilingual` or `any` (Smart Turn hears sound, not words).
+    pub language: String,
+    /// The ISO 639-1 codes it transcribes (empty for Smart Turn).
+    pub languages: Vec<String>,
+    /// Weight format (`q8_0`, `f16`, …); empty where the files do not say.
+    pub quantisation: String,
+    /// Bytes on disk.
+    pub bytes: u64,
+    /// What it is set up as; empty: it serves calls that ask for it.
+    pub roles: Vec<ModelRole>,
+    /// A transcription tool's `model` may name it.
+    pub per_call: bool,
+}
+
+/// `list_models`'s structured result.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ModelList {
+    pub models: Vec<ModelSummary>,
+    /// The model transcription uses when a call names none.
+    pub default: String,
+}
+
 /// Where a voice to install comes from.
 #[derive(Debug, Clone)]
 pub struct InstallCall {
@@ -1354,6 +1444,9 @@ pub trait Files: Send + Sync {
     fn install_voice(&self, call: InstallCall) -> BoxFuture<'_, Result<InstalledVoice, Failure>>;
 
     fn remove_voice(&self, id: String) -> BoxFuture<'_, Result<RemovedVoice, Failure>>;
+
+    /// The speech models installed, with what each is set up as.
+    fn models(&self) -> BoxFuture<'_, Result<ModelList, Failure>>;
 }
 
 // -------------------------------------------------------------------- pcm

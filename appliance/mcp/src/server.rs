@@ -79,6 +79,7 @@ impl HarkServer {
                 + Self::speak_text_router()
                 + Self::synthesize_speech_router()
                 + Self::voices_router()
+                + Self::models_router()
                 + Self::wait_for_person_router()
                 + Self::converse_router()
                 + Self::confirm_router()

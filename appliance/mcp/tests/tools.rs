@@ -141,6 +141,7 @@ async fn every_tool_is_listed_with_its_schemas() {
             "get_status",
             "install_voice",
             "list_captures",
+            "list_models",
             "list_scheduled",
             "list_voices",
             "remove_voice",

@@ -29,6 +29,10 @@ pub struct Header {
     /// The model's size by its encoder's layers, as whisper.cpp names it
     /// (`tiny`, `base`, `small`, `medium`, `large`; `unknown` otherwise).
     pub kind: &'static str,
+    /// The languages it transcribes: 1 for English-only models; 99 for
+    /// multilingual ones before large-v3, which added Cantonese (each
+    /// language is a token, so the vocabulary's size tells).
+    pub languages: usize,
 }
 
 /// Why a file is not a whisper.cpp model.
@@ -79,6 +83,10 @@ fn parse_header(buf: &[u8; HEADER_LEN]) -> Result<Header, HeaderProblem> {
         Language::En
     };
     Ok(Header {
+        languages: match language {
+            Language::Multilingual => (n_vocab - MULTILINGUAL_VOCAB + 99) as usize,
+            _ => 1,
+        },
         language,
         quantisation: ftype_name(ftype),
         // whisper.cpp's own rule (`model_type` from `n_audio_layer`).
@@ -150,11 +158,14 @@ mod tests {
             (h.language, h.quantisation.as_str()),
             (Language::Multilingual, "q8_0")
         );
+        assert_eq!(h.languages, 99);
+        // large-v3 added Cantonese: a hundredth language token.
         let h = parse(&header_bytes(51_866, 2008)).unwrap();
         assert_eq!(
-            (h.language, h.quantisation.as_str()),
-            (Language::Multilingual, "q5_0")
+            (h.language, h.quantisation.as_str(), h.languages),
+            (Language::Multilingual, "q5_0", 100)
         );
+        assert_eq!(parse(&header_bytes(51_864, 1)).unwrap().languages, 1);
         assert_eq!(
             parse(&header_bytes(51_864, 99)).unwrap().quantisation,
             "ftype 99"

@@ -710,6 +710,7 @@ impl SttConfig {
             before_request: Some(crate::memory::make_room),
             after_request: Some(crate::memory::release_freed),
             on_busy: None,
+            store: Some(self.models_dir.clone()),
             // With a live engine for the microphone, whisper waits for the
             // first file or other language (should the live engine fail to
             // load, the first listen loads it, in under 0.1 s).

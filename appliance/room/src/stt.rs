@@ -4,13 +4,19 @@
 //! holds what the transcription tools need — the engine, the directories
 //! agents may name files in, and the size limits.
 
-use std::{path::Path, sync::Arc, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
 
 use hark_audio::{decode, files::AllowedDirs, ring::Ring};
 use hark_stt::engine::{BusyHook, Engine, SttError, Transcript};
 
 use hark_core::events::Bus;
+use hark_core::room::{ModelList, ModelPurpose, ModelRole, ModelSummary};
 use hark_core::status::{Subsystem, SubsystemState, Subsystems, fixed};
+use hark_models::ModelKind;
 
 use crate::{
     config::RoomConfig,
@@ -62,6 +68,94 @@ pub struct SpeechToText {
     pub partial_every: Option<Duration>,
     /// `stt.speculative`: start the final pass at the first pause.
     pub speculative: bool,
+    /// The store and what is set up from it, for `list_models`.
+    pub models: ModelSettings,
+}
+
+/// The `[stt]` model settings: the store, and the models set up from it.
+#[derive(Debug, Clone)]
+pub struct ModelSettings {
+    pub dir: PathBuf,
+    pub model: String,
+    pub multilingual: String,
+    pub live: String,
+    pub turn: String,
+}
+
+impl ModelSettings {
+    fn new(config: &crate::config::SttConfig) -> Self {
+        Self {
+            dir: config.models_dir.clone(),
+            model: config.model.trim().to_owned(),
+            multilingual: config.multilingual_model.trim().to_owned(),
+            live: config.live_model.trim().to_owned(),
+            turn: config.turn_model.trim().to_owned(),
+        }
+    }
+
+    /// The installed models (blocking: it reads the store and the
+    /// whisper files' headers). `live`: the live engine's model, when it
+    /// runs (a transcription call may name it).
+    pub fn list(&self, live: Option<&str>) -> Result<ModelList, hark_models::StoreError> {
+        let entries = if self.dir.is_dir() {
+            hark_models::Store::open(&self.dir)?.list()?.models
+        } else {
+            Vec::new()
+        };
+        let models = entries
+            .into_iter()
+            .map(|entry| {
+                let path = self.dir.join(&entry.file);
+                let header = (entry.kind == ModelKind::Whisper)
+                    .then(|| hark_models::ggml::read_header(&path).ok())
+                    .flatten();
+                let purpose = match entry.kind {
+                    ModelKind::Whisper => ModelPurpose::Transcription,
+                    ModelKind::Moonshine => ModelPurpose::Live,
+                    ModelKind::SmartTurn => ModelPurpose::EndOfTurn,
+                };
+                let mut languages = match entry.language {
+                    hark_models::Language::En => vec!["en".to_owned()],
+                    hark_models::Language::Multilingual => hark_stt::engine::languages(true),
+                    hark_models::Language::Any => Vec::new(),
+                };
+                // whisper.cpp's table is large-v3's; older models know fewer.
+                if let Some(header) = &header {
+                    languages.truncate(header.languages);
+                }
+                let roles = [
+                    (&self.model, ModelRole::Default),
+                    (&self.multilingual, ModelRole::OtherLanguages),
+                    (&self.live, ModelRole::Live),
+                    (&self.turn, ModelRole::EndOfTurn),
+                ]
+                .into_iter()
+                .filter(|(setting, _)| **setting == entry.name)
+                .map(|(_, role)| role)
+                .collect();
+                let per_call = match entry.kind {
+                    ModelKind::Whisper => true,
+                    ModelKind::Moonshine => live == Some(entry.name.as_str()),
+                    ModelKind::SmartTurn => false,
+                };
+                ModelSummary {
+                    name: entry.name,
+                    purpose,
+                    size: header.map(|h| h.kind.to_owned()),
+                    language: entry.language.to_string(),
+                    languages,
+                    quantisation: entry.quantisation,
+                    bytes: entry.size,
+                    roles,
+                    per_call,
+                }
+            })
+            .collect();
+        Ok(ModelList {
+            models,
+            default: self.model.clone(),
+        })
+    }
 }
 
 impl SpeechToText {
@@ -167,6 +261,7 @@ impl SpeechToText {
             partial_every: (config.stt.partial_ms > 0)
                 .then(|| Duration::from_millis(u64::from(config.stt.partial_ms))),
             speculative: config.stt.speculative,
+            models: ModelSettings::new(&config.stt),
         }
     }
 
@@ -187,6 +282,7 @@ impl SpeechToText {
             enabled: false,
             partial_every: None,
             speculative: false,
+            models: ModelSettings::new(&config.stt),
         }
     }
 

@@ -31,6 +31,7 @@ use std::{
     time::Instant,
 };
 
+use crate::choice::{ModelChoice, Models};
 use crate::fallback;
 use serde::Serialize;
 use whisper_rs::{
@@ -72,6 +73,20 @@ pub enum SttError {
     Live(String),
     #[error("not available here: {0}")]
     Unsupported(String),
+    #[error(
+        "no speech-to-text model `{name}` is installed (installed: {installed}); `hark models fetch` or `hark models import` adds one"
+    )]
+    UnknownModel { name: String, installed: String },
+    #[error(
+        "no {size} model for language `{language}` is installed (installed: {installed}); other languages and `auto` need a multilingual one"
+    )]
+    NoModelOfSize {
+        size: String,
+        language: String,
+        installed: String,
+    },
+    #[error("{0}")]
+    Choice(String),
 }
 
 /// The engine's settings (the `[stt]` section maps onto this).
@@ -120,6 +135,10 @@ pub struct EngineConfig {
     /// (`false`) a request: the daemon's event stream (the lights show
     /// "transcribing").
     pub on_busy: Option<BusyHook>,
+    /// The model store (`stt.models_dir`): requests that name another
+    /// model, or a size, find it there ([`crate::choice`]). `None`: only
+    /// the configured models serve.
+    pub store: Option<PathBuf>,
     /// Load the model on the first request instead of at start (its
     /// header is still checked at start). The daemon does so when the live
     /// engine hears the microphone: whisper then serves only files and
@@ -156,6 +175,7 @@ impl Default for EngineConfig {
             before_request: None,
             after_request: None,
             on_busy: None,
+            store: None,
             lazy: false,
         }
     }
@@ -194,6 +214,9 @@ pub struct Request {
     /// decoding of an unsure one: speech cut off mid-word is unsure at its
     /// end, and the pass at the next pause should not wait behind it).
     pub draft: bool,
+    /// Another model than the configured one, by name or size
+    /// ([`crate::choice`]); whisper only (the live engine has one).
+    pub model: Option<ModelChoice>,
 }
 
 impl Request {
@@ -204,6 +227,7 @@ impl Request {
             word_timestamps: false,
             cancel: Arc::default(),
             draft: false,
+            model: None,
         }
     }
 }
@@ -326,10 +350,10 @@ pub struct Engine {
 /// why. A load is tried again on the next request, and a success clears it,
 /// so a file put right needs no restart.
 #[derive(Clone, Default)]
-struct LoadFailures(Arc<Mutex<std::collections::BTreeMap<String, String>>>);
+pub(crate) struct LoadFailures(Arc<Mutex<std::collections::BTreeMap<String, String>>>);
 
 impl LoadFailures {
-    fn set(&self, model: &str, failure: Option<String>) {
+    pub(crate) fn set(&self, model: &str, failure: Option<String>) {
         let mut failures = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         match failure {
             Some(why) => failures.insert(model.to_owned(), why),
@@ -374,19 +398,20 @@ impl Engine {
         } else {
             Box::new(Whisper::load(config.clone())?)
         };
-        let recognizer = match other {
+        let other = match other {
             Some(path) if !main.info().multilingual => {
                 match Self::other_languages(&config, path, &failures) {
-                    Ok(other) => Box::new(Paired::new(main, other, &config.language)),
+                    Ok(other) => Some(other),
                     Err(e) => {
                         tracing::warn!(error = %e, "no multilingual model: speech to text is English only");
-                        main
+                        None
                     }
                 }
             }
-            _ => main,
+            _ => None,
         };
-        let mut engine = Self::from_recognizer(recognizer, hooks)?;
+        let recognizer = Models::new(main, other, config, failures.clone());
+        let mut engine = Self::from_recognizer(Box::new(recognizer), hooks)?;
         engine.failures = failures;
         Ok(engine)
     }
@@ -545,7 +570,7 @@ fn model_name(path: &std::path::Path) -> String {
 
 /// Whisper loaded on the first request ([`EngineConfig::lazy`]); its
 /// info read from the model's header at start.
-struct LazyWhisper {
+pub(crate) struct LazyWhisper {
     config: EngineConfig,
     info: ModelInfo,
     loaded: Option<Whisper>,
@@ -554,7 +579,7 @@ struct LazyWhisper {
 
 impl LazyWhisper {
     /// The model's header read and checked; nothing loaded yet.
-    fn checked(config: EngineConfig, failures: &LoadFailures) -> Result<Self, SttError> {
+    pub(crate) fn checked(config: EngineConfig, failures: &LoadFailures) -> Result<Self, SttError> {
         let header =
             hark_models::ggml::read_header(&config.model).map_err(|e| SttError::ModelLoad {
                 path: config.model.clone(),
@@ -603,58 +628,6 @@ impl Recognizer for LazyWhisper {
 
     fn detect(&mut self, audio: &[f32]) -> Result<Vec<LanguageGuess>, SttError> {
         self.whisper()?.detect(audio)
-    }
-}
-
-/// An English-only model and a multilingual one behind one worker (one
-/// inference at a time, as ever): English goes to the first, which is
-/// faster for the same words (docs/benchmarks.md), and `auto`, other
-/// languages and detection to the second.
-struct Paired {
-    english: Box<dyn Recognizer>,
-    other: LazyWhisper,
-    /// `stt.language`, for requests that name none.
-    language: String,
-    info: ModelInfo,
-}
-
-impl Paired {
-    fn new(english: Box<dyn Recognizer>, other: LazyWhisper, language: &str) -> Self {
-        // The engine as a whole serves every language.
-        let info = ModelInfo {
-            other_languages: Some(other.info.name.clone()),
-            multilingual: true,
-            ..english.info().clone()
-        };
-        Self {
-            english,
-            other,
-            language: language.to_ascii_lowercase(),
-            info,
-        }
-    }
-}
-
-impl Recognizer for Paired {
-    fn info(&self) -> &ModelInfo {
-        &self.info
-    }
-
-    fn transcribe(&mut self, request: Request) -> Result<Transcript, SttError> {
-        let language = request
-            .language
-            .as_deref()
-            .filter(|l| !l.is_empty())
-            .map_or_else(|| self.language.clone(), str::to_ascii_lowercase);
-        if language == "en" {
-            self.english.transcribe(request)
-        } else {
-            self.other.transcribe(request)
-        }
-    }
-
-    fn detect(&mut self, audio: &[f32]) -> Result<Vec<LanguageGuess>, SttError> {
-        self.other.detect(audio)
     }
 }
 

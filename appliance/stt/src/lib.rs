@@ -1,5 +1,6 @@
 //! Hark's speech-to-text.
 //!
+//! - [`choice`]: models chosen per request, by name or size.
 //! - [`ct2`]: reading CTranslate2 model folders.
 //! - [`import`]: converting a CTranslate2 whisper model to whisper.cpp's
 //!   ggml format.
@@ -11,6 +12,7 @@
 //! - [`moonshine`]: the live engine; [`turn`]: the end-of-turn model and
 //!   what the words up to a pause say; [`level`]: where a clip has sound.
 
+pub mod choice;
 pub mod ct2;
 pub mod engine;
 pub mod fallback;

@@ -11,9 +11,8 @@ pub fn for_tool(tool: &str) -> Option<Scope> {
         "transcribe_voice" | "converse" | "confirm" | "choose" | "wait_for_person" => Scope::Listen,
         "speak_text" | "stop_speaking" | "list_voices" | "segment_sentences" | "list_scheduled"
         | "cancel_scheduled" => Scope::Speak,
-        "transcribe_audio" | "detect_language" | "transcribe_batch" | "synthesize_speech" => {
-            Scope::Files
-        }
+        "transcribe_audio" | "detect_language" | "transcribe_batch" | "synthesize_speech"
+        | "list_models" => Scope::Files,
         _ => Scope::Admin,
     })
 }

@@ -14,6 +14,7 @@ pub mod converse;
 pub mod detect_language;
 pub mod get_status;
 pub mod list_captures;
+pub mod models;
 pub mod scheduled;
 pub mod set_volume;
 pub mod speak_text;

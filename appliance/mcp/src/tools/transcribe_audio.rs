@@ -48,6 +48,14 @@ pub struct TranscribeAudio {
     /// Add each word with its start and end time to the segments.
     #[serde(default)]
     pub word_timestamps: bool,
+    /// The model to transcribe with: a name from `list_models`
+    /// (`base-q8_0`) or a size (`tiny`, `base`, `small`, `medium`,
+    /// `large`); loaded on first use. Default: the configured one.
+    pub model: Option<String>,
+    /// The size of whisper model to transcribe with (`tiny`, `base`,
+    /// `small`, `medium`, `large`, `large-v3`): an installed one of that
+    /// size for the language. Give this or `model`.
+    pub model_size: Option<String>,
 }
 
 /// The audio an agent named: inline or a path, exactly one of them.
@@ -108,6 +116,8 @@ impl HarkServer {
                 OutputFormat::Srt => Some(Subtitles::Srt),
                 OutputFormat::Vtt => Some(Subtitles::Vtt),
             },
+            model: args.model,
+            model_size: args.model_size,
         };
         let transcription = tokio::select! {
             done = self.room.files.transcribe(call) => done?,

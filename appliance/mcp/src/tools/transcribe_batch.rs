@@ -25,6 +25,11 @@ pub struct TranscribeBatch {
     /// Language for all files, ISO 639-1 or `auto` (detected per file);
     /// default `stt.language` (`en`).
     pub language: Option<String>,
+    /// The model for all files: a name from `list_models` or a size
+    /// (`tiny`, `base`, …). Default: the configured one.
+    pub model: Option<String>,
+    /// The size of whisper model for all files; give this or `model`.
+    pub model_size: Option<String>,
 }
 
 /// `transcribe_batch`'s structured result.
@@ -85,6 +90,8 @@ impl HarkServer {
                 language: args.language.clone(),
                 word_timestamps: false,
                 subtitles: None,
+                model: args.model.clone(),
+                model_size: args.model_size.clone(),
             };
             let outcome = tokio::select! {
                 done = self.room.files.transcribe(call) => done.map_err(ToolError::from),

@@ -523,15 +523,20 @@ pub async fn transcribe(shared: Arc<Shared>, request: Request<Incoming>) -> Resp
         for part in form {
             match part.name.as_str() {
                 "file" | "audio" => file = Some(body.slice_ref(part.data)),
-                "language" | "word_timestamps" => match std::str::from_utf8(part.data) {
-                    Ok(value) => options.push((part.name.clone(), value.trim().to_owned())),
-                    Err(_) => {
-                        return refused(
-                            StatusCode::BAD_REQUEST,
-                            ToolError::invalid(format!("the form's `{}` is not text", part.name)),
-                        );
+                "language" | "word_timestamps" | "model" | "model_size" => {
+                    match std::str::from_utf8(part.data) {
+                        Ok(value) => options.push((part.name.clone(), value.trim().to_owned())),
+                        Err(_) => {
+                            return refused(
+                                StatusCode::BAD_REQUEST,
+                                ToolError::invalid(format!(
+                                    "the form's `{}` is not text",
+                                    part.name
+                                )),
+                            );
+                        }
                     }
-                },
+                }
                 _ if part.filename && file.is_none() => file = Some(body.slice_ref(part.data)),
                 _ => {}
             }
@@ -552,9 +557,12 @@ pub async fn transcribe(shared: Arc<Shared>, request: Request<Incoming>) -> Resp
     };
     let mut language = None;
     let mut word_timestamps = false;
+    let (mut model, mut model_size) = (None, None);
     for (key, value) in options {
         match key.as_str() {
             "language" => language = Some(value),
+            "model" => model = Some(value),
+            "model_size" => model_size = Some(value),
             "word_timestamps" => match value.as_str() {
                 "true" | "1" => word_timestamps = true,
                 "false" | "0" => word_timestamps = false,
@@ -571,7 +579,7 @@ pub async fn transcribe(shared: Arc<Shared>, request: Request<Incoming>) -> Resp
                 return refused(
                     StatusCode::BAD_REQUEST,
                     ToolError::invalid(format!(
-                        "POST /transcribe takes language and word_timestamps, not `{other}`"
+                        "POST /transcribe takes language, word_timestamps, model and model_size, not `{other}`"
                     )),
                 );
             }
@@ -585,7 +593,12 @@ pub async fn transcribe(shared: Arc<Shared>, request: Request<Incoming>) -> Resp
         language,
         word_timestamps,
         subtitles: None,
+        model,
+        model_size,
     };
+    // A model the call named and the store lacks is not the appliance
+    // being unavailable.
+    let chose = call.model.is_some() || call.model_size.is_some();
     match shared.room.files.transcribe(call).await {
         Ok(transcription) => json(
             StatusCode::OK,
@@ -597,6 +610,7 @@ pub async fn transcribe(shared: Arc<Shared>, request: Request<Incoming>) -> Resp
                     StatusCode::BAD_REQUEST
                 }
                 Kind::FileTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+                Kind::ModelNotLoaded if chose => StatusCode::NOT_FOUND,
                 _ => StatusCode::SERVICE_UNAVAILABLE,
             };
             refused(status, e.into())

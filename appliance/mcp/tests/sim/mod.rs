@@ -22,7 +22,7 @@ use hark_core::{
     room::{
         Ask, BoardControl, BoxFuture, Chosen, Confirmed, ConverseCall, Conversed, Detected,
         EndReason, Engine, Failure, Files, Hands, Heard, InstallCall, InstalledVoice, Kind, Listen,
-        ListenCall, NO_SPEECH, Observe, Pair, PairAsk, PairRefusal, Progress, Question,
+        ListenCall, ModelList, NO_SPEECH, Observe, Pair, PairAsk, PairRefusal, Progress, Question,
         RECORD_TIMEOUT_RANGE, Refusal, RemovedVoice, Report, RoomStatus, Schedule, Scheduled,
         Speak, SpeakCall, SpeechEnd, SpeechStatus, Spoken, SynthesizeCall, Transcription, Voices,
         Volume, VolumeSet, WakeStatus, WakeWord, check_question, check_rate, check_text,
@@ -493,6 +493,15 @@ impl Files for SimRoom {
 
     fn install_voice(&self, _: InstallCall) -> BoxFuture<'_, Result<InstalledVoice, Failure>> {
         Box::pin(async { no_models() })
+    }
+
+    fn models(&self) -> BoxFuture<'_, Result<ModelList, Failure>> {
+        Box::pin(async {
+            Ok(ModelList {
+                models: Vec::new(),
+                default: String::new(),
+            })
+        })
     }
 
     fn remove_voice(&self, id: String) -> BoxFuture<'_, Result<RemovedVoice, Failure>> {

@@ -16,11 +16,14 @@ use std::{
 use base64::Engine as _;
 use hark_audio::decode::{self, Decoded};
 use hark_core::room::{
-    AudioInput, BoxFuture, Detected, Failure, Files, InstallCall, InstalledVoice, Kind,
+    AudioInput, BoxFuture, Detected, Failure, Files, InstallCall, InstalledVoice, Kind, ModelList,
     RemovedVoice, Subtitles, SynthesizeCall, Synthesized, TranscribeCall, Transcribed,
     Transcription, VoiceInfo, Voices,
 };
-use hark_stt::engine::{Engine, Request, Transcript};
+use hark_stt::{
+    choice::ModelChoice,
+    engine::{Engine, Request, Transcript},
+};
 use hark_tts::voices::{VoiceStore, VoicesError};
 use serde_json::{Value, json};
 
@@ -151,12 +154,38 @@ fn language_matches(code: &str, wanted: &str) -> bool {
 }
 
 impl Files for Room {
+    fn models(&self) -> BoxFuture<'_, Result<ModelList, Failure>> {
+        Box::pin(async move {
+            let stt = Arc::clone(&self.state.stt);
+            tokio::task::spawn_blocking(move || {
+                let live = stt.live().map(|live| live.info().name.clone());
+                stt.models.list(live.as_deref())
+            })
+            .await
+            .map_err(|e| failure::task(Kind::ModelNotLoaded, "listing", e))?
+            .map_err(|e| Failure::new(Kind::ModelNotLoaded, e.to_string()))
+        })
+    }
+
     fn transcribe(&self, call: TranscribeCall) -> BoxFuture<'_, Result<Transcription, Failure>> {
         Box::pin(async move {
-            let (stt, engine) = engine(self)?;
+            let (stt, whisper) = engine(self)?;
+            let choice = ModelChoice::parse(call.model.as_deref(), call.model_size.as_deref())
+                .map_err(failure::stt)?;
+            // The live engine's model, named, is the live engine (it
+            // transcribes files too, English only); any other goes to
+            // whisper, which finds it in the store.
+            let live = stt.live().filter(|live| {
+                matches!(&choice, Some(ModelChoice::Name(name)) if *name == live.info().name)
+            });
+            let (engine, choice) = match live {
+                Some(live) => (Arc::clone(live), None),
+                None => (whisper, choice),
+            };
             let (mut decoded, source) = decoded(stt, call.audio).await?;
             // The samples go to the engine; the rest describes the file.
             let mut request = Request::new(std::mem::take(&mut decoded.samples));
+            request.model = choice;
             request.language = call.language;
             request.word_timestamps = call.word_timestamps;
             let transcript = transcribed(&engine, request).await?;

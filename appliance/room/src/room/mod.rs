@@ -179,6 +179,8 @@ pub mod failure {
             SttError::Busy { .. } => Kind::Busy,
             SttError::Cancelled => Kind::Cancelled,
             SttError::EnglishOnly { .. } | SttError::UnknownLanguage(_) => Kind::Language,
+            SttError::UnknownModel { .. } | SttError::NoModelOfSize { .. } => Kind::ModelNotLoaded,
+            SttError::Choice(_) => Kind::InvalidArgument,
             SttError::Whisper(_) | SttError::Live(_) | SttError::Unsupported(_) => {
                 Kind::Transcription
             }
