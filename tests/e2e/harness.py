@@ -28,6 +28,7 @@ ONNXRUNTIME = REPO / "tests" / ".voices" / "lib" / "libonnxruntime.so"
 WAKE = REPO / "tests" / ".models" / "wake"
 # The tools the daemon serves, in tools/list order.
 TOOLS = [
+    "agent_settings",
     "cancel_scheduled",
     "choose",
     "confirm",

@@ -533,7 +533,12 @@ def test_a_read_only_state_directory_at_start(start_daemon, state_mount):
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and "the token store is unavailable" in r.stderr and "tokens.sqlite3" in r.stderr, r
     assert "tokens cannot be checked" in status(d)["auth"]["warning"]
-    assert d.log().count("cannot be kept on disk") == 3, "each store said so once"
+    # Agents' settings changed now last until a restart, and say so.
+    admin = client(d, "admin", 30)
+    kept = call(admin, "agent_settings", {}, 4)["structuredContent"]["kept"]
+    assert kept.startswith("in memory only: ") and "agents.sqlite3" in kept, kept
+    admin.close()
+    assert d.log().count("cannot be kept on disk") == 4, "each store said so once"
 
 
 def test_the_state_directory_turning_read_only_while_running(start_daemon, state_mount, tmp_path):

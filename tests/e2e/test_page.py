@@ -315,3 +315,40 @@ def test_an_agent_is_added_from_any_browser_and_its_lines_work(appliance, browse
     browser("goto", url=url)
     assert not browser("visible", selector="#add-agent-result")
     assert browser("errors") == []
+
+
+def test_the_page_changes_an_agents_voice_rate_chime_and_aliases(start_daemon, browser):
+    """Voicebox's settings page, here: each agent's row of fields, saved
+    (applied and kept: test_agent_settings follows a change to the agent's
+    next speech and across a restart), refused with the reason, reset."""
+    d = start_daemon({"auth": {"mode": "open"}, "agents.claude-code": {"aliases": ["claude"]}})
+    admin = LineClient.tcp(d, timeout=30)
+    admin.initialize("admin")
+    browser("goto", url=f"http://127.0.0.1:{d.http[1]}/")
+    browser("wait_text", selector="#agents", contains="claude-code", timeout=10000)
+    row = '#agents tr[data-agent="claude-code"]'
+    assert "hark.toml" in browser("text", selector=row)
+    browser("select", selector=f'{row} select[name="voice"]', value="default")
+    browser("select", selector=f'{row} select[name="chime"]', value="low")
+    browser("fill", selector=f'{row} input[name="rate"]', value="1.25")
+    browser("fill", selector=f'{row} input[name="aliases"]', value="claude, the coder")
+    browser("click", selector=f'{row} button[data-save]')
+
+    def claude():
+        agents = call(admin, "agent_settings", {"agent": "claude-code"}, 2)["structuredContent"]["agents"]
+        return agents[0]
+    assert wait_for(lambda: claude()["source"] == "run_time", 5), claude()
+    now = claude()
+    assert (now["chime"], now["rate"], now["aliases"]) == ("low", 1.25, ["claude", "the coder"]), now
+    browser("wait_text", selector=row, contains="changed here", timeout=5000)
+    shot(browser, "11-agent-settings")
+    # A bad value is refused with the reason on the page, nothing changed.
+    browser("fill", selector=f'{row} input[name="rate"]', value="7")
+    browser("click", selector=f'{row} button[data-save]')
+    browser("wait_text", selector="#error", contains="rate", timeout=5000)
+    assert claude()["rate"] == 1.25
+    browser("click", selector=f'{row} button[data-reset]')
+    assert wait_for(lambda: claude()["source"] == "config", 5), claude()
+    assert claude()["chime"] == "default"
+    assert browser("errors") == []
+    admin.close()

@@ -47,6 +47,7 @@ impl Default for AgentConfig {
 /// which agent is listening (`[agents.NAME] earcon`). The audio engine plays
 /// each as a tone of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Chime {
     /// The appliance's own two rising notes.
@@ -60,10 +61,79 @@ pub enum Chime {
     Triple,
 }
 
-/// The configured agents: built once at start-up; clones share them.
+impl Chime {
+    /// Its name in settings.
+    pub fn name(self) -> &'static str {
+        match self {
+            Chime::Default => "default",
+            Chime::High => "high",
+            Chime::Low => "low",
+            Chime::Triple => "triple",
+        }
+    }
+}
+
+/// Where an agent's settings come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// `[agents.NAME]` in `hark.toml`.
+    Config,
+    /// Changed at run time (the status page, `agent_settings`): kept in
+    /// the state directory, in place of `hark.toml`'s until reset.
+    RunTime,
+}
+
+/// The agents' settings: `hark.toml`'s, and those changed at run time in
+/// their place. Clones share them, so a change applies everywhere at once
+/// (speech, chimes, the inbox's addressing). Reads take a lock held only
+/// to copy a value out, never across anything that waits.
 #[derive(Debug, Clone, Default)]
 pub struct Agents {
-    configured: std::sync::Arc<BTreeMap<String, AgentConfig>>,
+    table: std::sync::Arc<std::sync::RwLock<Table>>,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    /// `[agents.NAME]`.
+    configured: BTreeMap<String, AgentConfig>,
+    /// Changed at run time, by name as it was given.
+    changed: BTreeMap<String, AgentConfig>,
+}
+
+impl Table {
+    /// Every agent's settings in effect: a run-time change replaces the
+    /// configured agent of the same name (in any spelling).
+    fn effective(&self) -> impl Iterator<Item = (&String, &AgentConfig, Source)> {
+        let changed_keys: Vec<String> = self.changed.keys().map(|n| plain(n)).collect();
+        self.configured
+            .iter()
+            .filter(move |(name, _)| !changed_keys.contains(&plain(name)))
+            .map(|(name, agent)| (name, agent, Source::Config))
+            .chain(
+                self.changed
+                    .iter()
+                    .map(|(name, agent)| (name, agent, Source::RunTime)),
+            )
+    }
+
+    /// The agent `name` is (by its name or an alias).
+    fn find(&self, name: &str) -> Option<(&String, &AgentConfig, Source)> {
+        let wanted = plain(name);
+        let mut agents = self.effective();
+        // A name beats another agent's alias.
+        let by_name = self.effective().find(|(n, _, _)| plain(n) == wanted);
+        by_name.or_else(|| agents.find(|(_, a, _)| a.aliases.iter().any(|x| plain(x) == wanted)))
+    }
+}
+
+/// One agent's settings in effect, and where they come from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Effective {
+    pub name: String,
+    pub config: AgentConfig,
+    pub source: Source,
 }
 
 /// The form names are compared in: "Claude-Code" and "claude code" are one.
@@ -74,56 +144,109 @@ pub fn plain(name: &str) -> String {
 impl Agents {
     pub fn new(configured: BTreeMap<String, AgentConfig>) -> Self {
         Self {
-            configured: std::sync::Arc::new(configured),
+            table: std::sync::Arc::new(std::sync::RwLock::new(Table {
+                configured,
+                changed: BTreeMap::new(),
+            })),
         }
     }
 
-    /// The configured agent `name` is (by its name or an alias).
-    fn find(&self, name: &str) -> Option<(&String, &AgentConfig)> {
-        let wanted = plain(name);
-        self.configured.iter().find(|(configured, agent)| {
-            plain(configured) == wanted || agent.aliases.iter().any(|a| plain(a) == wanted)
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Table> {
+        self.table
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Puts `name`'s run-time settings in place (`None`: back to
+    /// `hark.toml`'s). A change under another spelling of the same name
+    /// replaces it.
+    pub fn set(&self, name: &str, config: Option<AgentConfig>) {
+        let mut table = self
+            .table
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = plain(name);
+        table.changed.retain(|n, _| plain(n) != key);
+        if let Some(config) = config {
+            table.changed.insert(name.to_owned(), config);
+        }
+    }
+
+    /// `name`'s settings in effect, if it has any (configured or changed).
+    pub fn get(&self, name: &str) -> Option<Effective> {
+        self.read().find(name).map(|(n, config, source)| Effective {
+            name: n.clone(),
+            config: config.clone(),
+            source,
         })
     }
 
-    /// The key `name` is compared by: its configured agent's, else its own.
+    /// Every agent with settings, by name.
+    pub fn all(&self) -> Vec<Effective> {
+        let mut all: Vec<Effective> = self
+            .read()
+            .effective()
+            .map(|(name, config, source)| Effective {
+                name: name.clone(),
+                config: config.clone(),
+                source,
+            })
+            .collect();
+        all.sort_by_key(|e| plain(&e.name));
+        all
+    }
+
+    /// The key `name` is compared by: its agent's, else its own.
     pub fn key(&self, name: &str) -> String {
-        match self.find(name) {
-            Some((configured, _)) => plain(configured),
+        match self.read().find(name) {
+            Some((configured, _, _)) => plain(configured),
             None => plain(name),
         }
     }
 
-    /// Every configured agent with its aliases (for addressing).
-    pub fn names(&self) -> impl Iterator<Item = (&String, &Vec<String>)> {
-        self.configured.iter().map(|(name, a)| (name, &a.aliases))
+    /// Every agent with settings and its aliases (for addressing).
+    pub fn names(&self) -> Vec<(String, Vec<String>)> {
+        self.read()
+            .effective()
+            .map(|(name, a, _)| (name.clone(), a.aliases.clone()))
+            .collect()
     }
 
     /// The voice the agent speaks in when a call names none.
-    pub fn voice(&self, name: &str) -> Option<&str> {
-        self.find(name).and_then(|(_, a)| a.voice.as_deref())
+    pub fn voice(&self, name: &str) -> Option<String> {
+        self.read().find(name).and_then(|(_, a, _)| a.voice.clone())
     }
 
     /// The agent's speaking rate when a call gives none.
     pub fn rate(&self, name: &str) -> Option<f32> {
-        self.find(name).and_then(|(_, a)| a.rate).map(|r| r as f32)
+        self.read()
+            .find(name)
+            .and_then(|(_, a, _)| a.rate)
+            .map(|r| r as f32)
     }
 
     /// The agent's listening chime.
     pub fn earcon(&self, name: &str) -> Chime {
-        self.find(name).map_or(Chime::Default, |(_, a)| a.earcon)
+        self.read()
+            .find(name)
+            .map_or(Chime::Default, |(_, a, _)| a.earcon)
     }
 
     /// What Hark says before the agent's speech when the speaker changes,
     /// or `None` when the agent asked not to be announced.
     pub fn announcement(&self, name: &str) -> Option<String> {
-        let (spoken, announce) = match self.find(name) {
-            Some((configured, agent)) => (
+        let found = self.get(name);
+        let (spoken, announce) = match found {
+            Some(Effective {
+                name: configured,
+                config: agent,
+                ..
+            }) => (
                 agent
                     .aliases
                     .first()
                     .cloned()
-                    .unwrap_or_else(|| plain(configured)),
+                    .unwrap_or_else(|| plain(&configured)),
                 agent.announce,
             ),
             None => (plain(name), true),
@@ -200,13 +323,60 @@ mod tests {
         let a = agents();
         for name in ["claude-code", "Claude Code", "claude", "CLAUDE"] {
             assert_eq!(a.key(name), "claude code", "{name}");
-            assert_eq!(a.voice(name), Some("en_US-amy-low"), "{name}");
+            assert_eq!(a.voice(name).as_deref(), Some("en_US-amy-low"), "{name}");
         }
         assert_eq!(a.key("Cursor"), "cursor");
         assert_eq!(a.voice("cursor"), None);
         assert_eq!(a.rate("claude"), Some(1.2));
         assert_eq!(a.earcon("claude"), Chime::High);
         assert_eq!(a.earcon("cursor"), Chime::Default);
+    }
+
+    #[test]
+    fn a_change_at_run_time_replaces_the_configured_agent_until_reset() {
+        let a = agents();
+        let shared = a.clone();
+        // Another spelling of the same name: it replaces, it does not add.
+        a.set(
+            "Claude Code",
+            Some(AgentConfig {
+                aliases: vec!["clod".into()],
+                voice: Some("de_DE-thorsten-medium".into()),
+                rate: Some(0.9),
+                earcon: Chime::Triple,
+                announce: false,
+            }),
+        );
+        for name in ["claude-code", "clod"] {
+            assert_eq!(
+                shared.voice(name).as_deref(),
+                Some("de_DE-thorsten-medium"),
+                "{name}"
+            );
+            assert_eq!(shared.key(name), "claude code", "{name}");
+        }
+        assert_eq!(shared.key("claude"), "claude", "the old alias is gone");
+        assert_eq!(shared.rate("clod"), Some(0.9));
+        assert_eq!(shared.earcon("clod"), Chime::Triple);
+        assert_eq!(shared.announcement("claude-code"), None);
+        let all = shared.all();
+        assert_eq!(all.len(), 2, "{all:?}");
+        assert_eq!(
+            (all[0].name.as_str(), all[0].source),
+            ("Claude Code", Source::RunTime)
+        );
+        // A name never set before gets settings of its own.
+        a.set(
+            "cursor",
+            Some(AgentConfig {
+                earcon: Chime::Low,
+                ..AgentConfig::default()
+            }),
+        );
+        assert_eq!(shared.earcon("Cursor"), Chime::Low);
+        a.set("claude-code", None);
+        assert_eq!(shared.voice("claude").as_deref(), Some("en_US-amy-low"));
+        assert_eq!(shared.get("claude").unwrap().source, Source::Config);
     }
 
     #[test]

@@ -80,6 +80,7 @@ impl HarkServer {
                 + Self::synthesize_speech_router()
                 + Self::voices_router()
                 + Self::models_router()
+                + Self::agent_settings_router()
                 + Self::wait_for_person_router()
                 + Self::converse_router()
                 + Self::confirm_router()

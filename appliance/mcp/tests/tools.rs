@@ -133,6 +133,7 @@ async fn every_tool_is_listed_with_its_schemas() {
     assert_eq!(
         names,
         [
+            "agent_settings",
             "cancel_scheduled",
             "choose",
             "confirm",

@@ -63,6 +63,28 @@ pub async fn start_room(
     let bus = crate::events::Bus::default();
     // Built once: speech, the inbox and the room share them.
     let agents = crate::agents::Agents::new(config.agents.clone());
+    // Settings changed at run time, in place of `hark.toml`'s, before
+    // anyone is served.
+    let agent_store = {
+        let dir = config.state_dir.clone();
+        match tokio::task::spawn_blocking(move || hark_store::agents::AgentStore::open(&dir)).await
+        {
+            Ok(Ok((store, kept))) => {
+                for (name, settings) in kept {
+                    agents.set(&name, Some(settings));
+                }
+                Some(Arc::new(store))
+            }
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "agents' settings changed at run time cannot be kept");
+                None
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "agents' settings changed at run time cannot be kept");
+                None
+            }
+        }
+    };
     let subsystems = hark_core::status::Subsystems::default();
     let (muted, speaking) = (Arc::default(), Arc::default());
     // Which board this is, first: its profile names the sound card the
@@ -148,6 +170,7 @@ pub async fn start_room(
         }
     };
     let state = ApplianceState::new(crate::state::Parts {
+        agent_store,
         bus,
         subsystems,
         muted,

@@ -17,6 +17,9 @@ pub struct ApplianceState {
     pub inbox: Option<Arc<crate::inbox::Inbox>>,
     pub yes_no: crate::words::YesNo,
     pub agents: crate::agents::Agents,
+    /// Where agents' settings changed at run time are kept (none when its
+    /// store could not open: changes then last until a restart).
+    pub agent_store: Option<Arc<hark_store::agents::AgentStore>>,
     /// What was heard and spoken (likewise).
     pub history: Option<Arc<crate::history::History>>,
     /// Speech and timers kept for later (none when its store could not
@@ -64,6 +67,8 @@ pub struct Parts {
     pub schedule: Option<crate::schedule::Scheduler>,
     pub yes_no: crate::words::YesNo,
     pub agents: crate::agents::Agents,
+    /// Where agents' settings changed at run time are kept.
+    pub agent_store: Option<Arc<hark_store::agents::AgentStore>>,
 }
 
 impl Parts {
@@ -91,6 +96,7 @@ impl Parts {
             schedule: None,
             yes_no: Default::default(),
             agents: Default::default(),
+            agent_store: None,
         }
     }
 }
@@ -146,6 +152,7 @@ impl ApplianceState {
             inbox: parts.inbox,
             yes_no: parts.yes_no,
             agents: parts.agents,
+            agent_store: parts.agent_store,
             history: parts.history,
             schedule: parts.schedule,
             muted: parts.muted,

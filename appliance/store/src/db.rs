@@ -123,6 +123,53 @@ pub fn open(
     }
 }
 
+/// A store's database: on disk, or in memory when the state directory
+/// cannot be used (said in the log; `kept` says which, for its status).
+pub struct Kept {
+    pub conn: Connection,
+    /// `None`: in memory.
+    pub path: Option<PathBuf>,
+    /// `kept in PATH`, or `in memory only: WHY`.
+    pub kept: String,
+}
+
+/// [`open`], then `migrate` (columns added since), or on failure a
+/// database in memory: `what` ("the history") names the store in the log,
+/// `lasts` what an in-memory store loses ("it lasts until the appliance
+/// restarts").
+pub fn open_kept(
+    dir: &Path,
+    file: &str,
+    schema: &str,
+    check: &str,
+    what: &str,
+    migrate: impl FnOnce(&Connection, &Path) -> Result<(), DbError>,
+) -> Result<Kept, DbError> {
+    let opened = open(dir, file, schema, check)
+        .and_then(|(conn, path, warning)| migrate(&conn, &path).map(|()| (conn, path, warning)));
+    match opened {
+        Ok((conn, path, warning)) => {
+            if let Some(warning) = warning {
+                tracing::error!("{what}: {warning}");
+            }
+            let kept = format!("kept in {}", path.display());
+            Ok(Kept {
+                conn,
+                path: Some(path),
+                kept,
+            })
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "{what} cannot be kept on disk; it lasts until the appliance restarts");
+            Ok(Kept {
+                conn: in_memory(schema)?,
+                path: None,
+                kept: format!("in memory only: {e}"),
+            })
+        }
+    }
+}
+
 /// Adds `column` to `table` in a database made before it existed (SQLite
 /// has no `ADD COLUMN IF NOT EXISTS`); rows already there hold NULL.
 pub fn add_column(

@@ -159,20 +159,14 @@ struct Db {
 
 impl Db {
     fn open(dir: &Path, settings: Settings, rows: Arc<AtomicI64>) -> Result<Db, DbError> {
-        let (conn, path, kept) = match db::open(dir, FILE, SCHEMA, "SELECT count(*) FROM captures")
-        {
-            Ok((conn, path, warning)) => {
-                if let Some(warning) = warning {
-                    tracing::error!("history: {warning}");
-                }
-                let kept = format!("kept in {}", path.display());
-                (conn, Some(path), kept)
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "the history cannot be kept on disk; it lasts until the appliance restarts");
-                (db::in_memory(SCHEMA)?, None, format!("in memory only: {e}"))
-            }
-        };
+        let db::Kept { conn, path, kept } = db::open_kept(
+            dir,
+            FILE,
+            SCHEMA,
+            "SELECT count(*) FROM captures",
+            "the history",
+            |_, _| Ok(()),
+        )?;
         let audio_dir = path
             .as_ref()
             .and_then(|p| p.parent())

@@ -5,7 +5,8 @@
 //!   them (and the agents waiting for them);
 //! - [`history`]: what was heard and spoken, from the event stream;
 //! - [`tokens`]: the paired agents' tokens (only their hashes);
-//! - [`schedule`]: speech and timers kept to be said later.
+//! - [`schedule`]: speech and timers kept to be said later;
+//! - [`agents`]: the agents' settings changed at run time.
 //!
 //! Every statement runs on the store's own thread ([`worker`]), never on
 //! the async runtime's: a `synchronous = FULL` commit waits for the card,
@@ -13,6 +14,7 @@
 //! (messages waiting, rows kept) is counted in memory as the store changes,
 //! so reading it never touches the database.
 
+pub mod agents;
 pub mod db;
 pub mod history;
 pub mod inbox;

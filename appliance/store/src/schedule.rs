@@ -65,33 +65,15 @@ struct Db {
 impl Db {
     fn open(dir: &Path) -> Result<Db, DbError> {
         // A store from before timers kept their set time gains the column.
-        let opened = db::open(dir, FILE, SCHEMA, "SELECT count(*) FROM later").and_then(
-            |(conn, path, warning)| {
-                db::add_column(&conn, &path, "later", "set_ms", "INTEGER")?;
-                Ok((conn, path, warning))
-            },
-        );
-        match opened {
-            Ok((conn, path, warning)) => {
-                if let Some(warning) = warning {
-                    tracing::error!("schedule: {warning}");
-                }
-                let kept = format!("kept in {}", path.display());
-                Ok(Db {
-                    conn,
-                    path: Some(path),
-                    kept,
-                })
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "speech kept for later cannot be kept on disk; it lasts until the appliance restarts");
-                Ok(Db {
-                    conn: db::in_memory(SCHEMA)?,
-                    path: None,
-                    kept: format!("in memory only: {e}"),
-                })
-            }
-        }
+        let db::Kept { conn, path, kept } = db::open_kept(
+            dir,
+            FILE,
+            SCHEMA,
+            "SELECT count(*) FROM later",
+            "speech kept for later",
+            |conn, path| db::add_column(conn, path, "later", "set_ms", "INTEGER"),
+        )?;
+        Ok(Db { conn, path, kept })
     }
 
     fn add(&mut self, entry: &Entry) -> Result<i64, DbError> {

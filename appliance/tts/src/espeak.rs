@@ -151,6 +151,13 @@ impl Espeak {
         self.sample_rate
     }
 
+    /// Whether espeak-ng has `voice` (it is selected to find out, as a
+    /// speech in it would).
+    pub fn has_voice(&self, voice: &str) -> bool {
+        let mut state = self.lock();
+        select_voice(&mut state, voice).is_ok()
+    }
+
     /// Splits `text` into espeak-ng's clauses with their phonemes for `voice`
     /// (an espeak-ng voice name such as `en-us`), and the terminator and
     /// sentence end piper derives for each.

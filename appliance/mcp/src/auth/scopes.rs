@@ -32,7 +32,8 @@ mod tests {
             let scope = for_tool(tool);
             match tool.as_str() {
                 "get_status" => assert_eq!(scope, None),
-                "set_volume" | "install_voice" | "remove_voice" | "list_captures" => {
+                "set_volume" | "install_voice" | "remove_voice" | "list_captures"
+                | "agent_settings" => {
                     assert_eq!(scope, Some(Scope::Admin), "{tool}")
                 }
                 "transcribe_voice" | "converse" | "confirm" | "choose" | "wait_for_person" => {

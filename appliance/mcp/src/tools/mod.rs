@@ -8,6 +8,7 @@
 //! structured content carries a machine-readable type (seed 004's error
 //! types) and the context.
 
+pub mod agent_settings;
 pub mod choose;
 pub mod confirm;
 pub mod converse;

@@ -427,6 +427,23 @@ pub async fn handle(
                 Err(e) => error(StatusCode::CONFLICT, e.kind.name(), e.message),
             }
         }
+        ("/api/agent-settings", &http::Method::POST) => {
+            let args: crate::tools::agent_settings::AgentSettingsArgs = match body(request).await {
+                Ok(a) => a,
+                Err(r) => return *r,
+            };
+            match crate::tools::agent_settings::apply(&shared.state, &shared.room, args).await {
+                Ok(list) => json_response(StatusCode::OK, &json!(list)),
+                Err(e) => {
+                    let status = match e.kind {
+                        hark_core::room::Kind::Settings => StatusCode::SERVICE_UNAVAILABLE,
+                        hark_core::room::Kind::VoiceNotFound => StatusCode::NOT_FOUND,
+                        _ => StatusCode::BAD_REQUEST,
+                    };
+                    error(status, e.kind.name(), e.message.to_string())
+                }
+            }
+        }
         ("/api/button", &http::Method::POST) => {
             let press: Press = match body(request).await {
                 Ok(p) => p,
@@ -624,8 +641,27 @@ async fn page_state(shared: &Arc<Shared>, grant: &Grant) -> Value {
             .unwrap_or_default(),
         None => Vec::new(),
     };
+    let agents = crate::tools::agent_settings::apply(
+        state,
+        &shared.room,
+        crate::tools::agent_settings::AgentSettingsArgs::default(),
+    )
+    .await
+    .ok();
+    // The voices an agent may be given: those installed.
+    let voices: Vec<String> = match shared.room.files.voices(None, 1000).await {
+        Ok(listing) => listing
+            .voices
+            .into_iter()
+            .filter(|v| v.installed)
+            .map(|v| v.id)
+            .collect(),
+        Err(_) => Vec::new(),
+    };
     json!({
         "status": status,
+        "agents": agents,
+        "voices": voices,
         "lights": room.lights,
         "tokens": tokens,
         "pairing": shared.auth().pairings.pending(),

@@ -46,6 +46,8 @@ pub struct Utterance {
 
 pub struct SimRoom {
     bus: Bus,
+    /// The agents' settings (changes last as long as the room).
+    agents: hark_core::agents::Agents,
     person: Mutex<VecDeque<Utterance>>,
     /// The microphone: the room's floor, with its default limits.
     floor: Arc<Floor>,
@@ -59,6 +61,7 @@ impl SimRoom {
     pub fn new(bus: Bus) -> Arc<Self> {
         Arc::new(Self {
             floor: Arc::new(Floor::new(bus.clone(), 8, Duration::from_secs(600))),
+            agents: Default::default(),
             bus,
             person: Mutex::default(),
             spoken: Mutex::default(),
@@ -545,5 +548,43 @@ impl Pair for SimRoom {
 
     fn say(&self, words: String) {
         lock(&self.spoken).push(words);
+    }
+}
+
+impl hark_core::room::AgentSettings for SimRoom {
+    fn agents(&self) -> BoxFuture<'_, Result<hark_core::room::AgentSettingsList, Failure>> {
+        Box::pin(async move {
+            Ok(hark_core::room::AgentSettingsList {
+                agents: self
+                    .agents
+                    .all()
+                    .into_iter()
+                    .map(|e| hark_core::room::AgentSettingsView::of(&e.name.clone(), Some(e)))
+                    .collect(),
+                default_voice: "sim".into(),
+                kept: "in memory only".into(),
+            })
+        })
+    }
+
+    fn change_agent(
+        &self,
+        change: hark_core::room::AgentChange,
+    ) -> BoxFuture<'_, Result<hark_core::room::AgentSettingsView, Failure>> {
+        Box::pin(async move {
+            let mut config = self
+                .agents
+                .get(&change.agent)
+                .map(|e| e.config)
+                .unwrap_or_default();
+            if let Some(voice) = change.voice {
+                config.voice = Some(voice);
+            }
+            self.agents.set(&change.agent, Some(config));
+            Ok(hark_core::room::AgentSettingsView::of(
+                &change.agent,
+                self.agents.get(&change.agent),
+            ))
+        })
     }
 }

@@ -12,6 +12,7 @@
 //! - [`hands`]: the simulated board, the self-test and pairing by the
 //!   button.
 
+pub mod agents;
 pub mod dialogue;
 pub mod files;
 pub mod hands;

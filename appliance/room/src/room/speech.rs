@@ -204,7 +204,7 @@ async fn keep(
         .clone()
         .or_else(|| {
             let agent = call.agent.as_deref()?;
-            state.agents.voice(agent).map(str::to_owned)
+            state.agents.voice(agent)
         })
         .unwrap_or_else(|| tts.default_voice.clone());
     let known = {

@@ -372,7 +372,8 @@ impl TextToSpeech {
     ) -> Result<Accepted, SpeakError> {
         self.ready()?;
         let agents = &self.shared.agents;
-        let voice = voice.or_else(|| agent.as_deref().and_then(|a| agents.voice(a)));
+        let agent_voice = agent.as_deref().and_then(|a| agents.voice(a));
+        let voice = voice.or(agent_voice.as_deref());
         let rate = rate
             .or_else(|| agent.as_deref().and_then(|a| agents.rate(a)))
             .unwrap_or(1.0);

@@ -481,7 +481,7 @@ impl Inbox {
         let settings = &self.shared.settings;
         let mut addressing = words::Addressing::new();
         for (name, aliases) in settings.agents.names() {
-            addressing.add(name, aliases);
+            addressing.add(&name, &aliases);
         }
         for name in known {
             addressing.add(name, &[]);

@@ -33,6 +33,77 @@ function rows(id, items, fill) {
   }
 }
 
+// Like rows(), but also rebuilt when `extra` (what the rows offer) changes.
+function rowsKeyed(id, items, extra, fill) {
+  const key = JSON.stringify([items, extra]);
+  if (shown.get(`${id}+`) === key) return;
+  shown.set(`${id}+`, key);
+  shown.delete(id);
+  rows(id, items, fill);
+}
+
+function input(type, value, name) {
+  const field = document.createElement("input");
+  field.type = type;
+  field.name = name;
+  if (type === "checkbox") field.checked = value; else field.value = value == null ? "" : value;
+  return field;
+}
+
+function choice(options, value, name) {
+  const select = document.createElement("select");
+  select.name = name;
+  for (const [v, label] of options) {
+    const option = document.createElement("option");
+    option.value = v;
+    option.textContent = label;
+    select.appendChild(option);
+  }
+  select.value = value;
+  return select;
+}
+
+// One agent's settings as a row of fields, saved or reset with its buttons.
+function agentRow(row, a, data) {
+  row.dataset.agent = a.name;
+  cell(row, a.name);
+  const def = data.agents.default_voice;
+  const voices = [["default", `default (${def})`]].concat(data.voices.map((v) => [v, v]));
+  if (a.voice && !data.voices.includes(a.voice)) voices.push([a.voice, a.voice]);
+  const voice = choice(voices, a.voice || "default", "voice");
+  const rate = input("number", a.rate == null ? 1 : a.rate, "rate");
+  rate.min = "0.5"; rate.max = "2"; rate.step = "0.05";
+  const chime = choice([["default", "default"], ["high", "high"], ["low", "low"], ["triple", "triple"]], a.chime, "chime");
+  const aliases = input("text", a.aliases.join(", "), "aliases");
+  const announce = input("checkbox", a.announce, "announce");
+  cell(row, "").appendChild(voice);
+  cell(row, "").appendChild(rate);
+  cell(row, "").appendChild(chime);
+  cell(row, "").appendChild(aliases);
+  cell(row, "").appendChild(announce);
+  cell(row, { defaults: "defaults", config: "hark.toml", run_time: "changed here" }[a.source]);
+  const save = document.createElement("button");
+  save.type = "button";
+  save.textContent = "Save";
+  save.dataset.save = a.name;
+  save.addEventListener("click", () => act("/api/agent-settings", {
+    agent: a.name,
+    voice: voice.value,
+    rate: Number(rate.value),
+    chime: chime.value,
+    aliases: aliases.value.split(",").map((x) => x.trim()).filter((x) => x),
+    announce: announce.checked,
+  }));
+  const reset = document.createElement("button");
+  reset.type = "button";
+  reset.textContent = "Reset";
+  reset.dataset.reset = a.name;
+  reset.disabled = a.source !== "run_time";
+  reset.addEventListener("click", () => act("/api/agent-settings", { agent: a.name, reset: true }));
+  const actions = cell(row, "");
+  actions.append(save, reset);
+}
+
 function fail(message) {
   text("error", message);
   show("error", !!message);
@@ -95,6 +166,8 @@ function render(data) {
     button.addEventListener("click", () => act("/api/revoke", { name: t.name }));
     cell(row, "").appendChild(button);
   });
+  const agents = data.agents ? data.agents.agents : [];
+  rowsKeyed("agents", agents, data.voices, (row, a) => agentRow(row, a, data));
   rows("history", data.history, (row, h) => {
     cell(row, h.at); cell(row, h.kind); cell(row, h.agent || (h.kind === "spoken" ? "Hark" : "person"));
     cell(row, h.text);
@@ -141,6 +214,7 @@ function render(data) {
 
 let events = null;
 let pending = null;
+let unreachable = false;
 
 function refreshSoon() {
   if (pending) return;
@@ -177,10 +251,13 @@ async function refresh() {
     }
     if (!response.ok) throw new Error(`the appliance answered ${response.status}`);
     render(await response.json());
-    fail("");
+    // Only the error this set goes with a good answer: an action's stays
+    // until the next action.
+    if (unreachable) { fail(""); unreachable = false; }
     follow();
   } catch (e) {
     fail(`Cannot reach Hark: ${e.message}`);
+    unreachable = true;
   }
 }
 
