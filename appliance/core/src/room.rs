@@ -1162,13 +1162,33 @@ pub enum AudioInput {
     Path(String),
 }
 
-/// Subtitles to make of a transcription.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Subtitles {
-    /// SubRip.
+/// What a transcription is written as (`output_format`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum TranscriptFormat {
+    /// The text alone.
+    #[default]
+    Text,
+    /// The text, with the segments in the structured content (a file
+    /// written gets the whole result as JSON).
+    Json,
+    /// SubRip subtitles.
     Srt,
-    /// WebVTT.
+    /// WebVTT subtitles.
     Vtt,
+}
+
+impl TranscriptFormat {
+    /// The file name extension a file of it gets.
+    pub fn extension(self) -> &'static str {
+        match self {
+            TranscriptFormat::Text => "txt",
+            TranscriptFormat::Json => "json",
+            TranscriptFormat::Srt => "srt",
+            TranscriptFormat::Vtt => "vtt",
+        }
+    }
 }
 
 /// A file to transcribe.
@@ -1178,8 +1198,10 @@ pub struct TranscribeCall {
     /// ISO 639-1 or `auto`; `None`: `stt.language`.
     pub language: Option<String>,
     pub word_timestamps: bool,
-    /// Subtitles to make of it, if any.
-    pub subtitles: Option<Subtitles>,
+    /// What to make of it (the content, and a file written).
+    pub format: TranscriptFormat,
+    /// A file to write it to, inside `stt.output_dirs`.
+    pub output_file: Option<String>,
     /// The model to transcribe with: a name in the model store or a size
     /// (`tiny`, `base`, …); `None`: the configured one.
     pub model: Option<String>,
@@ -1217,13 +1239,17 @@ pub struct Transcribed {
     pub transcribe_ms: u64,
     /// Where the audio came from (`source`: audio_base64 or audio_path).
     pub input: Value,
+    /// The file written (canonical path), when `output_file` was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_file: Option<String>,
 }
 
-/// A transcription, with the subtitles asked for.
+/// A transcription, with what it was made into.
 #[derive(Debug, Clone)]
 pub struct Transcription {
     pub result: Transcribed,
-    pub subtitles: Option<String>,
+    /// The text in the format asked for (subtitles for `srt`/`vtt`).
+    pub formatted: String,
 }
 
 /// `detect_language`'s structured result.
@@ -1265,10 +1291,18 @@ pub struct Synthesized {
     /// `audio/wav`: 16-bit PCM, mono.
     pub mime_type: String,
     pub duration_seconds: f64,
+    /// The audio tool spec's name for `duration_seconds`.
+    pub duration: f64,
+    /// `wav` (the spec's `format`).
+    pub format: String,
     pub sample_rate: u32,
     /// Size of the WAV file in bytes.
     pub bytes: usize,
+    /// The spec's size: kilobytes (1000 bytes), to one decimal.
+    pub file_size_kb: f64,
     pub voice: String,
+    /// The spec's name for `voice`.
+    pub voice_used: String,
     /// `piper` or `espeak`.
     pub engine: Engine,
     /// Why espeak-ng spoke instead of piper, when it did.

@@ -130,6 +130,12 @@ impl RoomConfig {
                 reason: format!("`{}` is not an absolute path", dir.display()),
             });
         }
+        if let Some(dir) = self.stt.output_dirs.iter().find(|d| !d.is_absolute()) {
+            return Err(Invalid {
+                key: "stt.output_dirs",
+                reason: format!("`{}` is not an absolute path", dir.display()),
+            });
+        }
         if let Err(reason) = self.tts.engine.parse::<hark_tts::synth::EngineKind>() {
             return Err(Invalid {
                 key: "tts.engine",
@@ -586,6 +592,10 @@ pub struct SttConfig {
     /// Directories `transcribe_audio` may read files from (`audio_path`).
     /// Empty: agents can only send audio inline (`audio_base64`).
     pub audio_dirs: Vec<PathBuf>,
+    /// Directories the transcription tools may write files in
+    /// (`output_file`, `output_directory`: text, JSON or subtitles).
+    /// Empty: transcriptions only come back in the reply.
+    pub output_dirs: Vec<PathBuf>,
     /// Largest audio file accepted, in bytes (1024–2147483648), after base64
     /// decoding. Inline audio is also bounded by `mcp.max_message_bytes`.
     pub max_audio_bytes: u64,
@@ -635,6 +645,7 @@ impl Default for SttConfig {
             no_speech_threshold: engine.no_speech_threshold,
             queue: engine.queue,
             audio_dirs: Vec::new(),
+            output_dirs: Vec::new(),
             max_audio_bytes: 50_000_000,
             max_audio_seconds: 3600,
             flash_attn: engine.flash_attn,

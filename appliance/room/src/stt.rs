@@ -58,6 +58,8 @@ pub struct SpeechToText {
     /// to whisper.
     language: String,
     pub files: AllowedDirs,
+    /// Where transcriptions may be written (`stt.output_dirs`).
+    pub outputs: AllowedDirs,
     pub limits: decode::Limits,
     /// Default wait for speech, `mcp.record_timeout`.
     pub record_timeout: Duration,
@@ -163,6 +165,7 @@ impl SpeechToText {
     /// the subsystem's state.
     pub fn start(config: &RoomConfig, bus: &Bus, subsystems: &Subsystems) -> Self {
         let files = AllowedDirs::new(config.stt.audio_dirs.clone(), "stt.audio_dirs");
+        let outputs = AllowedDirs::new(config.stt.output_dirs.clone(), "stt.output_dirs");
         let limits = decode::Limits {
             max_bytes: config.stt.max_audio_bytes,
             max_seconds: config.stt.max_audio_seconds,
@@ -255,6 +258,7 @@ impl SpeechToText {
             live,
             language: config.stt.language.clone(),
             files,
+            outputs,
             limits,
             record_timeout,
             enabled: config.stt.enabled,
@@ -274,6 +278,7 @@ impl SpeechToText {
             live: None,
             language: config.stt.language.clone(),
             files: AllowedDirs::new(Vec::new(), "stt.audio_dirs"),
+            outputs: AllowedDirs::new(Vec::new(), "stt.output_dirs"),
             limits: decode::Limits {
                 max_bytes: config.stt.max_audio_bytes,
                 max_seconds: config.stt.max_audio_seconds,

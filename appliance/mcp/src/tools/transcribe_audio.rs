@@ -5,7 +5,7 @@
 //! text, JSON segments, or SRT/WebVTT subtitles.
 
 pub use hark_core::room::Transcribed;
-use hark_core::room::{AudioInput, Subtitles, TranscribeCall};
+use hark_core::room::{AudioInput, TranscribeCall};
 use rmcp::{
     ErrorData, RoleServer, handler::server::wrapper::Parameters, model::CallToolResult,
     service::RequestContext, tool, tool_router,
@@ -16,19 +16,8 @@ use serde::Deserialize;
 use super::{ToolError, success};
 use crate::HarkServer;
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum OutputFormat {
-    /// The text alone.
-    #[default]
-    Text,
-    /// The text, with the segments in the structured content.
-    Json,
-    /// SubRip subtitles.
-    Srt,
-    /// WebVTT subtitles.
-    Vtt,
-}
+/// `text`, `json`, `srt` or `vtt`.
+pub use hark_core::room::TranscriptFormat as OutputFormat;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TranscribeAudio {
@@ -42,9 +31,14 @@ pub struct TranscribeAudio {
     /// detected (slower); default `stt.language` (`en`). `auto` and other
     /// languages need a multilingual model (`stt.multilingual_model`).
     pub language: Option<String>,
-    /// `text` (default), `json`, `srt` or `vtt`.
+    /// `text` (default), `json`, `srt` or `vtt`: the content, and a file
+    /// written with `output_file`.
     #[serde(default)]
     pub output_format: OutputFormat,
+    /// Also write it to this file on the appliance, inside
+    /// `stt.output_dirs` (the text, the whole result as JSON, or the
+    /// subtitles); the result's `output_file` is the file written.
+    pub output_file: Option<String>,
     /// Add each word with its start and end time to the segments.
     #[serde(default)]
     pub word_timestamps: bool,
@@ -111,11 +105,8 @@ impl HarkServer {
             audio: audio_input(args.audio_base64, args.audio_path)?,
             language: args.language,
             word_timestamps: args.word_timestamps,
-            subtitles: match args.output_format {
-                OutputFormat::Text | OutputFormat::Json => None,
-                OutputFormat::Srt => Some(Subtitles::Srt),
-                OutputFormat::Vtt => Some(Subtitles::Vtt),
-            },
+            format: args.output_format,
+            output_file: args.output_file,
             model: args.model,
             model_size: args.model_size,
         };
@@ -125,9 +116,6 @@ impl HarkServer {
                 return Err(ToolError::cancelled("transcription was cancelled"));
             }
         };
-        let text = transcription
-            .subtitles
-            .unwrap_or_else(|| transcription.result.text.clone());
-        Ok(success(text, transcription.result))
+        Ok(success(transcription.formatted, transcription.result))
     }
 }

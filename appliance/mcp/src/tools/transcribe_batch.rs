@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use hark_core::room::{AudioInput, Kind, TranscribeCall};
+use hark_core::room::{AudioInput, Kind, TranscribeCall, TranscriptFormat};
 
 use super::{ToolError, success};
 use crate::HarkServer;
@@ -30,6 +30,14 @@ pub struct TranscribeBatch {
     pub model: Option<String>,
     /// The size of whisper model for all files; give this or `model`.
     pub model_size: Option<String>,
+    /// Write each file's transcription into this directory on the
+    /// appliance, inside `stt.output_dirs`, named after the audio file
+    /// (`meeting.mp3` → `meeting.txt`); each result's `output` is its file.
+    pub output_directory: Option<String>,
+    /// What each file is written as: `text` (default, `.txt`), `json`,
+    /// `srt` or `vtt`.
+    #[serde(default)]
+    pub output_format: TranscriptFormat,
 }
 
 /// `transcribe_batch`'s structured result.
@@ -40,7 +48,9 @@ pub struct Batch {
     /// Files that failed.
     pub failed: usize,
     /// One per file, in order: `transcribe_audio`'s result plus
-    /// `audio_path`, or `audio_path` and `error` (`type`, `message`).
+    /// `audio_path` (the audio tool spec's `input`) and, with
+    /// `output_directory`, `output` (the file written); or `audio_path`
+    /// and `error` (`type`, `message`).
     pub results: Vec<serde_json::Value>,
 }
 
@@ -84,12 +94,35 @@ impl HarkServer {
         let mut results = Vec::new();
         let (mut processed, mut failed) = (0, 0);
         let mut text = String::new();
+        // Two audio files of one name would write one file twice.
+        let mut names = std::collections::HashSet::new();
         for path in args.audio_paths {
+            let output_file = match &args.output_directory {
+                Some(dir) => {
+                    let stem = std::path::Path::new(&path)
+                        .file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    let name = format!("{stem}.{}", args.output_format.extension());
+                    if stem.is_empty() || !names.insert(name.clone()) {
+                        failed += 1;
+                        let e = ToolError::invalid(format!(
+                            "{path}: another file in the batch is also written as {name}"
+                        ));
+                        text.push_str(&format!("{path}: error: {}\n", e.message));
+                        results.push(json!({ "audio_path": path, "error": e.to_json() }));
+                        continue;
+                    }
+                    Some(std::path::Path::new(dir).join(name).display().to_string())
+                }
+                None => None,
+            };
             let call = TranscribeCall {
                 audio: AudioInput::Path(path.clone()),
                 language: args.language.clone(),
                 word_timestamps: false,
-                subtitles: None,
+                format: args.output_format,
+                output_file,
                 model: args.model.clone(),
                 model_size: args.model_size.clone(),
             };
@@ -103,8 +136,11 @@ impl HarkServer {
                 Ok(done) => {
                     processed += 1;
                     text.push_str(&format!("{path}: {}\n", done.result.text));
-                    let mut value = serde_json::to_value(done.result).unwrap_or_default();
+                    let mut value = serde_json::to_value(&done.result).unwrap_or_default();
                     value["audio_path"] = json!(path);
+                    if let Some(written) = &done.result.output_file {
+                        value["output"] = json!(written);
+                    }
                     results.push(value);
                 }
                 Err(e) if e.kind == Kind::Cancelled => return Err(e),

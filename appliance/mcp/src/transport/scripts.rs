@@ -592,7 +592,8 @@ pub async fn transcribe(shared: Arc<Shared>, request: Request<Incoming>) -> Resp
         ),
         language,
         word_timestamps,
-        subtitles: None,
+        format: hark_core::room::TranscriptFormat::Json,
+        output_file: None,
         model,
         model_size,
     };

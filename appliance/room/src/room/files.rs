@@ -17,7 +17,7 @@ use base64::Engine as _;
 use hark_audio::decode::{self, Decoded};
 use hark_core::room::{
     AudioInput, BoxFuture, Detected, Failure, Files, InstallCall, InstalledVoice, Kind, ModelList,
-    RemovedVoice, Subtitles, SynthesizeCall, Synthesized, TranscribeCall, Transcribed,
+    RemovedVoice, SynthesizeCall, Synthesized, TranscribeCall, Transcribed, TranscriptFormat,
     Transcription, VoiceInfo, Voices,
 };
 use hark_stt::{
@@ -133,17 +133,13 @@ fn wav_bytes(rendered: &Rendered) -> Result<Vec<u8>, Failure> {
 
 /// Writes through a temporary file in the same directory, so a reader never
 /// sees half a file and a failure leaves the old one in place.
-fn write_atomically(target: &Path, bytes: &[u8]) -> Result<(), Failure> {
+fn write_atomically(target: &Path, bytes: &[u8], kind: Kind) -> Result<(), Failure> {
     let dir = target
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    hark_core::files::write_atomic(dir, target, bytes).map_err(|e| {
-        Failure::new(
-            Kind::Speech,
-            format!("cannot write {}: {e}", target.display()),
-        )
-    })
+    hark_core::files::write_atomic(dir, target, bytes)
+        .map_err(|e| Failure::new(kind, format!("cannot write {}: {e}", target.display())))
 }
 
 /// Language codes compared loosely: `en_US`, `en-us` and `EN_us` are one.
@@ -170,6 +166,24 @@ impl Files for Room {
     fn transcribe(&self, call: TranscribeCall) -> BoxFuture<'_, Result<Transcription, Failure>> {
         Box::pin(async move {
             let (stt, whisper) = engine(self)?;
+            // Checked before the work, so a bad path costs nothing.
+            let target = match &call.output_file {
+                Some(path) => {
+                    let (stt, path) = (Arc::clone(&stt), PathBuf::from(path));
+                    let resolved =
+                        tokio::task::spawn_blocking(move || stt.outputs.resolve_write(&path))
+                            .await
+                            .map_err(|e| {
+                                failure::task(Kind::Transcription, "checking the output", e)
+                            })?
+                            .map_err(|e| {
+                                failure::path(e)
+                                    .with_context(json!({ "output_file": call.output_file }))
+                            })?;
+                    Some(resolved)
+                }
+                None => None,
+            };
             let choice = ModelChoice::parse(call.model.as_deref(), call.model_size.as_deref())
                 .map_err(failure::stt)?;
             // The live engine's model, named, is the live engine (it
@@ -189,7 +203,7 @@ impl Files for Room {
             request.language = call.language;
             request.word_timestamps = call.word_timestamps;
             let transcript = transcribed(&engine, request).await?;
-            let result = Transcribed {
+            let mut result = Transcribed {
                 text: transcript.text.clone(),
                 language: transcript.language.clone(),
                 language_confidence: transcript.language_probability,
@@ -206,13 +220,28 @@ impl Files for Room {
                 model: transcript.model.clone(),
                 transcribe_ms: transcript.elapsed_ms,
                 input: source,
+                output_file: None,
             };
-            Ok(Transcription {
-                result,
-                subtitles: call
-                    .subtitles
-                    .map(|format| subtitles(&transcript, format == Subtitles::Vtt)),
-            })
+            let formatted = match call.format {
+                TranscriptFormat::Text | TranscriptFormat::Json => result.text.clone(),
+                TranscriptFormat::Srt => subtitles(&transcript, false),
+                TranscriptFormat::Vtt => subtitles(&transcript, true),
+            };
+            if let Some(target) = target {
+                result.output_file = Some(target.display().to_string());
+                let bytes = match call.format {
+                    TranscriptFormat::Json => serde_json::to_vec_pretty(&result)
+                        .map_err(|e| Failure::new(Kind::Transcription, e.to_string()))?,
+                    TranscriptFormat::Text => format!("{formatted}\n").into_bytes(),
+                    TranscriptFormat::Srt | TranscriptFormat::Vtt => formatted.clone().into_bytes(),
+                };
+                tokio::task::spawn_blocking(move || {
+                    write_atomically(&target, &bytes, Kind::Transcription)
+                })
+                .await
+                .map_err(|e| failure::task(Kind::Transcription, "writing", e))??;
+            }
+            Ok(Transcription { result, formatted })
         })
     }
 
@@ -293,18 +322,24 @@ impl Files for Room {
                 audio_base64: None,
                 mime_type: "audio/wav".into(),
                 duration_seconds,
+                duration: duration_seconds,
+                format: "wav".into(),
                 sample_rate: rendered.rate,
                 bytes: wav.len(),
+                file_size_kb: (wav.len() as f64 / 100.0).round() / 10.0,
                 voice: rendered.voice.clone(),
+                voice_used: rendered.voice.clone(),
                 engine: speech::engine(rendered.engine),
                 fallback_reason: rendered.fallback.clone(),
             };
             match target {
                 Some(target) => {
                     let written = target.clone();
-                    tokio::task::spawn_blocking(move || write_atomically(&written, &wav))
-                        .await
-                        .map_err(|e| failure::task(Kind::Speech, "writing", e))??;
+                    tokio::task::spawn_blocking(move || {
+                        write_atomically(&written, &wav, Kind::Speech)
+                    })
+                    .await
+                    .map_err(|e| failure::task(Kind::Speech, "writing", e))??;
                     result.output_path = Some(target.display().to_string());
                 }
                 None => {
