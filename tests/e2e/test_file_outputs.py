@@ -2,10 +2,15 @@
 call them: a transcription written as subtitles, text or JSON with
 `output_file`, a batch written into `output_directory`, both only inside
 `stt.output_dirs`; and the spec's result names (`language_confidence`,
-`duration`, `output`, `format`, `voice_used`, `file_size_kb`). The speech
-is people recorded (tests/.speech)."""
+`duration`, `output`, `format`, `voice_used`, `file_size_kb`); speech
+synthesized as WAV, Ogg Opus or MP3 (heard back by the transcription tools,
+or decoded by libsndfile first). The speech transcribed is people recorded
+(tests/.speech)."""
 
+import base64
 import json
+
+import soundfile
 
 import pytest
 
@@ -26,7 +31,7 @@ def error_of(r):
 def outputs(start_daemon, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    d = start_daemon({"stt": {"audio_dirs": [str(SPEECH)], "output_dirs": [str(out)]},
+    d = start_daemon({"stt": {"audio_dirs": [str(SPEECH), str(out)], "output_dirs": [str(out)]},
                       "tts": {"output_dirs": [str(out)]}})
     c = LineClient.tcp(d, timeout=240)
     c.initialize("notes")
@@ -115,3 +120,41 @@ def test_synthesis_answers_under_the_specs_names(outputs):
     assert s["duration"] == s["duration_seconds"] > 0.5 and s["voice_used"] == s["voice"], s
     size = (out / "hello.wav").stat().st_size
     assert s["bytes"] == size and abs(s["file_size_kb"] - size / 1000) < 0.06, s
+
+
+SENTENCE = "Please remember to water the plants on Tuesday."
+SENTENCE_WORDS = {"remember", "water", "plants", "tuesday"}
+
+
+def test_speech_is_made_as_ogg_opus_or_mp3_and_heard_back(outputs):
+    c, out = outputs
+    # MP3 by the name's extension: the spec's example shape.
+    r = call(c, "synthesize_speech", {"text": SENTENCE, "output_path": str(out / "note.mp3")}, 2)
+    s = r["structuredContent"]
+    assert (s["format"], s["mime_type"]) == ("mp3", "audio/mpeg"), s
+    mp3 = (out / "note.mp3").read_bytes()
+    assert mp3[0] == 0xFF and mp3[1] & 0xE0 == 0xE0 and s["bytes"] == len(mp3), s
+    heard = call(c, "transcribe_audio", {"audio_path": str(out / "note.mp3")}, 3)["structuredContent"]
+    assert heard["format"] == "mp3" and abs(heard["duration"] - s["duration"]) < 0.15, (heard, s)
+    assert SENTENCE_WORDS <= set(words(heard["text"])), heard
+    # Ogg Opus asked for by name, whatever the file is called.
+    r = call(c, "synthesize_speech", {"text": SENTENCE, "output_path": str(out / "note.audio"), "format": "ogg"}, 4)
+    s = r["structuredContent"]
+    assert (s["format"], s["mime_type"]) == ("ogg", "audio/ogg"), s
+    data, rate = soundfile.read(str(out / "note.audio"))
+    assert soundfile.info(str(out / "note.audio")).subtype == "OPUS"
+    assert abs(len(data) / rate - s["duration"]) < 0.1, (len(data), rate, s)
+    soundfile.write(str(out / "note-from-opus.wav"), data, rate)
+    heard = call(c, "transcribe_audio", {"audio_path": str(out / "note-from-opus.wav")}, 5)["structuredContent"]
+    assert SENTENCE_WORDS <= set(words(heard["text"])), heard
+    # Smaller than the WAV of the same words.
+    wav = call(c, "synthesize_speech", {"text": SENTENCE, "output_path": str(out / "note.wav")}, 6)
+    assert wav["structuredContent"]["bytes"] > 5 * s["bytes"], (wav, s)
+    # Inline: the MCP audio content item says its type.
+    r = call(c, "synthesize_speech", {"text": "Hi.", "format": "ogg"}, 7)
+    item = next(x for x in r["content"] if x["type"] == "audio")
+    assert item["mimeType"] == "audio/ogg" and base64.b64decode(item["data"])[:4] == b"OggS", item["mimeType"]
+    # A format it cannot make is refused, naming those it can.
+    reply = c.call_tool("synthesize_speech", {"text": "Hi.", "format": "flac"}, id=8)
+    refused = json.dumps(reply.get("error") or reply["result"])
+    assert "flac" in refused and "mp3" in refused, reply

@@ -62,6 +62,9 @@ LIBRARY_PACKAGES = {
     "libstdc++.so.6": "libstdc++6",
     "libasound.so.2": "libasound2",
     "libespeak-ng.so.1": "libespeak-ng1",
+    "libopusenc.so.0": "libopusenc0",
+    "libopus.so.0": "libopus0",
+    "libmp3lame.so.0": "libmp3lame0",
 }
 
 

@@ -34,6 +34,7 @@ pub mod device;
 pub mod dsp;
 pub mod earcon;
 pub mod echo;
+pub mod encode;
 pub mod files;
 pub mod heartbeat;
 pub mod mixer;

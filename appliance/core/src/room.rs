@@ -1278,6 +1278,22 @@ pub struct SynthesizeCall {
     pub rate: Option<f64>,
     /// Where to write it, inside `tts.output_dirs`; `None`: hand it back.
     pub output_path: Option<String>,
+    /// The file's format; `None`: `output_path`'s extension says (`.mp3`,
+    /// `.ogg`/`.opus`), else WAV.
+    pub format: Option<SpeechFormat>,
+}
+
+/// A file format synthesized speech is made as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum SpeechFormat {
+    /// 16-bit PCM WAV.
+    Wav,
+    /// Ogg Opus.
+    Ogg,
+    /// MP3.
+    Mp3,
 }
 
 /// `synthesize_speech`'s structured result.
@@ -1288,15 +1304,15 @@ pub struct Synthesized {
     pub output_path: Option<String>,
     /// The WAV file in base64, when no `output_path` was given.
     pub audio_base64: Option<String>,
-    /// `audio/wav`: 16-bit PCM, mono.
+    /// `audio/wav`, `audio/ogg` (Opus) or `audio/mpeg`; mono.
     pub mime_type: String,
     pub duration_seconds: f64,
     /// The audio tool spec's name for `duration_seconds`.
     pub duration: f64,
-    /// `wav` (the spec's `format`).
+    /// `wav`, `ogg` or `mp3` (the spec's `format`).
     pub format: String,
     pub sample_rate: u32,
-    /// Size of the WAV file in bytes.
+    /// Size of the file in bytes.
     pub bytes: usize,
     /// The spec's size: kilobytes (1000 bytes), to one decimal.
     pub file_size_kb: f64,

@@ -23,9 +23,12 @@ pub struct SynthesizeSpeech {
     /// Speaking rate, 0.5 (slow) to 2.0 (fast); default 1.
     #[schemars(range(min = 0.5, max = 2.0))]
     pub rate: Option<f64>,
-    /// Where to write the WAV file, inside one of `tts.output_dirs`. Without
+    /// Where to write the file, inside one of `tts.output_dirs`. Without
     /// it the audio comes back inline (base64).
     pub output_path: Option<String>,
+    /// `wav`, `ogg` (Ogg Opus) or `mp3`. Default: what `output_path`'s
+    /// extension says (`.mp3`, `.ogg`, `.opus`), else `wav`.
+    pub format: Option<hark_core::room::SpeechFormat>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -89,6 +92,7 @@ impl HarkServer {
             voice: args.voice,
             rate: args.rate,
             output_path: args.output_path,
+            format: args.format,
         };
         let result = self.room.files.synthesize(call).await?;
         let seconds = result.duration_seconds;
@@ -96,9 +100,14 @@ impl HarkServer {
             (Some(path), _) => success(format!("wrote {seconds} s of speech to {path}"), &result),
             (None, encoded) => {
                 let encoded = encoded.clone().unwrap_or_default();
-                let mut call = success(format!("{seconds} s of speech, WAV inline"), &result);
-                call.content
-                    .push(rmcp::model::ContentBlock::audio(encoded, "audio/wav"));
+                let mut call = success(
+                    format!("{seconds} s of speech, {} inline", result.format),
+                    &result,
+                );
+                call.content.push(rmcp::model::ContentBlock::audio(
+                    encoded,
+                    result.mime_type.clone(),
+                ));
                 call
             }
         })

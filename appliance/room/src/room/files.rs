@@ -5,7 +5,6 @@
 //! catalog.
 
 use std::{
-    io::Cursor,
     path::{Path, PathBuf},
     sync::{
         Arc,
@@ -14,11 +13,14 @@ use std::{
 };
 
 use base64::Engine as _;
-use hark_audio::decode::{self, Decoded};
+use hark_audio::{
+    decode::{self, Decoded},
+    encode::{Format, encode},
+};
 use hark_core::room::{
     AudioInput, BoxFuture, Detected, Failure, Files, InstallCall, InstalledVoice, Kind, ModelList,
-    RemovedVoice, SynthesizeCall, Synthesized, TranscribeCall, Transcribed, TranscriptFormat,
-    Transcription, VoiceInfo, Voices,
+    RemovedVoice, SpeechFormat, SynthesizeCall, Synthesized, TranscribeCall, Transcribed,
+    TranscriptFormat, Transcription, VoiceInfo, Voices,
 };
 use hark_stt::{
     choice::ModelChoice,
@@ -28,10 +30,7 @@ use hark_tts::voices::{VoiceStore, VoicesError};
 use serde_json::{Value, json};
 
 use super::{Room, failure, speech};
-use crate::{
-    stt::{SpeechToText, subtitles},
-    tts::Rendered,
-};
+use crate::stt::{SpeechToText, subtitles};
 
 /// The audio an agent named, decoded (blocking: it reads and decodes the
 /// file).
@@ -108,27 +107,6 @@ pub(super) async fn transcribed(engine: &Engine, request: Request) -> Result<Tra
         .await
         .map_err(|_| stopped())?
         .map_err(failure::stt)
-}
-
-/// 16-bit PCM WAV, mono.
-fn wav_bytes(rendered: &Rendered) -> Result<Vec<u8>, Failure> {
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: rendered.rate,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let fail = |e: hound::Error| Failure::new(Kind::Speech, format!("cannot encode WAV: {e}"));
-    let mut out = Cursor::new(Vec::with_capacity(44 + rendered.samples.len() * 2));
-    {
-        let mut writer = hound::WavWriter::new(&mut out, spec).map_err(fail)?;
-        for s in &rendered.samples {
-            let v = (s.clamp(-1.0, 1.0) * 32767.0) as i16;
-            writer.write_sample(v).map_err(fail)?;
-        }
-        writer.finalize().map_err(fail)?;
-    }
-    Ok(out.into_inner())
 }
 
 /// Writes through a temporary file in the same directory, so a reader never
@@ -304,7 +282,23 @@ impl Files for Room {
                     .map_err(|e| failure::task(Kind::Speech, "synthesis", e))?
                     .map_err(failure::speak)?
             };
-            let wav = wav_bytes(&rendered)?;
+            let format = match call.format {
+                Some(SpeechFormat::Wav) => Format::Wav,
+                Some(SpeechFormat::Ogg) => Format::OggOpus,
+                Some(SpeechFormat::Mp3) => Format::Mp3,
+                None => target
+                    .as_ref()
+                    .and_then(|t| t.extension())
+                    .and_then(|e| Format::of_extension(&e.to_string_lossy()))
+                    .unwrap_or(Format::Wav),
+            };
+            let bytes = {
+                let (samples, rate) = (rendered.samples.clone(), rendered.rate);
+                tokio::task::spawn_blocking(move || encode(&samples, rate, format))
+                    .await
+                    .map_err(|e| failure::task(Kind::Speech, "encoding", e))?
+                    .map_err(|e| Failure::new(Kind::Speech, e.to_string()))?
+            };
             // The voice's working memory and what the synthesis freed go
             // back now, beside the reply: requests that follow one another
             // closer than the voices' idle release otherwise kept it and
@@ -320,13 +314,13 @@ impl Files for Room {
             let mut result = Synthesized {
                 output_path: None,
                 audio_base64: None,
-                mime_type: "audio/wav".into(),
+                mime_type: format.mime_type().into(),
                 duration_seconds,
                 duration: duration_seconds,
-                format: "wav".into(),
+                format: format.name().into(),
                 sample_rate: rendered.rate,
-                bytes: wav.len(),
-                file_size_kb: (wav.len() as f64 / 100.0).round() / 10.0,
+                bytes: bytes.len(),
+                file_size_kb: (bytes.len() as f64 / 100.0).round() / 10.0,
                 voice: rendered.voice.clone(),
                 voice_used: rendered.voice.clone(),
                 engine: speech::engine(rendered.engine),
@@ -336,7 +330,7 @@ impl Files for Room {
                 Some(target) => {
                     let written = target.clone();
                     tokio::task::spawn_blocking(move || {
-                        write_atomically(&written, &wav, Kind::Speech)
+                        write_atomically(&written, &bytes, Kind::Speech)
                     })
                     .await
                     .map_err(|e| failure::task(Kind::Speech, "writing", e))??;
@@ -344,7 +338,7 @@ impl Files for Room {
                 }
                 None => {
                     result.audio_base64 =
-                        Some(base64::engine::general_purpose::STANDARD.encode(&wav));
+                        Some(base64::engine::general_purpose::STANDARD.encode(&bytes));
                 }
             }
             Ok(result)
