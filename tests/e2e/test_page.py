@@ -272,7 +272,8 @@ def test_an_agent_is_added_from_any_browser_and_its_lines_work(appliance, browse
     lines = {s["client"]: s for s in browser("eval", script="""
         Array.from(document.querySelectorAll('#add-agent-lines section')).map(s => (
           {client: s.dataset.client, title: s.querySelector('h3').textContent, text: s.querySelector('pre').textContent}))""")}
-    assert list(lines) == ["claude-code", "claude-desktop", "cursor", "windsurf", "vscode", "codex", "python"]
+    assert list(lines) == ["claude-code", "hark-connect", "claude-desktop", "cursor", "windsurf", "vscode", "codex",
+                           "python"]
     mcp_url = f"http://127.0.0.1:{d.http[1]}/mcp"
 
     def works(endpoint, headers):
@@ -295,11 +296,19 @@ def test_an_agent_is_added_from_any_browser_and_its_lines_work(appliance, browse
     codex = tomllib.loads(lines["codex"]["text"])["mcp_servers"]["hark"]
     assert codex["tool_timeout_sec"] >= 600 and f"HARK_TOKEN={token}" in lines["codex"]["text"]
     assert works(codex["url"], {"Authorization": f"Bearer {token}"})
+    # The bridge: installed from the appliance as the line says (pip where
+    # pipx would be: both install a wheel from a URL, pipx into a venv).
+    pipx = shlex.split(lines["hark-connect"]["text"])
+    assert pipx[:2] == ["pipx", "install"] and pipx[2].startswith(url + "hark-connect/"), pipx
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    installed = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+                                "--no-index", "--no-deps", pipx[2]], capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr
     # Claude Desktop: the stdio bridge started as its config says.
     desktop = json.loads(lines["claude-desktop"]["text"])["mcpServers"]["hark"]
     assert desktop["command"] == "hark-connect" and desktop["args"][1:] == ["--token", token]
-    bridge = StdioServerParameters(command=sys.executable, args=["-m", "hark_connect", *desktop["args"]],
-                                   env={"PYTHONPATH": str(REPO / "appliance" / "bridge" / "python" / "src")})
+    bridge = StdioServerParameters(command=str(venv / "bin" / "hark-connect"), args=desktop["args"])
 
     async def through_bridge():
         async with Client(bridge, mode="legacy", cache=None) as client:

@@ -24,8 +24,8 @@ pub struct ClientLines {
 /// The lines for an agent with `token`, reaching MCP at `url`
 /// (`http://hark.local:7341/mcp`) and, for stdio-only clients, the raw TCP
 /// transport at `tcp` (`hark.local:7340`) through the `hark-connect`
-/// bridge.
-pub fn lines(url: &str, tcp: &str, token: &str) -> Vec<ClientLines> {
+/// bridge, installed from `bridge` (the wheel the appliance serves).
+pub fn lines(url: &str, tcp: &str, bridge: &str, token: &str) -> Vec<ClientLines> {
     let bearer = format!("Bearer {token}");
     let http = |key: &str| serde_json::json!({ "mcpServers": { "hark": { key: url, "headers": { "Authorization": bearer } } } });
     let pretty =
@@ -41,9 +41,16 @@ pub fn lines(url: &str, tcp: &str, token: &str) -> Vec<ClientLines> {
             ),
         },
         ClientLines {
+            client: "hark-connect",
+            label: "The hark-connect bridge, for Claude Desktop",
+            place: "a terminal on the computer, once (Python 3.9 or newer; or pip install)",
+            kind: "command",
+            text: format!("pipx install {bridge}"),
+        },
+        ClientLines {
             client: "claude-desktop",
             label: "Claude Desktop",
-            place: "claude_desktop_config.json (Settings → Developer → Edit Config), with the hark-connect bridge installed (Hark's README, Connecting agents)",
+            place: "claude_desktop_config.json (Settings → Developer → Edit Config), with the hark-connect bridge installed (the line above)",
             kind: "json",
             text: pretty(serde_json::json!({ "mcpServers": { "hark": {
                 "command": "hark-connect", "args": [tcp, "--token", token] } } })),
@@ -101,12 +108,19 @@ mod tests {
 
     #[test]
     fn every_client_gets_the_url_and_the_token_in_its_own_shape() {
-        let all = lines("http://hark.local:7341/mcp", "hark.local:7340", "hark_abc");
+        let wheel = "http://hark.local:7341/hark-connect/hark_connect-0.1.0-py3-none-any.whl";
+        let all = lines(
+            "http://hark.local:7341/mcp",
+            "hark.local:7340",
+            wheel,
+            "hark_abc",
+        );
         let ids: Vec<_> = all.iter().map(|l| l.client).collect();
         assert_eq!(
             ids,
             [
                 "claude-code",
+                "hark-connect",
                 "claude-desktop",
                 "cursor",
                 "windsurf",
@@ -115,7 +129,9 @@ mod tests {
                 "python"
             ]
         );
-        for l in &all {
+        // The bridge is installed from the appliance, with no token.
+        assert_eq!(all[1].text, format!("pipx install {wheel}"));
+        for l in all.iter().filter(|l| l.client != "hark-connect") {
             assert!(l.text.contains("hark_abc"), "{}", l.client);
             if l.kind == "json" {
                 let v: serde_json::Value = serde_json::from_str(&l.text).expect("json");
@@ -128,12 +144,12 @@ mod tests {
             }
         }
         let windsurf: serde_json::Value =
-            serde_json::from_str(&all[3].text).expect("windsurf json");
+            serde_json::from_str(&all[4].text).expect("windsurf json");
         assert_eq!(
             windsurf["mcpServers"]["hark"]["serverUrl"],
             "http://hark.local:7341/mcp"
         );
-        let desktop: serde_json::Value = serde_json::from_str(&all[1].text).expect("json");
+        let desktop: serde_json::Value = serde_json::from_str(&all[2].text).expect("json");
         assert_eq!(
             desktop["mcpServers"]["hark"]["args"],
             serde_json::json!(["hark.local:7340", "--token", "hark_abc"])

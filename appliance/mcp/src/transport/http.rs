@@ -155,6 +155,33 @@ async fn handle(
             _ => method_not_allowed("/health", "GET"),
         });
     }
+    // The bridge for desktop clients, as a wheel: public code, no token.
+    if let Some(name) = request.uri().path().strip_prefix(super::wheel::PREFIX) {
+        return Ok(match *request.method() {
+            http::Method::GET | http::Method::HEAD if name == super::wheel::file_name() => {
+                http::Response::builder()
+                    .status(StatusCode::OK)
+                    .header(http::header::CONTENT_TYPE, "application/zip")
+                    .header(
+                        http::header::CONTENT_DISPOSITION,
+                        format!("attachment; filename=\"{name}\""),
+                    )
+                    .body(Full::new(Bytes::from_static(super::wheel::wheel())).boxed())
+                    .unwrap_or_else(|_| {
+                        text_response(StatusCode::INTERNAL_SERVER_ERROR, "no wheel")
+                    })
+            }
+            http::Method::GET | http::Method::HEAD => text_response(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "the bridge is at {}{}",
+                    super::wheel::PREFIX,
+                    super::wheel::file_name()
+                ),
+            ),
+            _ => method_not_allowed(request.uri().path(), "GET"),
+        });
+    }
     let grant = match bearer::authorize(shared.auth(), &identity, request.uri(), request.headers())
     {
         Ok(grant) => grant,

@@ -13,6 +13,7 @@ pub mod page;
 pub mod plain;
 pub mod scripts;
 pub mod stream;
+pub mod wheel;
 pub mod ws;
 
 use std::{path::PathBuf, sync::Arc};

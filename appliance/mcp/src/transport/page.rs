@@ -584,6 +584,11 @@ async fn add_agent(
             let lines = hark_core::clients::lines(
                 &format!("{page_url}/mcp"),
                 &format!("{host}:{tcp_port}"),
+                &format!(
+                    "{page_url}{}{}",
+                    super::wheel::PREFIX,
+                    super::wheel::file_name()
+                ),
                 &paired.token,
             );
             json_response(
