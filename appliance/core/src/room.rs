@@ -527,6 +527,10 @@ pub struct SpeakCall {
     pub text: String,
     /// A voice id; `None`: the agent's, else the appliance's.
     pub voice: Option<String>,
+    /// The language to speak in when no voice is given (ISO 639-1 such as
+    /// `de`, or `de_DE`): the agent's or the appliance's voice if it
+    /// speaks it, else an installed voice of it, else espeak-ng's.
+    pub language: Option<String>,
     /// 0.5–2.0; `None`: the agent's, else 1.
     pub rate: Option<f64>,
     pub priority: Priority,
@@ -1275,6 +1279,8 @@ pub struct Detected {
 pub struct SynthesizeCall {
     pub text: String,
     pub voice: Option<String>,
+    /// As [`SpeakCall::language`].
+    pub language: Option<String>,
     pub rate: Option<f64>,
     /// Where to write it, inside `tts.output_dirs`; `None`: hand it back.
     pub output_path: Option<String>,

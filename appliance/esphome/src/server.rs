@@ -424,6 +424,7 @@ async fn played(
 /// What Home Assistant has Hark say now, in Hark's voice.
 pub(crate) fn as_home_assistant(text: String, wait: bool, later: Option<Later>) -> SpeakCall {
     SpeakCall {
+        language: None,
         agent: Some(ANNOUNCER.to_owned()),
         text,
         voice: None,

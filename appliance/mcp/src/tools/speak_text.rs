@@ -20,8 +20,13 @@ pub struct SpeakText {
     /// The text to speak. Markdown, HTML tags and emoji are not read out.
     #[schemars(required)]
     pub text: Option<String>,
-    /// A voice id from `list_voices` (default: the appliance's voice).
+    /// A voice id from `list_voices` (default: the agent's voice, else the
+    /// appliance's).
     pub voice: Option<String>,
+    /// The language of the text, ISO 639-1 (`de`, `es`, …) or a voice's
+    /// `de_DE`, when no voice is given: spoken in a voice of it (an
+    /// installed piper voice, else espeak-ng's).
+    pub language: Option<String>,
     /// Speaking rate, 0.5 (slow) to 2.0 (fast); default 1.
     #[schemars(range(min = 0.5, max = 2.0))]
     pub rate: Option<f64>,
@@ -122,6 +127,7 @@ impl HarkServer {
             agent: Some(self.agent_name(context)),
             text,
             voice: args.voice,
+            language: args.language,
             rate: args.rate,
             priority: args.priority.unwrap_or_default(),
             wait: args.wait.unwrap_or(false),

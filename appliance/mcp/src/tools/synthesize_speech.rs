@@ -20,6 +20,9 @@ pub struct SynthesizeSpeech {
     pub text: String,
     /// A voice id from `list_voices` (default: the appliance's voice).
     pub voice: Option<String>,
+    /// The language of the text when no voice is given (`de`, `es`, …): a
+    /// voice of it, as `speak_text` chooses.
+    pub language: Option<String>,
     /// Speaking rate, 0.5 (slow) to 2.0 (fast); default 1.
     #[schemars(range(min = 0.5, max = 2.0))]
     pub rate: Option<f64>,
@@ -90,6 +93,7 @@ impl HarkServer {
         let call = SynthesizeCall {
             text: args.text,
             voice: args.voice,
+            language: args.language,
             rate: args.rate,
             output_path: args.output_path,
             format: args.format,

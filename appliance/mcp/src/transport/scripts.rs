@@ -160,7 +160,8 @@ struct Speak {
     /// ignored in the answer rather than refused.
     engine: Option<serde_json::Value>,
     personality: Option<serde_json::Value>,
-    language: Option<serde_json::Value>,
+    /// Voicebox's language: the language to speak in (a voice of it).
+    language: Option<String>,
     model_size: Option<serde_json::Value>,
     rate: Option<f64>,
     priority: Option<Priority>,
@@ -258,7 +259,6 @@ pub async fn speak(
     let ignored: Vec<&str> = [
         ("engine", speak.engine.is_some()),
         ("personality", speak.personality.is_some()),
-        ("language", speak.language.is_some()),
         ("model_size", speak.model_size.is_some()),
     ]
     .into_iter()
@@ -268,6 +268,7 @@ pub async fn speak(
         agent: Some(agent.clone()),
         text: speak.text,
         voice: speak.voice.or(speak.profile),
+        language: speak.language,
         rate: speak.rate,
         priority: speak.priority.unwrap_or_default(),
         wait: false,
@@ -288,7 +289,7 @@ pub async fn speak(
             }
             if !ignored.is_empty() {
                 answer["ignored"] = serde_json::json!(ignored);
-                answer["ignored_why"] = "Voicebox's engine, personality, language and model size have no counterpart on Hark: the voice (voice or profile) says how it sounds".into();
+                answer["ignored_why"] = "Voicebox's engine, personality and model size have no counterpart on Hark: the voice (voice or profile, or a language) says how it sounds".into();
             }
             json(StatusCode::ACCEPTED, &answer)
         }

@@ -291,6 +291,7 @@ impl Ask for Room {
             let watch = listen.then(|| Watch::start(&self.state)).flatten();
             let spoken = dialogue
                 .say(SpeakCall {
+                    language: None,
                     agent: None,
                     text: question.text,
                     voice: question.voice,
@@ -356,6 +357,7 @@ impl Ask for Room {
             let mut button = ButtonAnswer::default();
             dialogue
                 .say(SpeakCall {
+                    language: None,
                     agent: None,
                     text,
                     voice: question.voice,
@@ -407,6 +409,7 @@ impl Ask for Room {
             let mut asking = dialogue.ask();
             dialogue
                 .say(SpeakCall {
+                    language: None,
                     agent: None,
                     text: prompt(&text, &options),
                     voice: question.voice,

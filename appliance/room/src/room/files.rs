@@ -121,7 +121,7 @@ fn write_atomically(target: &Path, bytes: &[u8], kind: Kind) -> Result<(), Failu
 }
 
 /// Language codes compared loosely: `en_US`, `en-us` and `EN_us` are one.
-fn language_matches(code: &str, wanted: &str) -> bool {
+pub(super) fn language_matches(code: &str, wanted: &str) -> bool {
     let norm = |s: &str| s.to_ascii_lowercase().replace('-', "_");
     let (code, wanted) = (norm(code), norm(wanted));
     code == wanted || code.split('_').next() == Some(wanted.as_str())
@@ -275,8 +275,16 @@ impl Files for Room {
                 ),
                 None => None,
             };
+            let voice = speech::language_voice(
+                &self.state,
+                &tts,
+                None,
+                call.voice.clone(),
+                call.language.as_deref(),
+            )
+            .await?;
             let rendered = {
-                let (tts, voice) = (Arc::clone(&tts), call.voice.clone());
+                let tts = Arc::clone(&tts);
                 tokio::task::spawn_blocking(move || tts.render(&speakable, voice.as_deref(), rate))
                     .await
                     .map_err(|e| failure::task(Kind::Speech, "synthesis", e))?

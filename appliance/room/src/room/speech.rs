@@ -63,11 +63,19 @@ impl Drop for StopOnDrop {
 /// speaks), speech still playing then is stopped and the call fails.
 pub async fn say(
     state: &crate::state::ApplianceState,
-    call: SpeakCall,
+    mut call: SpeakCall,
     deadline: Option<Instant>,
     report: &mut dyn Report,
 ) -> Result<Spoken, Failure> {
     let tts = tts(state)?;
+    call.voice = language_voice(
+        state,
+        &tts,
+        call.agent.as_deref(),
+        call.voice.take(),
+        call.language.as_deref(),
+    )
+    .await?;
     if let Some(later) = call.later {
         return keep(state, &tts, call, later).await;
     }
@@ -78,6 +86,88 @@ pub async fn say(
         return Ok(spoken);
     }
     through(state, spoken, &accepted, events, deadline, report).await
+}
+
+/// The voice a call is spoken in when it gives a language and no voice:
+/// the agent's or the appliance's if that speaks the language, else an
+/// installed piper voice of it, else espeak-ng's voice for it. Without a
+/// language, the call's voice as it is.
+pub(super) async fn language_voice(
+    state: &crate::state::ApplianceState,
+    tts: &Arc<TextToSpeech>,
+    agent: Option<&str>,
+    voice: Option<String>,
+    language: Option<&str>,
+) -> Result<Option<String>, Failure> {
+    let Some(language) = language.map(str::trim).filter(|l| !l.is_empty()) else {
+        return Ok(voice);
+    };
+    if voice.is_some() {
+        return Ok(voice);
+    }
+    let wanted = language.replace('-', "_");
+    let primary = wanted
+        .split('_')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if !(2..=3).contains(&primary.len()) || !primary.bytes().all(|b| b.is_ascii_alphabetic()) {
+        return Err(Failure::invalid(format!(
+            "language `{language}` is not a language code: use ISO 639-1 such as `de` or `es`, or a voice's `de_DE`"
+        )));
+    }
+    // Who would speak otherwise, first: the agent's voice, the appliance's.
+    let preferred: Vec<String> = agent
+        .and_then(|a| state.agents.voice(a))
+        .into_iter()
+        .chain(std::iter::once(tts.default_voice.clone()))
+        .collect();
+    let (dir, wanted2) = (tts.voices_dir.clone(), wanted.clone());
+    let chosen = tokio::task::spawn_blocking(move || {
+        let installed = hark_tts::voices::VoiceStore::open(&dir)
+            .and_then(|store| store.list())
+            .map(|listing| listing.installed)
+            .unwrap_or_default();
+        let speaks = |id: &str| {
+            if let Some(name) = id.strip_prefix("espeak:") {
+                return super::files::language_matches(name, &wanted2);
+            }
+            installed.iter().any(|v| {
+                v.id == id
+                    && v.language
+                        .as_deref()
+                        .is_some_and(|l| super::files::language_matches(l, &wanted2))
+            })
+        };
+        if let Some(voice) = preferred.iter().find(|v| speaks(v)) {
+            return Some(voice.clone());
+        }
+        if let Some(voice) = installed.iter().find(|v| {
+            v.language
+                .as_deref()
+                .is_some_and(|l| super::files::language_matches(l, &wanted2))
+        }) {
+            return Some(voice.id.clone());
+        }
+        // espeak-ng's names: `de`, `en-us`, `pt-br`.
+        let espeak = hark_tts::espeak::Espeak::get().ok()?;
+        let full = wanted2.to_ascii_lowercase().replace('_', "-");
+        let primary = full.split('-').next().unwrap_or_default().to_owned();
+        [full, primary]
+            .into_iter()
+            .find(|name| espeak.has_voice(name))
+            .map(|name| format!("espeak:{name}"))
+    })
+    .await
+    .map_err(|e| failure::task(Kind::Voice, "choosing a voice", e))?;
+    chosen.map(Some).ok_or_else(|| {
+        Failure::new(
+            Kind::VoiceNotFound,
+            format!(
+                "no voice speaks `{language}`: no piper voice of it is installed (list_voices shows the catalog's) and espeak-ng has none"
+            ),
+        )
+    })
 }
 
 /// Follows queued speech until it has been played (or stopped),
