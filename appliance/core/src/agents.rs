@@ -98,22 +98,22 @@ pub struct Agents {
 struct Table {
     /// `[agents.NAME]`.
     configured: BTreeMap<String, AgentConfig>,
-    /// Changed at run time, by name as it was given.
-    changed: BTreeMap<String, AgentConfig>,
+    /// Changed at run time, by the name's compared form ([`plain`]), with
+    /// the name as it was given: another spelling replaces it.
+    changed: BTreeMap<String, (String, AgentConfig)>,
 }
 
 impl Table {
     /// Every agent's settings in effect: a run-time change replaces the
     /// configured agent of the same name (in any spelling).
     fn effective(&self) -> impl Iterator<Item = (&String, &AgentConfig, Source)> {
-        let changed_keys: Vec<String> = self.changed.keys().map(|n| plain(n)).collect();
         self.configured
             .iter()
-            .filter(move |(name, _)| !changed_keys.contains(&plain(name)))
+            .filter(|(name, _)| !self.changed.contains_key(&plain(name)))
             .map(|(name, agent)| (name, agent, Source::Config))
             .chain(
                 self.changed
-                    .iter()
+                    .values()
                     .map(|(name, agent)| (name, agent, Source::RunTime)),
             )
     }
@@ -121,10 +121,13 @@ impl Table {
     /// The agent `name` is (by its name or an alias).
     fn find(&self, name: &str) -> Option<(&String, &AgentConfig, Source)> {
         let wanted = plain(name);
-        let mut agents = self.effective();
         // A name beats another agent's alias.
-        let by_name = self.effective().find(|(n, _, _)| plain(n) == wanted);
-        by_name.or_else(|| agents.find(|(_, a, _)| a.aliases.iter().any(|x| plain(x) == wanted)))
+        self.effective()
+            .find(|(n, _, _)| plain(n) == wanted)
+            .or_else(|| {
+                self.effective()
+                    .find(|(_, a, _)| a.aliases.iter().any(|x| plain(x) == wanted))
+            })
     }
 }
 
@@ -166,10 +169,10 @@ impl Agents {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let key = plain(name);
-        table.changed.retain(|n, _| plain(n) != key);
-        if let Some(config) = config {
-            table.changed.insert(name.to_owned(), config);
-        }
+        match config {
+            Some(config) => table.changed.insert(key, (name.to_owned(), config)),
+            None => table.changed.remove(&key),
+        };
     }
 
     /// `name`'s settings in effect, if it has any (configured or changed).

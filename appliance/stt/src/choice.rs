@@ -249,10 +249,13 @@ impl Models {
 
     /// The installed models, for errors.
     fn listing(&self) -> String {
-        let mut names: Vec<String> = self.held().map(|(_, i)| describe(i)).collect();
+        let mut names: Vec<String> = self
+            .held()
+            .map(|(_, i)| describe(&i.name, &i.kind, i.multilingual))
+            .collect();
         if let Some(dir) = &self.store {
             for model in installed(dir).unwrap_or_default() {
-                let named = describe_installed(&model);
+                let named = describe(&model.name, model.size, model.multilingual);
                 if !names.contains(&named) {
                     names.push(named);
                 }
@@ -293,22 +296,14 @@ impl Models {
     }
 }
 
-fn describe(info: &ModelInfo) -> String {
-    let languages = if info.multilingual && info.other_languages.is_none() {
+/// A model as errors list it: `base-q8_0 (base, multilingual)`.
+fn describe(name: &str, size: &str, multilingual: bool) -> String {
+    let languages = if multilingual {
         "multilingual"
     } else {
         "English"
     };
-    format!("{} ({}, {languages})", info.name, info.kind)
-}
-
-fn describe_installed(model: &Installed) -> String {
-    let languages = if model.multilingual {
-        "multilingual"
-    } else {
-        "English"
-    };
-    format!("{} ({}, {languages})", model.name, model.size)
+    format!("{name} ({size}, {languages})")
 }
 
 impl Recognizer for Models {

@@ -46,7 +46,18 @@ pub(crate) async fn apply(
     room: &hark_core::room::Capabilities,
     args: AgentSettingsArgs,
 ) -> Result<AgentSettingsList, ToolError> {
+    use hark_core::agents::plain;
     let mut list = room.agents.agents().await?;
+    // The paired agents (not the status page's browsers), by token name.
+    let paired: Vec<String> = server
+        .auth
+        .store()
+        .map(|s| s.list())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| t.name)
+        .filter(|name| !name.starts_with(crate::transport::page::BROWSER_PREFIX))
+        .collect();
     let Some(agent) = args.agent else {
         let changes = args.aliases.is_some()
             || args.voice.is_some()
@@ -60,36 +71,23 @@ pub(crate) async fn apply(
             ));
         }
         // Paired agents without settings have the defaults.
-        let tokens = server.auth.store().map(|s| s.list()).unwrap_or_default();
-        for token in tokens {
-            let name = token.name;
-            let browser = name.starts_with(crate::transport::page::BROWSER_PREFIX);
-            let known = list
-                .agents
-                .iter()
-                .any(|a| hark_core::agents::plain(&a.name) == hark_core::agents::plain(&name));
-            if !browser && !known {
+        for name in paired {
+            if !list.agents.iter().any(|a| plain(&a.name) == plain(&name)) {
                 list.agents.push(AgentSettingsView::of(&name, None));
             }
         }
-        list.agents
-            .sort_by_key(|a| hark_core::agents::plain(&a.name));
+        list.agents.sort_by_key(|a| plain(&a.name));
         return Ok(list);
     };
     // An agent without settings yet is named as it was paired.
-    let plain = hark_core::agents::plain;
-    let known = list.agents.iter().any(|a| {
-        plain(&a.name) == plain(&agent) || a.aliases.iter().any(|x| plain(x) == plain(&agent))
-    });
-    let agent = if known {
-        agent
-    } else {
-        let tokens = server.auth.store().map(|s| s.list()).unwrap_or_default();
-        tokens
-            .into_iter()
-            .map(|t| t.name)
-            .find(|name| plain(name) == plain(&agent))
-            .unwrap_or(agent)
+    let wanted = plain(&agent);
+    let known = list
+        .agents
+        .iter()
+        .any(|a| plain(&a.name) == wanted || a.aliases.iter().any(|x| plain(x) == wanted));
+    let agent = match paired.into_iter().find(|name| plain(name) == wanted) {
+        Some(name) if !known => name,
+        _ => agent,
     };
     let changed = room
         .agents

@@ -58,6 +58,7 @@ impl Room {
                     aliases.len()
                 )));
             }
+            let own = self.state.agents.key(name);
             let mut seen: Vec<String> = vec![plain(name)];
             let mut kept = Vec::new();
             for alias in aliases.iter().map(|a| a.trim()) {
@@ -68,7 +69,6 @@ impl Room {
                 }
                 // Another agent's name or alias would make "Claude, …"
                 // mean two agents.
-                let own = self.state.agents.key(name);
                 if let Some(Effective { name: other, .. }) = self.state.agents.get(alias)
                     && plain(&other) != own
                 {
@@ -202,11 +202,8 @@ impl AgentSettings for Room {
                 || change.chime.is_some()
                 || change.announce.is_some();
             if changes_something {
-                let current = agents
-                    .get(&name)
-                    .filter(|e| plain(&e.name) == plain(&name))
-                    .map(|e| e.config)
-                    .unwrap_or_default();
+                // Read again: a reset just above brought hark.toml's back.
+                let current = agents.get(&name).map(|e| e.config).unwrap_or_default();
                 let mut next = self.changed(current, &name, &change)?;
                 if let Some(voice) = &change.voice {
                     next.voice = self.check_voice(voice).await?;

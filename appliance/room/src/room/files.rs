@@ -16,6 +16,7 @@ use base64::Engine as _;
 use hark_audio::{
     decode::{self, Decoded},
     encode::{Format, encode},
+    files::AllowedDirs,
 };
 use hark_core::room::{
     AudioInput, BoxFuture, Detected, Failure, Files, InstallCall, InstalledVoice, Kind, ModelList,
@@ -109,6 +110,17 @@ pub(super) async fn transcribed(engine: &Engine, request: Request) -> Result<Tra
         .map_err(failure::stt)
 }
 
+/// Where a tool may write `path`: inside `dirs` (blocking checks of the
+/// filesystem, off the runtime), checked before any work so that a bad
+/// path costs nothing.
+async fn writable(dirs: &AllowedDirs, path: &str, kind: Kind) -> Result<PathBuf, Failure> {
+    let (dirs, requested) = (dirs.clone(), PathBuf::from(path));
+    tokio::task::spawn_blocking(move || dirs.resolve_write(&requested))
+        .await
+        .map_err(|e| failure::task(kind, "checking the output path", e))?
+        .map_err(failure::path)
+}
+
 /// Writes through a temporary file in the same directory, so a reader never
 /// sees half a file and a failure leaves the old one in place.
 fn write_atomically(target: &Path, bytes: &[u8], kind: Kind) -> Result<(), Failure> {
@@ -144,22 +156,12 @@ impl Files for Room {
     fn transcribe(&self, call: TranscribeCall) -> BoxFuture<'_, Result<Transcription, Failure>> {
         Box::pin(async move {
             let (stt, whisper) = engine(self)?;
-            // Checked before the work, so a bad path costs nothing.
             let target = match &call.output_file {
-                Some(path) => {
-                    let (stt, path) = (Arc::clone(&stt), PathBuf::from(path));
-                    let resolved =
-                        tokio::task::spawn_blocking(move || stt.outputs.resolve_write(&path))
-                            .await
-                            .map_err(|e| {
-                                failure::task(Kind::Transcription, "checking the output", e)
-                            })?
-                            .map_err(|e| {
-                                failure::path(e)
-                                    .with_context(json!({ "output_file": call.output_file }))
-                            })?;
-                    Some(resolved)
-                }
+                Some(path) => Some(
+                    writable(&stt.outputs, path, Kind::Transcription)
+                        .await
+                        .map_err(|e| e.with_context(json!({ "output_file": path })))?,
+                ),
                 None => None,
             };
             let choice = ModelChoice::parse(call.model.as_deref(), call.model_size.as_deref())
@@ -266,29 +268,9 @@ impl Files for Room {
             let tts = speech::tts(&self.state)?;
             let speakable = speech::check_text(&call.text, tts.max_chars)?;
             let rate = hark_core::room::check_rate(call.rate)?.unwrap_or(1.0);
-            // Checked before the work, so a bad path costs nothing.
             let target = match &call.output_path {
-                Some(path) => Some(
-                    tts.outputs
-                        .resolve_write(Path::new(path))
-                        .map_err(failure::path)?,
-                ),
+                Some(path) => Some(writable(&tts.outputs, path, Kind::Speech).await?),
                 None => None,
-            };
-            let voice = speech::language_voice(
-                &self.state,
-                &tts,
-                None,
-                call.voice.clone(),
-                call.language.as_deref(),
-            )
-            .await?;
-            let rendered = {
-                let tts = Arc::clone(&tts);
-                tokio::task::spawn_blocking(move || tts.render(&speakable, voice.as_deref(), rate))
-                    .await
-                    .map_err(|e| failure::task(Kind::Speech, "synthesis", e))?
-                    .map_err(failure::speak)?
             };
             let format = match call.format {
                 Some(SpeechFormat::Wav) => Format::Wav,
@@ -300,12 +282,27 @@ impl Files for Room {
                     .and_then(|e| Format::of_extension(&e.to_string_lossy()))
                     .unwrap_or(Format::Wav),
             };
-            let bytes = {
-                let (samples, rate) = (rendered.samples.clone(), rendered.rate);
-                tokio::task::spawn_blocking(move || encode(&samples, rate, format))
-                    .await
-                    .map_err(|e| failure::task(Kind::Speech, "encoding", e))?
-                    .map_err(|e| Failure::new(Kind::Speech, e.to_string()))?
+            let voice = speech::language_voice(
+                &self.state,
+                &tts,
+                None,
+                call.voice.clone(),
+                call.language.as_deref(),
+            )
+            .await?;
+            // Made and encoded in one go off the runtime.
+            let (rendered, bytes) = {
+                let tts = Arc::clone(&tts);
+                tokio::task::spawn_blocking(move || {
+                    let rendered = tts
+                        .render(&speakable, voice.as_deref(), rate)
+                        .map_err(failure::speak)?;
+                    let bytes = encode(&rendered.samples, rendered.rate, format)
+                        .map_err(|e| Failure::new(Kind::Speech, e.to_string()))?;
+                    Ok::<_, Failure>((rendered, bytes))
+                })
+                .await
+                .map_err(|e| failure::task(Kind::Speech, "synthesis", e))??
             };
             // The voice's working memory and what the synthesis freed go
             // back now, beside the reply: requests that follow one another

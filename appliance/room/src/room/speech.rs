@@ -105,12 +105,9 @@ pub(super) async fn language_voice(
     if voice.is_some() {
         return Ok(voice);
     }
-    let wanted = language.replace('-', "_");
-    let primary = wanted
-        .split('_')
-        .next()
-        .unwrap_or_default()
-        .to_ascii_lowercase();
+    // espeak-ng's names for it: `pt-br`, then `pt`.
+    let full = language.to_ascii_lowercase().replace('_', "-");
+    let primary = full.split('-').next().unwrap_or_default().to_owned();
     if !(2..=3).contains(&primary.len()) || !primary.bytes().all(|b| b.is_ascii_alphabetic()) {
         return Err(Failure::invalid(format!(
             "language `{language}` is not a language code: use ISO 639-1 such as `de` or `es`, or a voice's `de_DE`"
@@ -122,38 +119,27 @@ pub(super) async fn language_voice(
         .into_iter()
         .chain(std::iter::once(tts.default_voice.clone()))
         .collect();
-    let (dir, wanted2) = (tts.voices_dir.clone(), wanted.clone());
+    let dir = tts.voices_dir.clone();
     let chosen = tokio::task::spawn_blocking(move || {
         let installed = hark_tts::voices::VoiceStore::open(&dir)
             .and_then(|store| store.list())
             .map(|listing| listing.installed)
             .unwrap_or_default();
-        let speaks = |id: &str| {
-            if let Some(name) = id.strip_prefix("espeak:") {
-                return super::files::language_matches(name, &wanted2);
-            }
-            installed.iter().any(|v| {
-                v.id == id
-                    && v.language
-                        .as_deref()
-                        .is_some_and(|l| super::files::language_matches(l, &wanted2))
-            })
+        let is_it = |code: &str| super::files::language_matches(code, &full);
+        let of_it =
+            |v: &&hark_tts::voices::InstalledVoice| v.language.as_deref().is_some_and(is_it);
+        let speaks = |id: &str| match id.strip_prefix("espeak:") {
+            Some(name) => is_it(name),
+            None => installed.iter().filter(of_it).any(|v| v.id == id),
         };
         if let Some(voice) = preferred.iter().find(|v| speaks(v)) {
             return Some(voice.clone());
         }
-        if let Some(voice) = installed.iter().find(|v| {
-            v.language
-                .as_deref()
-                .is_some_and(|l| super::files::language_matches(l, &wanted2))
-        }) {
+        if let Some(voice) = installed.iter().find(of_it) {
             return Some(voice.id.clone());
         }
-        // espeak-ng's names: `de`, `en-us`, `pt-br`.
         let espeak = hark_tts::espeak::Espeak::get().ok()?;
-        let full = wanted2.to_ascii_lowercase().replace('_', "-");
-        let primary = full.split('-').next().unwrap_or_default().to_owned();
-        [full, primary]
+        [full.clone(), primary]
             .into_iter()
             .find(|name| espeak.has_voice(name))
             .map(|name| format!("espeak:{name}"))
