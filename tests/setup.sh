@@ -25,6 +25,9 @@ PY_MAIN_REQS=(
   "mcp==2.3.0"
   "pytest==9.2.0"
   "pytest-timeout==2.4.0"
+  # Two end-to-end test files at a time (tests/run): most of their time
+  # is spent waiting on real-time audio and sockets.
+  "pytest-xdist==3.8.0"
   "httpx==0.28.1"
   "websockets==17.4"
   # Peers of the voice detector in `hark-bench audio`: WebRTC VAD and Silero
@@ -279,6 +282,19 @@ if [ "$FORCE" = 1 ] || [ ! -f "$SPEECH_DIR/manifest.json" ] \
     "$SPEECH_DIR/sdists/ps.tar.gz" "$SPEECH_DIR/sdists/mfa.tar.gz" "$SPEECH_DIR"
   rm -rf "$SPEECH_DIR/sdists"
   printf '%s' "$speech_want" >"$SPEECH_DIR/.hark-stamp"
+fi
+# Every machine must hear the same set: its clips and manifest are pinned
+# byte for byte (tests/speech/set.sha256). The WAV clips are copied sample
+# for sample; the MP3 and Opus ones are decoded by soundfile's libsndfile
+# (pinned above), whose decoders pick SIMD code by processor, so a machine
+# that decodes them otherwise is named here, not found out from a figure.
+if ! mismatched="$(cd "$SPEECH_DIR" && sha256sum -c --quiet "$TESTS_DIR/speech/set.sha256" 2>&1)"; then
+  echo "setup.sh: the real-speech set built on this machine differs from the pinned one:" >&2
+  echo "$mismatched" >&2
+  if [ "${HARK_SPEECH_UNPINNED:-0}" != 1 ]; then
+    echo "setup.sh: figures measured on it are not comparable with docs/benchmarks.md; HARK_SPEECH_UNPINNED=1 goes on regardless" >&2
+    exit 1
+  fi
 fi
 
 # ---- npm ------------------------------------------------------------------------

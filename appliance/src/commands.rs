@@ -40,7 +40,7 @@ pub fn status(cli: &Globals, host: String, json: bool) -> anyhow::Result<()> {
     logging::init("warn")?;
     let status = cli.runtime.block_on(client::status(
         &host,
-        token_for(cli.token.as_deref(), &host).as_deref(),
+        token_for(cli.token.as_deref(), &host).as_ref(),
     ))?;
     if json {
         println!("{}", serde_json::to_string_pretty(&status)?);
@@ -61,7 +61,7 @@ pub fn connect(
     cli.runtime.block_on(client::connect(
         &target,
         name.as_deref(),
-        token_for(cli.token.as_deref(), &target).as_deref(),
+        token_for(cli.token.as_deref(), &target).as_ref(),
         channel,
     ))?;
     Ok(())
@@ -196,7 +196,7 @@ pub fn listen(cli: &Globals, host: String, timeout: Option<f64>, json: bool) -> 
     logging::init("warn")?;
     let result = cli.runtime.block_on(client::listen(
         &host,
-        token_for(cli.token.as_deref(), &host).as_deref(),
+        token_for(cli.token.as_deref(), &host).as_ref(),
         timeout,
     ))?;
     if json {
@@ -222,11 +222,11 @@ pub fn say(
         if out.is_some() {
             anyhow::bail!("`hark say -` speaks each line it reads; --out takes one text");
         }
-        return say_lines(cli, &host, token.as_deref(), voice.as_deref(), rate);
+        return say_lines(cli, &host, token.as_ref(), voice.as_deref(), rate);
     }
     let result = cli.runtime.block_on(client::say(
         &host,
-        token.as_deref(),
+        token.as_ref(),
         &text,
         voice.as_deref(),
         rate,
@@ -257,7 +257,7 @@ pub fn say(
 fn say_lines(
     cli: &Globals,
     host: &str,
-    token: Option<&str>,
+    token: Option<&client::Token>,
     voice: Option<&str>,
     rate: Option<f64>,
 ) -> anyhow::Result<()> {
@@ -393,15 +393,22 @@ pub fn config_check(cli: &Globals, file: Option<std::path::PathBuf>) -> anyhow::
 pub struct StepsFailed;
 
 /// The token to present to `target`: `--token` (or `HARK_TOKEN`), else the
-/// one `hark pair` kept for that host. A token file that cannot be read is
-/// said, not fatal: the appliance may not need a token at all.
-fn token_for(given: Option<&str>, target: &str) -> Option<String> {
+/// one `hark pair` kept for that appliance (its host and port). A token
+/// file that cannot be read is said, not fatal: the appliance may not need
+/// a token at all.
+fn token_for(given: Option<&str>, target: &str) -> Option<client::Token> {
     if let Some(token) = given {
-        return Some(token.to_owned());
+        return Some(client::Token::Given(token.to_owned()));
     }
-    match hark_client::saved::lookup(target) {
-        Ok(saved) => saved.map(|s| s.token),
-        Err(hark_client::saved::SavedError::NoHome) => None,
+    let file = match hark_client::saved::path() {
+        Ok(file) => file,
+        Err(_) => return None,
+    };
+    match hark_client::saved::lookup_in(&file, target) {
+        Ok(saved) => saved.map(|s| client::Token::Saved {
+            token: s.token,
+            file,
+        }),
         Err(e) => {
             eprintln!("warning: {e}");
             None

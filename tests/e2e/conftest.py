@@ -1,8 +1,21 @@
 import itertools
 import json
 import os
+import tempfile
 
 import pytest
+
+# The tests never read the person's own settings: a token `hark pair` kept
+# for the Hark in their kitchen (~/.config/hark/tokens.json), their
+# HARK_TOKEN or HARK_CONFIG. Every program the tests start gets a home of
+# its own, set before any of them starts.
+for _name in ("HARK_TOKEN", "HARK_CONFIG"):
+    os.environ.pop(_name, None)
+OWN_HOME = tempfile.mkdtemp(prefix="hark-e2e-home-")
+os.environ["HOME"] = OWN_HOME
+for _name, _sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_CACHE_HOME", ".cache"),
+                    ("XDG_DATA_HOME", ".local/share"), ("XDG_STATE_HOME", ".local/state")):
+    os.environ[_name] = os.path.join(OWN_HOME, _sub)
 
 from harness import HARK, VOICES, Daemon
 

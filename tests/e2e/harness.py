@@ -372,11 +372,27 @@ def words(text):
 
 
 def heard(text, expected):
-    """Most of the sentence's key words came through. These tests check
-    what reaches whom, not whisper tiny.en's accuracy on espeak-ng's voice
-    (docs/benchmarks.md): one word in three may be misheard."""
+    """At least half of the sentence's key words (rounded up) came through:
+    one of two, two of three or four, four of eight. These tests check what
+    reaches whom, not a model's accuracy (docs/benchmarks.md measures that).
+    A model's words differ from machine to machine (ONNX Runtime's and
+    whisper.cpp's kernels differ by CPU features and architecture) and
+    piper's default voice differs every run, so up to half of the words
+    misheard must pass; an empty transcript or one in another language
+    still fails."""
     got = words(text)
-    return len(expected & got) >= max(1, len(expected) - len(expected) // 3)
+    return len(expected & got) >= max(1, (len(expected) + 1) // 2)
+
+
+def edit_distance(ref, hyp):
+    """Word errors (substitutions, deletions and insertions) between two
+    lists of words: the Levenshtein distance over words."""
+    row = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        prev, row[0] = row[0], i
+        for j, h in enumerate(hyp, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
+    return row[len(hyp)]
 
 
 def ask(daemon, name, tool, arguments, timeout=90):

@@ -461,7 +461,8 @@ def other_host():
     on a private /24 made for the test and removed after it."""
     n = os.getpid() % 10000
     ns, here, there = f"hark-lan-{n}", *veth_names()
-    subnet = f"10.{200 + n % 50}.{n % 250}"
+    # One subnet per process (the end-to-end tests run in two at once).
+    subnet = f"10.{200 + n // 250 % 50}.{n % 250}"
     steps = [
         ["ip", "netns", "add", ns],
         ["ip", "link", "add", here, "type", "veth", "peer", "name", there],

@@ -59,11 +59,13 @@ def test_partial_transcripts_arrive_while_the_person_speaks(start_daemon, live, 
     assert s["speculative"] is True, s
     # A finished sentence ends the turn about 300 ms after its last word
     # (two asks of the end-of-turn model, at 200 and 300 ms of silence),
-    # before the silence rule's 800 ms would have. The asks run on the
-    # recorder's thread, so on a loaded machine their time adds to the
-    # silence heard (0.57 s seen with an image build beside the tests); how
-    # soon it is on a quiet one is the benchmark's (docs/benchmarks.md).
-    assert s["duration"] - s["speech_end"] < 0.8, s
+    # before the silence rule's 800 ms would have: `end_of_turn` above says
+    # the model ended it. The asks run on the recorder's thread, so on a
+    # loaded machine their time adds to the silence heard (0.57 s seen with
+    # an image build beside the tests). 1.5 s leaves 0.9 s over that and is
+    # still well short of a pause held open (2.5 s); how soon it is on a
+    # quiet machine is the benchmark's (docs/benchmarks.md).
+    assert s["duration"] - s["speech_end"] < 1.5, s
 
     messages = [p["message"] for p in progress]
     partials = [m for m in messages if m.startswith("heard so far: ")]
@@ -100,8 +102,10 @@ def test_the_early_pass_is_thrown_away_when_speech_resumes(start_daemon, live, t
     result, progress = listen_with_progress(d, thinking(d, tmp_path, 0.6))
     s = result["structuredContent"]
     # Had the pass begun at the pause been kept, the second half would be
-    # missing; the one begun at the final pause is the turn's.
-    assert {"thinking", "park", "saturday"} <= set(words(s["text"])), s
+    # missing; the one begun at the final pause is the turn's. Two of the
+    # three words (the model's words differ by machine): any two hold "park"
+    # or "saturday", said after the pause.
+    assert len({"thinking", "park", "saturday"} & set(words(s["text"]))) >= 2, s
     # The final pause ends the turn by the model, or by the silence rule
     # when its two asks disagree (both at the same pause, the pass begun
     # there kept either way); never at the first pause.
@@ -122,8 +126,10 @@ def test_a_thinking_pause_after_a_dangling_word_outlasts_the_silence_rule(start_
     result, _ = listen_with_progress(d, thinking(d, tmp_path, 1.2))
     s = result["structuredContent"]
     log = d.log()
-    # Cut at the pause, the turn would have only the first half.
-    assert {"thinking", "park", "saturday"} <= set(words(s["text"])), (s, log[log.find("speech detected"):])
+    # Cut at the pause, the turn would have only the first half. Two of the
+    # three words, as in the test above: any two hold one said after it.
+    assert len({"thinking", "park", "saturday"} & set(words(s["text"]))) >= 2, \
+        (s, log[log.find("speech detected"):])
     assert "nothing sounded after the first look; still held" in log
     assert s["end_reason"] in ("end_of_turn", "end_of_speech"), s
 

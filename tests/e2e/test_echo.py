@@ -45,14 +45,20 @@ def test_the_person_speaking_over_a_question_stops_it_and_is_heard_from_the_firs
     injected = time.monotonic()
     hark(d, "inject", str(clip))
     assert wait_for(lambda: not status(d)["speaking"], 5), "Hark stopped for the person"
-    # The clip's voice starts 0.21 s in; the rule needs some speech, and
-    # status polling adds its own delay: well under a second all told.
-    assert time.monotonic() - injected < 1.5
+    # The clip's voice starts 0.21 s in and the rule needs some speech
+    # (`hark-bench echo`: 247 ms median, 575 ms at p90), so about 0.8 s at
+    # p90 before starting `hark inject` and status polling add theirs. 2.5 s
+    # leaves 1.7 s for a loaded machine and is still before the clip ends
+    # (2.99 s): Hark stopped while he spoke, not when his turn ended.
+    assert time.monotonic() - injected < 2.5
     s = answered(c, t, out)["structuredContent"]
     assert s["speech_status"] == "interrupted", s
     assert s["speech_seconds"] < 20, s
     said = words(s["text"])
     # Whole, from its first words: what came before the rule fired is in it.
+    # One of his first three words and one of his last two (`heard` asks
+    # one of two): the echo left after cancelling differs with piper's voice
+    # every run, so a word at either end may be misheard.
     assert heard(s["text"], {"young", "man"}), s
     assert said & {"he", "was", "not"}, s
     assert "the person spoke over Hark: speech stopped" in d.log()

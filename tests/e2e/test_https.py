@@ -115,11 +115,11 @@ def test_pairing_hands_out_the_ca_and_its_fingerprint(start_daemon, tmp_path):
     hark(d, "button", "press")
     out, err = p.communicate(timeout=30)
     assert p.returncode == 0, (out, err)
-    kept = home / ".config" / "hark" / "127.0.0.1-ca.pem"
+    kept = home / ".config" / "hark" / f"127.0.0.1_{d.tcp[1]}-ca.pem"
     assert kept.read_text() == ca.read_text()
     assert fingerprint(ca) in out
     assert f"https://127.0.0.1:{d.https[1]}/mcp" in out and f"NODE_EXTRA_CA_CERTS={kept}" in out, out
-    saved = json.loads((home / ".config" / "hark" / "tokens.json").read_text())["appliances"]["127.0.0.1"]
+    saved = json.loads((home / ".config" / "hark" / "tokens.json").read_text())["appliances"][f"127.0.0.1:{d.tcp[1]}"]
     assert saved["https_port"] == d.https[1] and saved["ca_sha256"] == fingerprint(ca)
     # What it printed works: the SDK trusting the kept file.
     token = saved["token"]

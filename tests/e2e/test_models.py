@@ -8,11 +8,13 @@ empty), so the multilingual whisper base in the store serves only the calls
 that ask for it: loaded on demand, not configured. The speech is people
 recorded (tests/.speech, tests/speech/README.md)."""
 
-from harness import MODELS, LineClient, call
+from harness import MODELS, LineClient, call, heard
 from test_languages import OTHERS, SPEECH, real_clip
-from test_stt import words
 
 ENGLISH = "ps-librivox-0880"
+# Half of them are asked for (`heard`): which model wrote the words is
+# under test here, not how many it gets right, and its words differ by
+# machine.
 ENGLISH_WORDS = {"ill", "disposed", "young", "man"}
 
 
@@ -62,18 +64,18 @@ def test_a_model_is_chosen_per_call_by_name_or_size(start_daemon):
     assert not r["isError"], r
     s = r["structuredContent"]
     assert (s["model"], s["language"]) == ("base-q8_0", lang) and s["language_confidence"] > 0.5, s
-    assert len(expect & set(words(s["text"]))) >= 3, s
+    assert heard(s["text"], expect), s
     # By name, in English: the multilingual model, not the English one.
     s = call(c, "transcribe_audio", {"audio_path": english, "language": "en", "model": "base-q8_0"}, id=4)
     assert s["structuredContent"]["model"] == "base-q8_0", s
-    assert ENGLISH_WORDS <= set(words(s["structuredContent"]["text"])), s
+    assert heard(s["structuredContent"]["text"], ENGLISH_WORDS), s
     # Voicebox's `model` as a size: for English, the English-only tiny.
     s = call(c, "transcribe_audio", {"audio_path": english, "model": "tiny"}, id=5)["structuredContent"]
-    assert s["model"] == "tiny.en-q8_0" and ENGLISH_WORDS <= set(words(s["text"])), s
+    assert s["model"] == "tiny.en-q8_0" and heard(s["text"], ENGLISH_WORDS), s
     # The live engine's model transcribes files too.
     s = call(c, "transcribe_audio", {"audio_path": english, "model": "moonshine-tiny-en"}, id=6)
     s = s["structuredContent"]
-    assert s["model"] == "moonshine-tiny-en" and len(ENGLISH_WORDS & set(words(s["text"]))) >= 3, s
+    assert s["model"] == "moonshine-tiny-en" and heard(s["text"], ENGLISH_WORDS), s
     # A batch takes one model for all its files.
     r = call(c, "transcribe_batch", {"audio_paths": [swedish, english], "language": "auto", "model_size": "base"}, id=7)
     results = r["structuredContent"]["results"]

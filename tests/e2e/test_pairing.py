@@ -125,7 +125,7 @@ def test_a_short_press_pairs_an_agent_on_another_host(start_daemon, other_host, 
     # Kept for the hark commands, readable only by its owner.
     kept = home / ".config" / "hark" / "tokens.json"
     assert stat.S_IMODE(kept.stat().st_mode) == 0o600
-    assert json.loads(kept.read_text())["appliances"][address]["token"] == token
+    assert json.loads(kept.read_text())["appliances"][f"{address}:{d.tcp[1]}"]["token"] == token
     env = dict(os.environ, HOME=str(home), XDG_CONFIG_HOME="")
     env.pop("HARK_TOKEN", None)
     out = subprocess.run([*in_ns, str(HARK), "status", "--json", "--host", f"{address}:{d.tcp[1]}"],
@@ -240,3 +240,65 @@ def test_bad_pairing_requests_are_refused_clearly(room):
         assert reply["error"]["code"] == -32602 and words in reply["error"]["message"], (params, reply)
     # None of them asked the person.
     assert lights(room) != "pairing" and local_status(room)["floor"]["holder"] is None
+
+
+def kept_tokens(home, appliances):
+    """A tokens.json in `home` as `hark pair` writes it."""
+    path = home / ".config" / "hark" / "tokens.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"appliances": {
+        key: {"token": token, "name": "laptop", "scopes": ["listen", "speak"],
+              "paired_at": "2026-12-01T12:00:00Z", "tcp_port": port, "http_port": 7341}
+        for key, (token, port) in appliances.items()}}))
+    path.chmod(0o600)
+    return path
+
+
+def cli(home, *args):
+    env = dict(os.environ, HOME=str(home), XDG_CONFIG_HOME="")
+    env.pop("HARK_TOKEN", None)
+    return subprocess.run([str(HARK), *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+STRANGE = "hark_" + "x" * 43
+
+
+def test_a_token_kept_for_the_hark_on_the_default_port_is_not_shown_to_another(start_daemon, tmp_path):
+    # The person paired with the Hark installed on their laptop (127.0.0.1,
+    # port 7340, in a file written before ports were part of the key); a
+    # Hark started on another port of the same host never sees that token.
+    d = start_daemon()
+    home = tmp_path / "home"
+    kept_tokens(home, {"127.0.0.1": (STRANGE, 7340)})
+    target = f"127.0.0.1:{d.tcp[1]}"
+    r = cli(home, "status", "--json", "--host", target)
+    assert r.returncode == 0, r.stderr
+    assert "refused" not in r.stderr, r.stderr
+    assert json.loads(r.stdout)["auth"]["access"] != "paired"
+    bridge = subprocess.run([str(HARK), "connect", target], capture_output=True, text=True, timeout=30,
+                            env=dict(os.environ, HOME=str(home), XDG_CONFIG_HOME=""),
+                            input=json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                                "protocolVersion": "2025-06-18", "capabilities": {},
+                                "clientInfo": {"name": "bridge", "version": "1"}}}) + "\n")
+    assert json.loads(bridge.stdout.splitlines()[0])["result"]["serverInfo"], (bridge.stdout, bridge.stderr)
+    assert "refused" not in bridge.stderr, bridge.stderr
+
+
+def test_a_kept_token_the_appliance_refuses_is_said_and_left_out(start_daemon, room, tmp_path):
+    d = start_daemon()
+    home = tmp_path / "home"
+    kept = kept_tokens(home, {f"127.0.0.1:{d.tcp[1]}": (STRANGE, d.tcp[1]),
+                              f"127.0.0.1:{room.tcp[1]}": (STRANGE, room.tcp[1])})
+    # An appliance that needs no token here answers, and the person is told
+    # why their kept token was not used.
+    r = cli(home, "status", "--json", "--host", f"127.0.0.1:{d.tcp[1]}")
+    assert r.returncode == 0, r.stderr
+    assert f"refused the token kept for it in {kept}" in r.stderr, r.stderr
+    assert "not one this appliance issued" in r.stderr, r.stderr
+    # One that needs a token refuses the call itself, after the same word.
+    r = cli(home, "status", "--json", "--host", f"127.0.0.1:{room.tcp[1]}")
+    assert r.returncode != 0, r.stdout
+    assert "refused the token kept for it" in r.stderr, r.stderr
+    # A token asked for on the command line must be accepted.
+    r = cli(home, "--token", STRANGE, "status", "--json", "--host", f"127.0.0.1:{d.tcp[1]}")
+    assert r.returncode != 0 and "the token was refused" in r.stderr, (r.stdout, r.stderr)

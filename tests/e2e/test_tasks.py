@@ -177,7 +177,9 @@ def test_a_90_s_listen_through_clients_that_give_up_at_60_s(daemon, tmp_path):
     assert len(beats) >= 4, beats
     assert beats[0][2] == "waiting for the microphone", beats
     gaps = [b[0] - a[0] for a, b in zip(beats, beats[1:])]
-    assert all(g < 22 for g in gaps), beats
+    # Every 20 s; under 30 leaves 10 s for a loaded machine, and a beat
+    # missed makes a 40 s gap.
+    assert all(g < 30 for g in gaps), beats
 
 def test_a_task_is_its_agents_and_cancel_lets_the_microphone_go(daemon):
     alice = new_token(daemon, "alice-tasks")

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import HARK, VOICES, Daemon, LineClient, response, status_of, wait_for
+from harness import HARK, VOICES, Daemon, LineClient, edit_distance, response, status_of, wait_for
 
 VOICE = "en_US-joe-medium"
 RATE = 22050
@@ -162,15 +162,6 @@ def number_words(token):
 
 def normalised(text):
     return [w for token in words(text) for w in number_words(token)]
-
-
-def edit_distance(ref, hyp):
-    row = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        prev, row[0] = row[0], i
-        for j, h in enumerate(hyp, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
-    return row[len(hyp)]
 
 
 def word_error_rate(pairs):
@@ -336,8 +327,12 @@ def test_the_first_clause_plays_first_and_the_speech_runs_on(tts):
     assert samples.size / RATE == pytest.approx(s["seconds"], abs=0.05), (samples.size, s)
     gaps = pauses(samples)
     # The first sentence's clause and its rest, their join, and the sentence
-    # break: piper pauses 0.2–0.3 s at a comma or a full stop.
-    assert gaps and max(gaps) <= 0.45, gaps
+    # break. piper's default voice differs every run: at this comma it pauses
+    # 0.35–0.47 s (appliance/tts/tests/synth.rs), so the bound is 0.8 s, a
+    # third of a second over the longest seen and still short of a second's
+    # silence in mid-sentence. (A speaker left waiting for audio writes
+    # nothing to the file; the time check above finds that.)
+    assert gaps and max(gaps) <= 0.8, gaps
 
 
 def test_wait_progress_values_increase(tts):

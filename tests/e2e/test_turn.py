@@ -47,7 +47,10 @@ def test_a_pause_in_mid_sentence_does_not_end_the_turn(start_daemon, tmp_path):
 
     heard = listen(smart, clip)["structuredContent"]
     got = set(words(heard["text"]))
-    assert {"thinking", "park", "saturday"} <= got, heard
+    # Two of the three words: piper's default voice differs every run and
+    # the model's words differ by machine. Any two hold "park" or
+    # "saturday", said after the pause, so the turn went on past it.
+    assert len({"thinking", "park", "saturday"} & got) >= 2, heard
     # The finished sentence ends by the model (two asks in a row) or, when
     # its two asks disagree, by the silence rule: never at the pause.
     assert heard["end_reason"] in ("end_of_turn", "end_of_speech"), heard

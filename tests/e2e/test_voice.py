@@ -8,7 +8,7 @@ question."""
 
 import wave
 
-from harness import REPO, LineClient, call
+from harness import REPO, LineClient, call, edit_distance
 from test_early import LIVE
 from test_live import listen
 from test_stt import words
@@ -19,6 +19,13 @@ SAID = ("And so, my fellow Americans, ask not what your country can do for you, 
 # From the end of "…ask not" (5.25 s into the clip): "what your country can
 # do for you," 660 ms of his pause, "ask what you can do for your country."
 SECOND_HALF_S = 5.25
+# Word errors allowed, as a share of the words he said. Both engines hear
+# every word of this recording on the machine these tests were written on,
+# but their kernels differ by CPU features and architecture, so a few words
+# may go astray on another: a quarter is 5 of his 22 words (3 of the 15
+# after "ask not"), and an empty transcript, another sentence or one cut
+# short by half still fails.
+WRONG = 0.25
 
 
 def cut(out, start_s):
@@ -40,7 +47,8 @@ def test_whisper_hears_a_real_voice(start_daemon):
     r = call(c, "transcribe_audio", {"audio_path": str(JFK)}, id=3)
     c.close()
     assert not r["isError"], r
-    assert words(r["structuredContent"]["text"]) == words(SAID), r["structuredContent"]
+    errors = edit_distance(words(SAID), words(r["structuredContent"]["text"]))
+    assert errors <= WRONG * len(words(SAID)), (errors, r["structuredContent"])
 
 
 def test_a_real_voices_pause_at_a_comma_does_not_end_the_live_turn(start_daemon, tmp_path):
@@ -51,7 +59,12 @@ def test_a_real_voices_pause_at_a_comma_does_not_end_the_live_turn(start_daemon,
     # the pause.
     live = start_daemon(LIVE)
     heard = listen(live, cut(tmp_path / "second-half.wav", SECOND_HALF_S))["structuredContent"]
-    assert words(heard["text"]) == words(SAID)[7:], heard
+    said, got = words(SAID)[7:], words(heard["text"])
+    errors = edit_distance(said, got)
+    assert errors <= WRONG * len(said), (errors, heard)
+    # The turn went on past his pause to the end: cut at the pause, it would
+    # end "…for you", the 8 words after it missing.
+    assert got[-2:] == said[-2:], heard
     assert heard["model"] == "tiny-en", heard
     assert heard["end_reason"] in ("end_of_turn", "end_of_speech"), heard
     assert heard["speech_end"] - heard["speech_start"] > 4.0, heard

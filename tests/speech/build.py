@@ -133,7 +133,13 @@ def timing_of(aligned):
     """Manifest fields from the aligner's words (nothing without them)."""
     if not aligned:
         return {}
-    return {"span": (aligned[0][0], aligned[-1][1]), "timing": "aligner TextGrid", "pauses": pauses_of(aligned)}
+    return {
+        "span": (aligned[0][0], aligned[-1][1]),
+        "timing": "aligner TextGrid",
+        "pauses": pauses_of(aligned),
+        # Every word with its start and end (s): where a turn may be cut.
+        "words": [[round(a, 3), round(b, 3), t] for a, b, t in aligned],
+    }
 
 
 def reference_transcripts(conftest):

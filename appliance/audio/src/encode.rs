@@ -1,6 +1,7 @@
 //! Speech made into a file agents can use: WAV (16-bit PCM), Ogg Opus
 //! (libopusenc, Debian's `libopusenc0`) or MP3 (LAME, Debian's
-//! `libmp3lame0`, linked as the shared library it is packaged as).
+//! `libmp3lame0`), each linked as the shared library it is packaged as,
+//! through the few C declarations below.
 //!
 //! Mono in, mono out, at the voice's rate: libopusenc resamples to Opus's
 //! 48 kHz itself and LAME takes 22 050 Hz as it is. The bit rates are
@@ -103,30 +104,136 @@ fn wav(samples: &[f32], rate: u32) -> Result<Vec<u8>, EncodeError> {
     Ok(out.into_inner())
 }
 
+/// libopusenc's C API (`opus/opusenc.h`), the few calls a mono encode into
+/// memory needs. Declared here, with C's own `c_char` for its strings: the
+/// type is signed on x86-64 and unsigned on arm64, and a binding that fixes
+/// it to one does not build for the appliance.
+mod ope {
+    use std::ffi::{c_char, c_int, c_uchar, c_void};
+
+    /// `OPE_OK`.
+    pub const OK: c_int = 0;
+    /// Mapping family 0: mono or stereo, no surround.
+    pub const MONO_STEREO: c_int = 0;
+    /// libopus's `OPUS_SET_BITRATE_REQUEST`, passed on by `ope_encoder_ctl`.
+    pub const SET_BITRATE: c_int = 4002;
+
+    #[link(name = "opusenc")]
+    unsafe extern "C" {
+        pub fn ope_comments_create() -> *mut c_void;
+        pub fn ope_comments_add(
+            comments: *mut c_void,
+            tag: *const c_char,
+            value: *const c_char,
+        ) -> c_int;
+        pub fn ope_comments_destroy(comments: *mut c_void);
+        pub fn ope_encoder_create_pull(
+            comments: *mut c_void,
+            rate: i32,
+            channels: c_int,
+            family: c_int,
+            error: *mut c_int,
+        ) -> *mut c_void;
+        pub fn ope_encoder_ctl(encoder: *mut c_void, request: c_int, ...) -> c_int;
+        pub fn ope_encoder_write_float(
+            encoder: *mut c_void,
+            pcm: *const f32,
+            samples: c_int,
+        ) -> c_int;
+        pub fn ope_encoder_get_page(
+            encoder: *mut c_void,
+            page: *mut *mut c_uchar,
+            len: *mut i32,
+            flush: c_int,
+        ) -> c_int;
+        pub fn ope_encoder_drain(encoder: *mut c_void) -> c_int;
+        pub fn ope_encoder_destroy(encoder: *mut c_void);
+        pub fn ope_strerror(error: c_int) -> *const c_char;
+    }
+}
+
+/// An owned libopusenc object, destroyed when dropped.
+struct Owned(
+    *mut std::ffi::c_void,
+    unsafe extern "C" fn(*mut std::ffi::c_void),
+);
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        // SAFETY: made by its create function, destroyed once here.
+        unsafe { (self.1)(self.0) };
+    }
+}
+
+/// `code` as an error naming `what` failed, with libopusenc's own words.
+fn opus_check(what: &str, code: std::ffi::c_int) -> Result<(), EncodeError> {
+    if code == ope::OK {
+        return Ok(());
+    }
+    // SAFETY: ope_strerror returns a static string for any code.
+    let reason = unsafe { std::ffi::CStr::from_ptr(ope::ope_strerror(code)) };
+    Err(EncodeError::Opus(format!(
+        "{what}: {}",
+        reason.to_string_lossy()
+    )))
+}
+
+/// Moves the pages the encoder has ready (all of them with `flush`) into
+/// `out`.
+fn opus_pages(encoder: &Owned, out: &mut Vec<u8>, flush: bool) {
+    let mut page: *mut std::ffi::c_uchar = std::ptr::null_mut();
+    let mut len: i32 = 0;
+    // SAFETY: the page stays valid until the next call on the encoder; it
+    // is copied out before that.
+    while unsafe { ope::ope_encoder_get_page(encoder.0, &mut page, &mut len, i32::from(flush)) }
+        != 0
+    {
+        if !page.is_null() && len > 0 {
+            out.extend_from_slice(unsafe { std::slice::from_raw_parts(page, len as usize) });
+        }
+    }
+}
+
 fn ogg_opus(samples: &[f32], rate: u32) -> Result<Vec<u8>, EncodeError> {
     if !(8_000..=48_000).contains(&rate) {
         return Err(EncodeError::Rate(rate, "Ogg Opus"));
     }
-    let fail = |e: opusenc::Error| EncodeError::Opus(e.to_string());
-    let mut comments = opusenc::Comments::create();
-    comments.add_string("ENCODER=Hark").map_err(fail)?;
+    // SAFETY: each object is checked for null before use and owned by an
+    // `Owned` from then on; the encoder takes a copy of the comments.
+    let comments = unsafe { ope::ope_comments_create() };
+    if comments.is_null() {
+        return Err(EncodeError::Opus("no memory for the comments".into()));
+    }
+    let comments = Owned(comments, ope::ope_comments_destroy);
+    opus_check("adding the encoder's name", unsafe {
+        ope::ope_comments_add(comments.0, c"ENCODER".as_ptr(), c"Hark".as_ptr())
+    })?;
+    let mut error = ope::OK;
     // Pulled page by page into memory: nothing touches the disk here.
-    let mut encoder =
-        opusenc::Encoder::create_pull(comments, rate as i32, 1, opusenc::MappingFamily::MonoStereo)
-            .map_err(fail)?;
-    // An int-valued control, which libopusenc passes on as libopus takes it.
-    encoder.set_bitrate(OPUS_BITRATE).map_err(fail)?;
+    let encoder = unsafe {
+        ope::ope_encoder_create_pull(comments.0, rate as i32, 1, ope::MONO_STEREO, &mut error)
+    };
+    if encoder.is_null() {
+        opus_check("creating the encoder", error)?;
+        return Err(EncodeError::Opus("creating the encoder failed".into()));
+    }
+    let encoder = Owned(encoder, ope::ope_encoder_destroy);
+    // The variadic control takes an opus_int32, as libopus reads it.
+    opus_check("setting the bit rate", unsafe {
+        ope::ope_encoder_ctl(encoder.0, ope::SET_BITRATE, OPUS_BITRATE)
+    })?;
     let mut out = Vec::new();
     for chunk in samples.chunks(rate as usize) {
-        encoder.write_float(chunk).map_err(fail)?;
-        while let Some(page) = encoder.get_page(false) {
-            out.extend_from_slice(page);
-        }
+        // SAFETY: `chunk` holds `chunk.len()` mono samples.
+        opus_check("encoding", unsafe {
+            ope::ope_encoder_write_float(encoder.0, chunk.as_ptr(), chunk.len() as i32)
+        })?;
+        opus_pages(&encoder, &mut out, false);
     }
-    encoder.drain().map_err(fail)?;
-    while let Some(page) = encoder.get_page(true) {
-        out.extend_from_slice(page);
-    }
+    opus_check("finishing the stream", unsafe {
+        ope::ope_encoder_drain(encoder.0)
+    })?;
+    opus_pages(&encoder, &mut out, true);
     Ok(out)
 }
 

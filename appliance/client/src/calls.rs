@@ -1,9 +1,11 @@
 //! The client side of the CLI: `hark status` (a real MCP client over TCP) and
 //! `hark connect` (a stdio bridge).
 
-use std::{collections::HashSet, time::Duration};
+use std::{collections::HashSet, path::PathBuf, time::Duration};
 
 use hark_core::methods::TokenRequest;
+
+use crate::target::{DEFAULT_PORT, with_default_port};
 use rmcp::{
     ServiceExt,
     model::{CallToolRequestParams, ClientRequest, CustomRequest, CustomResult, ServerResult},
@@ -14,7 +16,6 @@ use tokio::{
     net::TcpStream,
 };
 
-/// Port of the raw TCP transport.
 /// Gives the agent `name` in an `initialize` (`clientInfo.name`) or a
 /// 2026-07-28 request's `_meta` client info. Returns whether it changed
 /// anything.
@@ -135,7 +136,44 @@ pub(crate) fn cli_info() -> rmcp::model::ClientConfig {
     )
 }
 
-pub const DEFAULT_PORT: u16 = 7340;
+/// A token to present to the appliance, and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Token {
+    /// `--token` or `HARK_TOKEN`: asked for, so a refusal is an error.
+    Given(String),
+    /// The one `hark pair` kept for this appliance in `file`. A refusal is
+    /// said and the call goes on without it: the file may be older than
+    /// the appliance's token store (a reset, another Hark now at that
+    /// address), and an appliance that needs no token still answers, while
+    /// one that does refuses the call itself, naming why.
+    Saved { token: String, file: PathBuf },
+}
+
+impl Token {
+    fn secret(&self) -> &str {
+        match self {
+            Token::Given(token) | Token::Saved { token, .. } => token,
+        }
+    }
+
+    /// What a refusal of this token means: an error for a given one, a
+    /// warning (and no token) for a kept one.
+    fn refused(&self, target: &str, reason: &str) -> Result<(), ClientError> {
+        match self {
+            Token::Given(_) => Err(ClientError::Mcp {
+                target: target.to_owned(),
+                reason: format!("the token was refused: {reason}"),
+            }),
+            Token::Saved { file, .. } => {
+                tracing::warn!(
+                    "Hark at {target} refused the token kept for it in {} ({reason}); going on without one (`hark pair` again if it needs one)",
+                    file.display()
+                );
+                Ok(())
+            }
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -155,30 +193,13 @@ pub enum ClientError {
     Stdio(#[from] std::io::Error),
 }
 
-/// `HOST` → `HOST:7340`; `HOST:PORT` and `[v6]:PORT` stay as they are.
-pub fn with_default_port(target: &str) -> String {
-    let has_port = match target.rsplit_once(':') {
-        Some((host, port)) => {
-            port.parse::<u16>().is_ok() && (!host.contains(':') || host.ends_with(']'))
-        }
-        None => false,
-    };
-    if has_port {
-        target.to_owned()
-    } else if target.contains(':') && !target.starts_with('[') {
-        format!("[{target}]:{DEFAULT_PORT}")
-    } else {
-        format!("{target}:{DEFAULT_PORT}")
-    }
-}
-
 const STATUS_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connects over TCP, calls one tool and returns the result's structured
 /// content; a tool error becomes an error carrying the tool's message.
 async fn call_one(
     target: &str,
-    token: Option<&str>,
+    token: Option<&Token>,
     tool: &'static str,
     arguments: serde_json::Map<String, Value>,
 ) -> Result<Value, ClientError> {
@@ -200,15 +221,14 @@ async fn call_one(
         let reply = client
             .send_request(ClientRequest::CustomRequest(CustomRequest::new(
                 hark_core::methods::AUTH,
-                Some(json!({ "token": token })),
+                Some(json!({ "token": token.secret() })),
             )))
             .await;
-        if let Err(e) = reply {
+        if let Err(e) = reply
+            && let Err(e) = token.refused(target, &service_error_text(e))
+        {
             let _ = client.cancel().await;
-            return Err(mcp_err(format!(
-                "the token was refused: {}",
-                service_error_text(e)
-            )));
+            return Err(e);
         }
     }
     let result = client
@@ -233,7 +253,7 @@ async fn call_one(
 /// tool ends on end of speech or its timeout).
 pub async fn listen(
     target: &str,
-    token: Option<&str>,
+    token: Option<&Token>,
     timeout: Option<f64>,
 ) -> Result<Value, ClientError> {
     let mut arguments = serde_json::Map::new();
@@ -253,7 +273,7 @@ pub async fn listen(
 /// `out` calls `synthesize_speech` and writes the WAV file it returns.
 pub async fn say(
     target: &str,
-    token: Option<&str>,
+    token: Option<&Token>,
     text: &str,
     voice: Option<&str>,
     rate: Option<f64>,
@@ -290,7 +310,7 @@ pub async fn say(
 }
 
 /// Calls `get_status` and returns its structured content.
-pub async fn status(target: &str, token: Option<&str>) -> Result<Value, ClientError> {
+pub async fn status(target: &str, token: Option<&Token>) -> Result<Value, ClientError> {
     let target = with_default_port(target);
     tokio::time::timeout(
         STATUS_TIMEOUT,
@@ -340,7 +360,7 @@ pub fn format_paired(
         .unwrap_or_default();
     let http = result["http_port"].as_u64().unwrap_or(7341);
     let tcp = result["tcp_port"].as_u64().unwrap_or(DEFAULT_PORT.into());
-    let host = crate::saved::host_key(host);
+    let host = crate::target::host_key(host);
     let url_host = if host.contains(':') {
         format!("[{host}]")
     } else {
@@ -532,7 +552,7 @@ struct Upstream {
 pub async fn connect(
     target: &str,
     name: Option<&str>,
-    token: Option<&str>,
+    token: Option<&Token>,
     channel: bool,
 ) -> Result<(), ClientError> {
     let target = with_default_port(target);
@@ -628,7 +648,7 @@ async fn next_upstream(upstream: &mut Option<Upstream>) -> Option<String> {
 async fn open(
     target: &str,
     replay: &[String],
-    token: Option<&str>,
+    token: Option<&Token>,
 ) -> Result<Upstream, ClientError> {
     let stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(target))
         .await
@@ -645,7 +665,7 @@ async fn open(
     let mut lines = BufReader::new(read).lines();
     if let Some(token) = token {
         let auth = json!({"jsonrpc": "2.0", "id": AUTH_ID, "method": hark_core::methods::AUTH,
-            "params": {"token": token}});
+            "params": {"token": token.secret()}});
         let mut bytes = auth.to_string().into_bytes();
         bytes.push(b'\n');
         write.write_all(&bytes).await?;
@@ -664,17 +684,12 @@ async fn open(
         .flatten();
         match answer {
             Some(message) if message.get("result").is_some() => {}
-            Some(message) => {
-                return Err(ClientError::Mcp {
-                    target: target.to_owned(),
-                    reason: format!(
-                        "the token was refused: {}",
-                        message["error"]["message"]
-                            .as_str()
-                            .unwrap_or("no reason given")
-                    ),
-                });
-            }
+            Some(message) => token.refused(
+                target,
+                message["error"]["message"]
+                    .as_str()
+                    .unwrap_or("no reason given"),
+            )?,
             None => {
                 return Err(ClientError::Mcp {
                     target: target.to_owned(),

@@ -6,10 +6,13 @@
 //!   `mute` and the `hark connect` stdio bridge;
 //! - [`saved`]: the appliances paired from this machine, their tokens and
 //!   certificate authorities;
+//! - [`target`]: how an appliance is named (`HOST[:PORT]`);
 //! - [`selftest`]: `hark selftest`, its steps and its report.
 
 pub mod calls;
 pub mod saved;
 pub mod selftest;
+pub mod target;
 
 pub use calls::*;
+pub use target::{DEFAULT_PORT, with_default_port};

@@ -1,8 +1,14 @@
 //! The tokens `hark pair` was given, kept on the agent's machine for `hark
-//! connect`, `hark status`, `hark listen` and `hark say`: one per appliance
-//! host, in `$XDG_CONFIG_HOME/hark/tokens.json` (else
-//! `~/.config/hark/tokens.json`), readable only by its owner and written
-//! atomically, so an interrupted write never loses the others.
+//! connect`, `hark status`, `hark listen` and `hark say`: one per appliance,
+//! in `$XDG_CONFIG_HOME/hark/tokens.json` (else `~/.config/hark/tokens.json`),
+//! readable only by its owner and written atomically, so an interrupted
+//! write never loses the others.
+//!
+//! An appliance is its host *and* its raw TCP port: two Harks may share a
+//! host (one installed on a laptop, another started on a port of its own
+//! for a test), and a token one issued means nothing to the other. Files
+//! written before keyed by the host alone; their entries are read as the
+//! host and the port the pairing answered with.
 
 use std::{
     collections::BTreeMap,
@@ -10,6 +16,8 @@ use std::{
 };
 
 use serde::{Deserialize, Serialize};
+
+use crate::target::{self, has_port, host_key};
 
 pub const FILE: &str = "tokens.json";
 
@@ -60,7 +68,8 @@ pub struct Saved {
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
-    /// By appliance host, as `hark pair` was given it (lower case, no port).
+    /// By appliance: `host:port` (lower case; `[v6]:port`), the port its
+    /// raw TCP transport's. Older files: the host alone.
     appliances: BTreeMap<String, Saved>,
 }
 
@@ -78,27 +87,42 @@ pub fn path() -> Result<PathBuf, SavedError> {
     Ok(base.join("hark").join(FILE))
 }
 
-/// The host part of `HOST`, `HOST:PORT`, `[v6]:PORT`, lower case: the key.
-pub fn host_key(target: &str) -> String {
-    let target = target.trim();
-    let host = if let Some(rest) = target.strip_prefix('[') {
-        rest.split(']').next().unwrap_or(rest)
-    } else {
-        match target.rsplit_once(':') {
-            // One colon: HOST:PORT. More: a bare IPv6 address.
-            Some((host, port)) if !host.contains(':') && port.parse::<u16>().is_ok() => host,
-            _ => target,
-        }
-    };
-    host.to_ascii_lowercase()
+/// The key `target` (`HOST`, `HOST:PORT`, `[v6]:PORT`; the port the raw
+/// TCP transport's, 7340 unless given) is kept under.
+pub fn appliance_key(target: &str) -> String {
+    target::join(&host_key(target), target::port(target))
+}
+
+/// An entry of a file written before ports were part of the key: its host,
+/// and the TCP port the pairing answered with.
+fn legacy_key(host: &str, saved: &Saved) -> String {
+    target::join(
+        &host_key(host),
+        saved.tcp_port.unwrap_or(target::DEFAULT_PORT),
+    )
 }
 
 fn read(path: &Path) -> Result<File, SavedError> {
     match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| SavedError::Corrupt {
-            path: path.to_owned(),
-            reason: e.to_string(),
-        }),
+        Ok(bytes) => {
+            let file: File = serde_json::from_slice(&bytes).map_err(|e| SavedError::Corrupt {
+                path: path.to_owned(),
+                reason: e.to_string(),
+            })?;
+            let appliances = file
+                .appliances
+                .into_iter()
+                .map(|(key, saved)| {
+                    let key = if has_port(&key) {
+                        appliance_key(&key)
+                    } else {
+                        legacy_key(&key, &saved)
+                    };
+                    (key, saved)
+                })
+                .collect();
+            Ok(File { appliances })
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(File::default()),
         Err(source) => Err(SavedError::Read {
             path: path.to_owned(),
@@ -107,21 +131,19 @@ fn read(path: &Path) -> Result<File, SavedError> {
     }
 }
 
-/// The token kept for `target`'s host, if any.
-pub fn lookup(target: &str) -> Result<Option<Saved>, SavedError> {
-    let path = path()?;
-    lookup_in(&path, target)
-}
-
+/// The token kept in `path` for the appliance at `target`, if any.
 pub fn lookup_in(path: &Path, target: &str) -> Result<Option<Saved>, SavedError> {
-    Ok(read(path)?.appliances.remove(&host_key(target)))
+    Ok(read(path)?.appliances.remove(&appliance_key(target)))
 }
 
 /// Keeps an appliance's CA certificate beside the tokens, as
-/// `HOST-ca.pem`; returns its path.
+/// `HOST_PORT-ca.pem`; returns its path.
 pub fn store_ca(target: &str, pem: &str) -> Result<PathBuf, SavedError> {
     let dir = path()?.parent().map(Path::to_owned).unwrap_or_default();
-    let file = dir.join(format!("{}-ca.pem", host_key(target).replace(':', "_")));
+    let file = dir.join(format!(
+        "{}-ca.pem",
+        appliance_key(target).replace([':', '[', ']'], "_")
+    ));
     let err = |source| SavedError::Write {
         path: file.clone(),
         source,
@@ -131,8 +153,8 @@ pub fn store_ca(target: &str, pem: &str) -> Result<PathBuf, SavedError> {
     Ok(file)
 }
 
-/// Keeps `saved` for `target`'s host (replacing an earlier one); returns
-/// the file's path.
+/// Keeps `saved` for the appliance at `target` (replacing an earlier one);
+/// returns the file's path.
 pub fn store(target: &str, saved: Saved) -> Result<PathBuf, SavedError> {
     let path = path()?;
     store_in(&path, target, saved)?;
@@ -141,7 +163,7 @@ pub fn store(target: &str, saved: Saved) -> Result<PathBuf, SavedError> {
 
 pub fn store_in(path: &Path, target: &str, saved: Saved) -> Result<(), SavedError> {
     let mut file = read(path)?;
-    file.appliances.insert(host_key(target), saved);
+    file.appliances.insert(appliance_key(target), saved);
     let write_err = |source| SavedError::Write {
         path: path.to_owned(),
         source,
@@ -177,11 +199,64 @@ mod tests {
     }
 
     #[test]
-    fn hosts_are_keyed_without_their_port() {
-        assert_eq!(host_key("Hark.local:7340"), "hark.local");
-        assert_eq!(host_key("10.0.0.5"), "10.0.0.5");
-        assert_eq!(host_key("[fe80::1]:7340"), "fe80::1");
-        assert_eq!(host_key("fe80::1"), "fe80::1");
+    fn appliances_are_keyed_by_host_and_port() {
+        assert_eq!(appliance_key("Hark.local"), "hark.local:7340");
+        assert_eq!(appliance_key("hark.local:7340"), "hark.local:7340");
+        assert_eq!(appliance_key("127.0.0.1:7440"), "127.0.0.1:7440");
+        assert_eq!(appliance_key("fe80::1"), "[fe80::1]:7340");
+        assert_eq!(appliance_key("[FE80::1]:7440"), "[fe80::1]:7440");
+    }
+
+    #[test]
+    fn two_appliances_on_one_host_keep_their_own_tokens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hark").join(FILE);
+        store_in(&path, "127.0.0.1", saved("kitchen")).unwrap();
+        assert_eq!(
+            lookup_in(&path, "127.0.0.1:7340").unwrap().unwrap().token,
+            "kitchen"
+        );
+        assert_eq!(lookup_in(&path, "127.0.0.1:7440").unwrap(), None);
+        store_in(&path, "127.0.0.1:7440", saved("test")).unwrap();
+        assert_eq!(
+            lookup_in(&path, "127.0.0.1").unwrap().unwrap().token,
+            "kitchen"
+        );
+        assert_eq!(
+            lookup_in(&path, "127.0.0.1:7440").unwrap().unwrap().token,
+            "test"
+        );
+    }
+
+    #[test]
+    fn a_file_keyed_by_host_alone_is_read_with_the_paired_port() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE);
+        let mut other_port = saved("b");
+        other_port.tcp_port = Some(7440);
+        let mut no_port = saved("c");
+        no_port.tcp_port = None;
+        let old = serde_json::json!({"appliances": {
+            "hark.local": saved("a"), "kitchen.local": other_port, "fe80::1": no_port}});
+        std::fs::write(&path, old.to_string()).unwrap();
+        assert_eq!(lookup_in(&path, "hark.local").unwrap().unwrap().token, "a");
+        assert_eq!(lookup_in(&path, "kitchen.local").unwrap(), None);
+        assert_eq!(
+            lookup_in(&path, "kitchen.local:7440")
+                .unwrap()
+                .unwrap()
+                .token,
+            "b"
+        );
+        assert_eq!(lookup_in(&path, "fe80::1").unwrap().unwrap().token, "c");
+        // Written back under the new keys, the others kept.
+        store_in(&path, "hark.local:7441", saved("d")).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("\"kitchen.local:7440\"") && text.contains("\"[fe80::1]:7340\""),
+            "{text}"
+        );
+        assert_eq!(lookup_in(&path, "hark.local").unwrap().unwrap().token, "a");
     }
 
     #[test]
@@ -194,7 +269,10 @@ mod tests {
         store_in(&path, "HARK.local", saved("c")).unwrap();
         assert_eq!(lookup_in(&path, "hark.local").unwrap().unwrap().token, "c");
         assert_eq!(
-            lookup_in(&path, "kitchen.local:1").unwrap().unwrap().token,
+            lookup_in(&path, "kitchen.local:7340")
+                .unwrap()
+                .unwrap()
+                .token,
             "b"
         );
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();

@@ -224,11 +224,13 @@ fn usual_step(samples: &[f32]) -> f32 {
     steps[steps.len() / 2]
 }
 
-/// piper's own pause at a comma inside a sentence, the longest measured:
-/// 0.35–0.47 s at WEATHER's comma, 0.15–0.25 s in shorter phrases (joe, 2 %
-/// silence). A join may be no longer; a cut between words left with the
-/// silence piper ends a comma-ended piece with measured up to 0.5 s.
-const COMMA_PAUSE_SECONDS: f32 = 0.4;
+/// The longest pause a join may make. piper's own pause at a comma inside
+/// a sentence measured 0.35–0.47 s at WEATHER's comma and 0.15–0.25 s in
+/// shorter phrases (joe, 2 % silence); the joins themselves 0.23–0.31 s
+/// (x86-64, six takes). A cut between words left with the silence piper
+/// ends a comma-ended piece with measured up to 0.5 s before the rest's own
+/// lead-in, which this still fails.
+const COMMA_PAUSE_SECONDS: f32 = 0.45;
 
 #[test]
 fn the_join_inside_the_first_sentence_is_a_comma_pause_without_a_click_or_a_level_step() {
@@ -246,6 +248,7 @@ fn the_join_inside_the_first_sentence_is_a_comma_pause_without_a_click_or_a_leve
             let rest = synth.render(&utterance, 1, &never).unwrap().samples;
             let at = format!("{text:?}, run {run}");
             let pause = gap(&first, &rest);
+            eprintln!("{at}: a pause of {pause:.3} s at the join");
             assert!(pause <= COMMA_PAUSE_SECONDS, "{at}: {pause} s of silence");
             assert!(pause >= 0.1, "{at}: a pause is still heard ({pause} s)");
             let (last, next) = (first[first.len() - 1], rest[0]);

@@ -259,16 +259,45 @@ impl Drop for Scratch {
     }
 }
 
+/// The processor's name and the vector extensions that choose ONNX
+/// Runtime's and ggml's kernels: the same models give slightly different
+/// numbers, and so a word or two apart on hard speech, from one to another
+/// (docs/benchmarks.md, "What differs by machine").
+fn cpu() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|l| l.trim_start_matches([' ', '\t', ':']).to_owned())
+    };
+    let model = field("model name").unwrap_or_else(|| "unknown CPU".into());
+    let flags = field("flags")
+        .or_else(|| field("Features"))
+        .unwrap_or_default();
+    let chosen = [
+        "avx2",
+        "fma",
+        "avx512f",
+        "avx512_vnni",
+        "avx512_bf16",
+        "avx_vnni",
+        "amx_int8",
+        "asimd",
+        "asimddp",
+        "i8mm",
+        "bf16",
+        "sve",
+    ];
+    let has: Vec<&str> = chosen
+        .into_iter()
+        .filter(|f| flags.split_whitespace().any(|g| g == *f))
+        .collect();
+    format!("{model} ({})", has.join(" "))
+}
+
 fn machine() -> String {
     let cores = std::thread::available_parallelism().map_or(0, usize::from);
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find_map(|l| l.strip_prefix("model name"))
-                .map(|l| l.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
+    let model = cpu();
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|k| k.trim().to_owned())
         .unwrap_or_else(|_| "unknown".into());

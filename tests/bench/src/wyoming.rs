@@ -929,17 +929,6 @@ fn ms(values: &[f64]) -> String {
     }
 }
 
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find_map(|l| l.strip_prefix("model name"))
-                .map(|l| l.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".into())
-}
-
 /// What the report says about the run besides the cells.
 struct RunInfo {
     started: SystemTime,
@@ -969,7 +958,7 @@ fn render(args: &WyomingArgs, context: &RunInfo, subsets: &[Subset], tts: &Cells
         "{} (`uname -m`), {cores} cores (nproc; {}), Linux {kernel}; {date}; 1-minute load average {} at the \
          start, {} at the end. Everything on 127.0.0.1; client and servers share the cores.\n",
         std::env::consts::ARCH,
-        cpu_model(),
+        crate::cpu(),
         context.load.0,
         context.load.1,
     );
