@@ -234,7 +234,10 @@ class Daemon:
 class LineClient:
     """A newline-delimited JSON-RPC client over TCP or a Unix socket."""
 
-    def __init__(self, sock: socket.socket, timeout: float = 10.0):
+    # How long an answer may take: a call doing model work (whisper on an
+    # 11 s recording) took over 10 s on two busy cores with two test files
+    # running at once; a hung call still fails within the minute.
+    def __init__(self, sock: socket.socket, timeout: float = 60.0):
         self.sock = sock
         self.sock.settimeout(timeout)
         self.buf = b""

@@ -8,6 +8,7 @@ tests/.output/status-page/. Loopback with `trust_loopback = false`, so the
 browser is a stranger until paired."""
 
 import json
+import time
 import os
 import subprocess
 import threading
@@ -142,6 +143,13 @@ def test_the_page_approves_a_pairing_revokes_and_refuses_other_origins(appliance
     browser("eval", script=f"{revoke}.handle = 'the one shown'")
     browser("eval", script="refresh()")
     assert browser("eval", script=f"{revoke}.handle") == "the one shown"
+    # So does a table whose only change is a last use: the page's own token
+    # is used by every refresh, a second later another time.
+    before = browser("text", selector="#tokens")
+    time.sleep(1.1)
+    browser("eval", script="refresh()")
+    assert wait_for(lambda: browser("text", selector="#tokens") != before, 10), before
+    assert browser("eval", script=f"{revoke}.handle") == "the one shown"
     browser("click", selector='button[data-revoke="garden-agent"]')
     assert wait_for(lambda: "garden-agent" not in tokens(d), 10), browser("text", selector="#error")
     # A changed table is rebuilt.
@@ -181,7 +189,6 @@ def test_refusing_a_browser_leaves_it_locked_out(appliance, browser):
     browser("click", selector="#pair-browser")
     assert asking(d)
     hark(d, "button", "hold")
-    import time
     time.sleep(1.2)
     hark(d, "button", "release")
     browser("wait_text", selector="#pair-progress", contains="refused", timeout=15000)

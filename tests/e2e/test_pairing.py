@@ -275,13 +275,20 @@ def test_a_token_kept_for_the_hark_on_the_default_port_is_not_shown_to_another(s
     assert r.returncode == 0, r.stderr
     assert "refused" not in r.stderr, r.stderr
     assert json.loads(r.stdout)["auth"]["access"] != "paired"
-    bridge = subprocess.run([str(HARK), "connect", target], capture_output=True, text=True, timeout=30,
-                            env=dict(os.environ, HOME=str(home), XDG_CONFIG_HOME=""),
-                            input=json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                                "protocolVersion": "2025-06-18", "capabilities": {},
-                                "clientInfo": {"name": "bridge", "version": "1"}}}) + "\n")
-    assert json.loads(bridge.stdout.splitlines()[0])["result"]["serverInfo"], (bridge.stdout, bridge.stderr)
-    assert "refused" not in bridge.stderr, bridge.stderr
+    env = dict(os.environ, HOME=str(home), XDG_CONFIG_HOME="")
+    bridge = subprocess.Popen([str(HARK), "connect", target], env=env, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        bridge.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "bridge", "version": "1"}}}) + "\n")
+        bridge.stdin.flush()
+        answer = json.loads(bridge.stdout.readline())
+    finally:
+        bridge.stdin.close()
+        bridge.wait(10)
+    assert answer["result"]["serverInfo"], answer
+    assert "refused" not in bridge.stderr.read()
 
 
 def test_a_kept_token_the_appliance_refuses_is_said_and_left_out(start_daemon, room, tmp_path):
@@ -296,9 +303,10 @@ def test_a_kept_token_the_appliance_refuses_is_said_and_left_out(start_daemon, r
     assert f"refused the token kept for it in {kept}" in r.stderr, r.stderr
     assert "not one this appliance issued" in r.stderr, r.stderr
     # One that needs a token refuses the call itself, after the same word.
-    r = cli(home, "status", "--json", "--host", f"127.0.0.1:{room.tcp[1]}")
+    r = cli(home, "say", "--host", f"127.0.0.1:{room.tcp[1]}", "Hello.")
     assert r.returncode != 0, r.stdout
     assert "refused the token kept for it" in r.stderr, r.stderr
+    assert "not paired" in r.stderr, r.stderr
     # A token asked for on the command line must be accepted.
     r = cli(home, "--token", STRANGE, "status", "--json", "--host", f"127.0.0.1:{d.tcp[1]}")
     assert r.returncode != 0 and "the token was refused" in r.stderr, (r.stdout, r.stderr)

@@ -25,12 +25,33 @@ function rows(id, items, fill) {
   if (shown.get(id) === key) return;
   shown.set(id, key);
   const body = $(id).querySelector("tbody");
-  body.replaceChildren();
-  for (const item of items) {
+  const fresh = items.map((item) => {
     const row = document.createElement("tr");
     fill(row, item);
-    body.appendChild(row);
+    return row;
+  });
+  // Rows whose controls are unchanged keep their elements and take the new
+  // text (a token's last use ticks on with every refresh the page makes
+  // with its own): a row rebuilt under the pointer loses a click begun on it.
+  const old = Array.from(body.rows);
+  if (old.length === fresh.length && fresh.every((row, i) => shape(row) === shape(old[i]))) {
+    fresh.forEach((row, i) => Array.from(row.cells).forEach((cell, j) => {
+      const kept = old[i].cells[j];
+      if (cell.children.length === 0 && kept.textContent !== cell.textContent) {
+        kept.textContent = cell.textContent;
+      }
+    }));
+    return;
   }
+  body.replaceChildren(...fresh);
+}
+
+// A row's cells and the controls in them, with their state, but not the
+// plain text of its cells.
+function shape(row) {
+  return Array.from(row.cells).map((cell) => Array.from(cell.querySelectorAll("*")).map((e) =>
+    [e.outerHTML.split(">")[0], e.value, e.checked, e.children.length ? "" : e.textContent].join(" ")
+  ).join(";")).join("|");
 }
 
 // Like rows(), but also rebuilt when `extra` (what the rows offer) changes.
