@@ -67,3 +67,21 @@ def steady_voices(tmp_path_factory):
         config["inference"] = {**config.get("inference", {}), "noise_scale": 0.0, "noise_w": 0.0}
         (out / (model.name + ".json")).write_text(json.dumps(config))
     return out
+
+
+# The files that took longest (seconds of their slowest tests, 2026-12-07,
+# two at a time on two cores), handed out first: xdist gives each worker
+# the next file in collection order, so a long file started last would keep
+# one worker busy after the other ran out.
+LONGEST_FIRST = [
+    "test_room.py", "test_faults.py", "test_tasks.py", "test_languages.py", "test_soak.py",
+    "test_tts.py", "test_wake.py", "test_conversation.py", "test_load.py", "test_early.py",
+    "test_models.py", "test_pairing.py", "test_channels.py", "test_selftest.py",
+    "test_wyoming.py", "test_turn.py", "test_voice.py", "test_timers.py",
+]
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    # Stable: a file's tests keep their order.
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))
