@@ -1,6 +1,7 @@
 import itertools
 import json
 import os
+import subprocess
 import tempfile
 
 import pytest
@@ -26,6 +27,12 @@ _counter = itertools.count()
 def _binary_exists():
     if not HARK.exists():
         pytest.exit(f"{HARK} does not exist; build it first (cargo build -p hark)", returncode=2)
+    # appliance/setup-voices leaves the voice's files; the store adopts them
+    # (manifest.json) when first opened. Tests that copy the store need it
+    # adopted whichever file runs first, so it is opened once here.
+    if not (VOICES / "manifest.json").exists():
+        subprocess.run([str(HARK), "voices", "list", "--dir", str(VOICES)], check=True,
+                       capture_output=True, timeout=60)
 
 
 @pytest.fixture
