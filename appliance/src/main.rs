@@ -10,6 +10,20 @@ use hark_room::audio;
 
 mod commands;
 
+/// `log10f` for the whole binary, in place of glibc's. glibc 2.43 (the
+/// image's build root, Debian forky) gave `log10f` a new symbol version, and
+/// a binary that links that version cannot start on the appliance's Debian
+/// trixie (glibc 2.41; `image/build` refuses such a binary). Hark's own code
+/// takes its logarithms in f64, but the echo canceller (the `aec3` crate)
+/// takes them on f32. Defined here, every call in the binary resolves to
+/// this at link time; f64's `log10` has one symbol version everywhere, and
+/// the answer is at least as close as glibc's f32 one.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[unsafe(no_mangle)]
+pub extern "C" fn log10f(x: f32) -> f32 {
+    f64::from(x).log10() as f32
+}
+
 fn main() -> ExitCode {
     hark_room::memory::tune_allocator();
     let cli = Cli::parse();

@@ -176,6 +176,16 @@ def test_depends_covers_every_library_the_binary_needs(deb, root):
     assert alternatives["libc6"] == f"libc6 (>= {glibc_needed(binary)})", groups
 
 
+def test_the_binary_takes_no_log10f_from_glibc(root):
+    """glibc 2.43 versioned `log10f` anew; a binary linking it cannot start
+    on the appliance's trixie. Hark defines its own (appliance/src/main.rs)
+    for the echo canceller's f32 logarithms; a binary that imports glibc's
+    again would fail the image build only on arm64, so it fails here."""
+    symbols = run("readelf", "-W", "--dyn-syms", root / "usr" / "bin" / "hark").stdout
+    imported = [line for line in symbols.splitlines() if " UND " in line and re.search(r"\blog10f\b", line)]
+    assert not imported, imported
+
+
 # --- 2. contents -----------------------------------------------------------------
 
 def test_conffiles_is_exactly_the_configuration(control_files):
