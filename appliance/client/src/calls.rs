@@ -361,11 +361,7 @@ pub fn format_paired(
     let http = result["http_port"].as_u64().unwrap_or(7341);
     let tcp = result["tcp_port"].as_u64().unwrap_or(DEFAULT_PORT.into());
     let host = crate::target::host_key(host);
-    let url_host = if host.contains(':') {
-        format!("[{host}]")
-    } else {
-        host.clone()
-    };
+    let url_host = crate::target::bracketed(&host);
     let url = format!("http://{url_host}:{http}/mcp");
     let stdio_target = if tcp == u64::from(DEFAULT_PORT) {
         host.clone()
@@ -854,19 +850,5 @@ fn service_error_text(e: rmcp::ServiceError) -> String {
     match e {
         rmcp::ServiceError::McpError(data) => data.message.to_string(),
         other => other.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn default_port_is_added_only_when_missing() {
-        assert_eq!(with_default_port("hark.local"), "hark.local:7340");
-        assert_eq!(with_default_port("hark.local:9000"), "hark.local:9000");
-        assert_eq!(with_default_port("10.0.0.5"), "10.0.0.5:7340");
-        assert_eq!(with_default_port("::1"), "[::1]:7340");
-        assert_eq!(with_default_port("[::1]:9"), "[::1]:9");
     }
 }

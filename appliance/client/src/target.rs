@@ -19,10 +19,11 @@ pub fn has_port(target: &str) -> bool {
 pub fn with_default_port(target: &str) -> String {
     if has_port(target) {
         target.to_owned()
-    } else if target.contains(':') && !target.starts_with('[') {
-        format!("[{target}]:{DEFAULT_PORT}")
     } else {
-        format!("{target}:{DEFAULT_PORT}")
+        join(
+            target.trim_start_matches('[').trim_end_matches(']'),
+            DEFAULT_PORT,
+        )
     }
 }
 
@@ -52,13 +53,19 @@ pub fn port(target: &str) -> u16 {
     }
 }
 
+/// `host` as it stands before a port or in a URL: an IPv6 address in
+/// brackets.
+pub fn bracketed(host: &str) -> String {
+    if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    }
+}
+
 /// `host` and `port` as one target (`[v6]:PORT` for an IPv6 address).
 pub fn join(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
+    format!("{}:{port}", bracketed(host))
 }
 
 #[cfg(test)]
@@ -76,7 +83,10 @@ mod tests {
         assert_eq!(port("[fe80::1]:7440"), 7440);
         assert_eq!(port("fe80::1"), DEFAULT_PORT);
         assert_eq!(with_default_port("fe80::1"), "[fe80::1]:7340");
+        assert_eq!(with_default_port("[fe80::1]"), "[fe80::1]:7340");
         assert_eq!(with_default_port("hark.local"), "hark.local:7340");
+        assert_eq!(with_default_port("hark.local:9000"), "hark.local:9000");
+        assert_eq!(with_default_port("[::1]:9"), "[::1]:9");
         assert_eq!(join("fe80::1", 1), "[fe80::1]:1");
         assert_eq!(join("hark.local", 1), "hark.local:1");
     }
