@@ -94,11 +94,11 @@ apt_install() {
   fi
   if [ "$APT_UPDATED" -eq 0 ]; then
     log "apt-get update"
-    apt-get update -qq
+    flock /run/lock/hark-apt apt-get update -qq
     APT_UPDATED=1
   fi
   log "apt-get install $*"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  DEBIAN_FRONTEND=noninteractive flock /run/lock/hark-apt apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 need_apt=()
