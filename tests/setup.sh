@@ -250,7 +250,9 @@ make_venv() {  # make_venv DIR REQ...
   rm -rf "$dir"
   "$PYTHON" -m venv "$dir"
   "$dir/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
-  "$dir/bin/python" -m pip install -q --disable-pip-version-check "$@"
+  # --no-compile: Python compiles a module when it is first imported; the
+  # venvs hold thousands the tests never import (Home Assistant's).
+  "$dir/bin/python" -m pip install -q --disable-pip-version-check --no-compile "$@"
   printf '%s' "$want" >"$stamp"
   CHANGED=1
 }

@@ -1,6 +1,8 @@
+import atexit
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 
@@ -13,6 +15,7 @@ import pytest
 for _name in ("HARK_TOKEN", "HARK_CONFIG"):
     os.environ.pop(_name, None)
 OWN_HOME = tempfile.mkdtemp(prefix="hark-e2e-home-")
+atexit.register(shutil.rmtree, OWN_HOME, ignore_errors=True)
 os.environ["HOME"] = OWN_HOME
 for _name, _sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_CACHE_HOME", ".cache"),
                     ("XDG_DATA_HOME", ".local/share"), ("XDG_STATE_HOME", ".local/state")):
@@ -76,15 +79,15 @@ def steady_voices(tmp_path_factory):
     return out
 
 
-# The files that took longest (seconds of their slowest tests, 2026-12-07,
-# two at a time on two cores), handed out first: xdist gives each worker
-# the next file in collection order, so a long file started last would keep
-# one worker busy after the other ran out.
+# The files that took longest (their slowest tests' seconds summed, a
+# clean-clone run of 2026-12-07, two at a time on two cores), handed out
+# first: xdist gives each worker the next file in collection order, so a
+# long file started last would keep one worker busy after the other ran out.
 LONGEST_FIRST = [
-    "test_room.py", "test_faults.py", "test_tasks.py", "test_languages.py", "test_soak.py",
-    "test_tts.py", "test_wake.py", "test_conversation.py", "test_load.py", "test_early.py",
-    "test_models.py", "test_pairing.py", "test_channels.py", "test_selftest.py",
-    "test_wyoming.py", "test_turn.py", "test_voice.py", "test_timers.py",
+    "test_faults.py", "test_room.py", "test_languages.py", "test_early.py", "test_tasks.py",
+    "test_wake.py", "test_file_outputs.py", "test_tts.py", "test_soak.py", "test_conversation.py",
+    "test_timers.py", "test_models.py", "test_pairing.py", "test_turn.py", "test_wyoming.py",
+    "test_channels.py", "test_selftest.py", "test_discovery.py", "test_esphome.py", "test_load.py",
 ]
 
 
