@@ -176,6 +176,22 @@ def test_depends_covers_every_library_the_binary_needs(deb, root):
     assert alternatives["libc6"] == f"libc6 (>= {glibc_needed(binary)})", groups
 
 
+def test_the_images_base_holds_every_dependency(deb):
+    """image/make-image installs the package offline on a cached base
+    root filesystem, so each Depends group needs a package of the base's
+    list (libc6 is in every Debian system): a new library the binary links
+    fails here, not after a quarter of an hour of image build."""
+    script = (REPO / "image" / "make-image").read_text()
+    listed = re.search(r"^packages=\(\n(.*?)^\)", script, re.M | re.S)
+    assert listed, "image/make-image has no packages=( … ) list"
+    base = {word for line in listed.group(1).splitlines()
+            for word in line.split("#")[0].split()}
+    assert "libespeak-ng1" in base, base
+    missing = [group for group in (g.strip() for g in field(deb, "Depends").split(","))
+               if not any(alt.strip().split(" ")[0] in base | {"libc6"} for alt in group.split("|"))]
+    assert not missing, f"the image's base lacks {missing}: add them to image/make-image's packages"
+
+
 def test_the_binary_takes_no_log10f_from_glibc(root):
     """glibc 2.43 versioned `log10f` anew; a binary linking it cannot start
     on the appliance's trixie. Hark defines its own (appliance/src/main.rs)
