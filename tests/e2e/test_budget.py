@@ -136,10 +136,14 @@ def test_a_flood_from_another_host_cannot_lock_out_an_agent_there(start_daemon, 
                                capture_output=True, text=True, timeout=60)
             assert r.returncode == 0, (transport, r.stderr)
             seen = json.loads(r.stdout)
-            assert seen["as"] == "lan-agent" and seen["seconds"] < 1.0, (transport, seen)
+            # Let in at once (a fraction of a second when idle; 1.2 s
+            # seen on a loaded machine, with a Python start and a TLS
+            # handshake inside), where being locked out means the flood's
+            # 60 s deadline: 10 s keeps wide room on both sides.
+            assert seen["as"] == "lan-agent" and seen["seconds"] < 10, (transport, seen)
         # And an agent on the appliance itself, unaffected.
         local = agent("tcp", "127.0.0.1", d.tcp[1], token, ca, "127.0.0.1")
-        assert local["as"] == "lan-agent" and local["seconds"] < 1.0, local
+        assert local["as"] == "lan-agent" and local["seconds"] < 10, local
         flooder.stdin.close()
         made_way = int(flooder.stdout.readline())
     finally:
@@ -156,7 +160,8 @@ def test_idle_loopback_connections_cannot_keep_out_a_loopback_client(start_daemo
     c = LineClient.tcp(d)
     c.initialize()
     status = call(c, "get_status", {})["structuredContent"]
-    assert status["auth"]["as"] == "loopback" and time.monotonic() - started < 1.0
+    # At once, not after an idle connection's deadline (far longer).
+    assert status["auth"]["as"] == "loopback" and time.monotonic() - started < 10
     # Silent ones made way: 41 cannot fit in 32.
     assert sum(closed(s) for s in idle) >= 9
     c.close()

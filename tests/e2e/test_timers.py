@@ -185,6 +185,8 @@ def test_what_is_kept_outlasts_a_restart(start_daemon):
         # The near one is said after the restart, at its time.
         assert wait_for(lambda: [x["id"] for x in scheduled(again)] == [timer["id"], far["id"]], 20)
         assert "speech kept for later, from before the restart" in again.log()
-        assert "speech kept for later is due" in again.log()
+        # It leaves the list as it falls due, a moment before it is said
+        # (and logged as said): on a busy machine the test can look between.
+        assert wait_for(lambda: "speech kept for later is due" in again.log(), 10), again.log()[-3000:]
     finally:
         assert again.stop() == 0
