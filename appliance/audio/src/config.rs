@@ -332,8 +332,8 @@ impl Default for VadConfig {
         Self {
             hangover_ms: 800,
             end_of_turn: EndOfTurnRule::Silence,
-            pause_ms: 150,
-            max_pause_ms: 2500,
+            pause_ms: 300,
+            max_pause_ms: 2000,
             min_speech_ms: 200,
             max_utterance_s: 30,
             sensitivity: 0.5,

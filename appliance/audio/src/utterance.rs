@@ -146,12 +146,15 @@ const NOT_YET: f32 = 0.5;
 /// finished, or later `agree` in a row do (`agree` 0: later answers never
 /// end it, and the model is not asked past the first points), none before
 /// them in the pause having said "not yet", and the words (if there are
-/// `words`) read as a finished sentence. Evidence of a sentence stopped midway — the words, or without
-/// words the model saying "not yet" — holds the turn open up to the
-/// detector's own hang-over (set long: `audio.vad.max_pause_ms`);
-/// otherwise `fallback` of silence ends it as the silence rule would (the
-/// model calling a finished sentence unfinished costs no more than the
-/// silence rule did).
+/// `words`) read as a finished sentence. Otherwise the silence decides,
+/// for as long as the pause's signals say: `midway` where the pause is
+/// held open (the words stop midway, the model is sure the person is not
+/// done, or without words the model says "not yet"), `finished` where the
+/// words read as a finished sentence the model was unsure of, `fallback`
+/// (the silence rule's) otherwise — and never less than `pace`
+/// times the longest pause the person already came back from in this
+/// turn. The detector's own hang-over (`audio.vad.max_pause_ms`) bounds
+/// every wait.
 #[derive(Clone)]
 pub struct EndOfTurn {
     pub pause: Duration,
@@ -176,6 +179,16 @@ pub struct EndOfTurn {
     /// who stopped 1.2 s to think and went on is given longer than a
     /// stranger's 800 ms at the next pause. 0: the fallback alone.
     pub pace: f32,
+    /// The silence that ends a turn whose words read as a finished
+    /// sentence when the model was not sure of it: shorter than the
+    /// fallback (the words say the thought is complete), so an unsure
+    /// model costs well under a second.
+    pub finished: Duration,
+    /// The silence that ends a pause held open (see `doubt`; words
+    /// stopped midway; without words, the model saying "not yet"): the
+    /// longest wait the signals ask for, short of the detector's
+    /// hang-over.
+    pub midway: Duration,
     pub check: TurnCheck,
     pub words: Option<WordsCheck>,
 }
@@ -201,6 +214,8 @@ impl std::fmt::Debug for EndOfTurn {
             .field("fallback", &self.fallback)
             .field("doubt", &self.doubt)
             .field("pace", &self.pace)
+            .field("finished", &self.finished)
+            .field("midway", &self.midway)
             .field("words", &self.words.is_some())
             .finish()
     }
@@ -329,6 +344,8 @@ struct Asked {
     /// An answer in this pause was under [`EndOfTurn::doubt`]: the model
     /// sure the person is not done.
     sure_not: bool,
+    /// How the words of this pause read when last read.
+    read: Option<Words>,
     /// The model's answer to the ask made for the decision point `next`:
     /// it waits for the pause to reach the point and for the words, and no
     /// further ask is made meanwhile.
@@ -342,6 +359,7 @@ impl Asked {
         if words == Some(Words::Answer) {
             return true;
         }
+        self.read = words;
         let finished = p.is_some_and(|p| p >= turn.sure);
         let not_yet = p.is_some_and(|p| p < NOT_YET);
         self.in_a_row = if finished { self.in_a_row + 1 } else { 0 };
@@ -553,6 +571,7 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     held: false,
                     doubted: false,
                     sure_not: false,
+                    read: None,
                     pending: None,
                 });
             }
@@ -600,8 +619,18 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                 // longest pause, bounds the wait should they never come.
                 // Looked at before the answer is read, so words that come
                 // in between are read with it.
+                // How long this pause must last to end the turn: what the
+                // pause's signals say (held open, a finished sentence, or
+                // neither), and never less than the person's own pace.
                 let paced = (segmenter.longest_pause() as f64 * f64::from(turn.pace)) as u64;
-                let silence_ends = quiet >= duration_to_samples(turn.fallback).max(paced)
+                let wait = if ask.held {
+                    turn.midway
+                } else if ask.read == Some(Words::Finished) {
+                    turn.finished
+                } else {
+                    turn.fallback
+                };
+                let silence_ends = quiet >= duration_to_samples(wait).max(paced)
                     && (turn.words.is_none() || read().is_some());
                 if let Some(p) = ask.pending.filter(|_| quiet >= ask.next)
                     && let Some(words) = read()
@@ -615,7 +644,7 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                     // later ask back.
                     ask.next = (ask.next + duration_to_samples(turn.every).max(1)).max(quiet + 1);
                 }
-                if !ask.held && silence_ends {
+                if silence_ends {
                     speech = Some((start, voiced_end));
                     break EndReason::EndOfSpeech;
                 }
@@ -733,6 +762,10 @@ mod tests {
             fallback: Duration::from_millis(800),
             doubt: 0.0,
             pace: 0.0,
+            // As the silence rule and the detector's hang-over: the tests
+            // of the finished and held waits set their own.
+            finished: Duration::from_millis(800),
+            midway: Duration::from_millis(2_000),
             check: Arc::new(move |audio: &[f32]| {
                 let quiet = audio.iter().rev().take_while(|s| **s == 0.0).count();
                 heard.lock().unwrap().push(quiet as f64 / 16.0);
@@ -984,6 +1017,44 @@ mod tests {
         let (reason, into, _) = doubting(&[0.3]);
         assert_eq!(reason, EndReason::EndOfSpeech);
         ended_within(into, 790.0..850.0);
+    }
+
+    #[test]
+    fn each_pause_waits_as_long_as_its_signals_say() {
+        // The listen path's waits: 600 ms after a finished sentence the
+        // model was unsure of (even sure it is not the end), 800 ms (the
+        // silence rule) after words that may go on, 1.5 s after words
+        // stopped midway; the detector's hang-over (2 s) is never reached.
+        let waiting = |asks: &[f32], words: Words| {
+            turn_tuned(
+                spoken("Turn on the lights."),
+                Duration::ZERO,
+                asks,
+                Some(Arc::new(move |_| Some(words))),
+                0,
+                |t| {
+                    t.finished = Duration::from_millis(600);
+                    t.midway = Duration::from_millis(1_500);
+                },
+            )
+        };
+        for (asks, words, range) in [
+            // Finished words, the model unsure.
+            (&[0.3][..], Words::Finished, 590.0..650.0),
+            // Finished words, the model sure the person is not done.
+            (&[0.02][..], Words::Finished, 590.0..650.0),
+            // Words that may go on.
+            (&[0.3][..], Words::Open, 790.0..850.0),
+            // Words stopped midway, the model sure they are finished.
+            (&[0.99][..], Words::Midway, 1_490.0..1_550.0),
+        ] {
+            let (reason, into, _) = waiting(asks, words);
+            assert_eq!(reason, EndReason::EndOfSpeech, "{words:?} {asks:?}");
+            assert!(
+                range.contains(&into),
+                "{words:?} {asks:?}: ended {into:.0} ms into the pause"
+            );
+        }
     }
 
     #[test]

@@ -307,6 +307,25 @@ const DANGLING: &[&str] = &[
     "our", "their", "his", "her", "its", "um", "uh", "er", "erm", "hmm",
 ];
 
+/// Words of [`DANGLING`] a sentence may also end on, read as finished when
+/// the live engine closed the sentence right after them: forms of "be" and
+/// "do" ("…than he was.", "What are you going to do?"), particles ("Come
+/// in.", "It's over."), pronouns ("I told her.", "I think so.", "That's
+/// who."). Not the modals: "…that we could." is a thought broken off more
+/// often than an answer ("We could."). On the
+/// real-speech set, finished readings ("…more respectable than he was.")
+/// held the turn open where the person had finished (docs/benchmarks.md,
+/// end of turn on real speech).
+const ENDS_A_SENTENCE_TOO: &[&str] = &[
+    "is", "are", "was", "were", "am", "do", "does", "did", "so", "in", "on", "over", "under", "by",
+    "about", "that", "who", "which", "where", "when", "his", "her",
+];
+
+/// An opening clause is short: a sentence of more words that begins with
+/// an opener ("Unless to be rather cold-hearted and rather selfish is to be
+/// ill-disposed.") has said what it began to say.
+const OPENING_CLAUSE_WORDS: usize = 8;
+
 /// What the words of the speech up to a pause say of the sentence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reading {
@@ -338,7 +357,16 @@ pub fn read(text: &str) -> Reading {
         .next()
         .unwrap_or_default()
         .to_lowercase();
-    if DANGLING.contains(&last.as_str()) {
+    // An auxiliary, a particle or an object pronoun closed by a full stop,
+    // question or exclamation mark ends a sentence as often as not ("…than
+    // he was.", "I think so.", "Come in.", "I told her."); without one, or
+    // trailing off ("is…"), it is left midway.
+    let closed = text.ends_with(['.', '!', '?'])
+        && !text.ends_with("..")
+        && text[..text.len() - 1].ends_with(char::is_alphanumeric);
+    if DANGLING.contains(&last.as_str())
+        && !(closed && ENDS_A_SENTENCE_TOO.contains(&last.as_str()))
+    {
         Reading::Midway
     } else if text.ends_with([',', ':', ';', '-', '—', '–'])
         || text.ends_with("...")
@@ -377,7 +405,10 @@ fn opens_a_clause(text: &str) -> bool {
         .find(|w| !w.is_empty())
         .unwrap_or_default()
         .to_lowercase();
-    OPENERS.contains(&first.as_str()) && !sentence.contains(',') && !text.ends_with('?')
+    OPENERS.contains(&first.as_str())
+        && !sentence.contains(',')
+        && !text.ends_with('?')
+        && word_count(sentence) <= OPENING_CLAUSE_WORDS
 }
 
 /// Whether a second transcription of the speech up to a pause heard
@@ -460,6 +491,12 @@ mod text_tests {
             // A question ending on its preposition reads as midway too:
             // the cost is a longer wait, never a cut.
             "Who is it for",
+            // An auxiliary with no full stop after it, or trailing off; a
+            // modal even with one.
+            "The report is",
+            "I think it was...",
+            "He said that",
+            "So I was thinking that we could.",
         ] {
             assert_eq!(read(midway), Reading::Midway, "{midway}");
         }
@@ -480,6 +517,13 @@ mod text_tests {
             "Send it to Anna and David.",
             "",
             "...",
+            "He might have been made still more respectable than he was.",
+            "Come in.",
+            "I told her.",
+            "I think so!",
+            "Is it ready? I hope it is.",
+            // Too long for an opening clause: it said what it began to.
+            "Unless to be rather cold-hearted and rather selfish is to be ill-disposed.",
         ] {
             assert_eq!(read(finished), Reading::Finished, "{finished}");
         }

@@ -92,12 +92,12 @@ const TAIL: f64 = 0.6;
 /// A speaker in a room: how late its sound reaches the microphone after
 /// the reference (device buffers and the air), and how long the room
 /// rings.
-struct Room {
-    name: &'static str,
-    delay_ms: f64,
-    rt60: f64,
+pub(crate) struct Room {
+    pub(crate) name: &'static str,
+    pub(crate) delay_ms: f64,
+    pub(crate) rt60: f64,
     /// The reverberant tail against the direct sound.
-    wet: f32,
+    pub(crate) wet: f32,
 }
 
 const ROOMS: [Room; 2] = [
@@ -312,10 +312,10 @@ fn db_gain(from_rms: f32, to_dbfs: f32) -> f32 {
 }
 
 /// A fixed-seed generator for the room's tail and the microphone's noise.
-struct Lcg(u64);
+pub(crate) struct Lcg(pub(crate) u64);
 
 impl Lcg {
-    fn next(&mut self) -> f32 {
+    pub(crate) fn next(&mut self) -> f32 {
         self.0 = self
             .0
             .wrapping_mul(6_364_136_223_846_793_005)
@@ -326,7 +326,7 @@ impl Lcg {
 
 /// The room's impulse response: the direct sound after `delay_ms`, then a
 /// tail of noise decaying 60 dB in `rt60` seconds.
-fn impulse(room: &Room, seed: u64) -> Vec<f32> {
+pub(crate) fn impulse(room: &Room, seed: u64) -> Vec<f32> {
     let delay = (room.delay_ms * RATE as f64 / 1000.0) as usize;
     let tail = (room.rt60 * RATE as f64) as usize;
     let mut h = vec![0.0; delay + tail];
@@ -355,7 +355,7 @@ fn speaker(x: &[f32]) -> Vec<f32> {
 const DRIVE: f32 = 1.0;
 
 /// `x` convolved with `h`, the length of `x` (FFT overlap-add).
-fn convolve(x: &[f32], h: &[f32]) -> Vec<f32> {
+pub(crate) fn convolve(x: &[f32], h: &[f32]) -> Vec<f32> {
     let n = (2 * h.len()).next_power_of_two();
     let step = n - h.len() + 1;
     let mut planner = RealFftPlanner::<f32>::new();

@@ -64,6 +64,49 @@ pub struct EotArgs {
     /// Also print every pause's signals, a line each.
     #[arg(long)]
     pauses: bool,
+    /// At most this many turns from each source (speaker or recording).
+    #[arg(long, default_value_t = 8)]
+    per_source: usize,
+    /// How the person is heard: as recorded, in a noisy room, from across
+    /// a reverberant room, or with a thinking pause in mid-sentence.
+    #[arg(long, value_enum, default_value_t = Condition::Clean)]
+    condition: Condition,
+}
+
+/// How the person is heard (see [`prepare`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Condition {
+    /// As recorded, then digital silence.
+    Clean,
+    /// A room's own noise (NST's recording of a room with its speaker
+    /// silent, looped) under the speech and after it, 10 dB below it.
+    Noisy,
+    /// Across a reverberant room (RT60 0.6 s), 12 dB quieter, with the
+    /// room's noise 20 dB below the quieter speech.
+    Far,
+    /// A thinking pause of [`THINKING_S`] put into the middle of the
+    /// speech, at its quietest moment (between words).
+    Pause,
+}
+
+/// The thinking pause [`Condition::Pause`] puts into each turn, s.
+const THINKING_S: f64 = 0.8;
+
+impl Condition {
+    fn describe(self) -> &'static str {
+        match self {
+            Condition::Clean => "as recorded, then digital silence",
+            Condition::Noisy => {
+                "in a noisy room: a recorded room's noise 10 dB below the speech, under it and after it"
+            }
+            Condition::Far => {
+                "from across a room: simulated reverberation (RT60 0.6 s), 12 dB quieter, the room's noise 20 dB below that"
+            }
+            Condition::Pause => {
+                "with a thinking pause: 0.8 s of silence put into the middle of each turn, at its quietest moment"
+            }
+        }
+    }
 }
 
 /// Silence lengths (ms) at which Smart Turn is asked at each pause.
@@ -82,7 +125,13 @@ const WORDS_FROM_S: f64 = 0.1;
 pub struct Engines {
     model: Arc<Mutex<hark_stt::turn::SmartTurn>>,
     live: Arc<Mutex<hark_stt::moonshine::Moonshine>>,
+    /// The live engine's words for a clip's span, kept across the
+    /// recorder's runs (the same span is read once).
+    heard: Arc<Mutex<HashMap<Span, String>>>,
 }
+
+/// A clip's id and a span of its speech (from, to).
+type Span = (String, Duration, Duration);
 
 impl Engines {
     fn complete(&self, audio: &[f32]) -> anyhow::Result<f32> {
@@ -101,6 +150,70 @@ fn with_tail(clip: &RealClip) -> Vec<f32> {
     let mut input = clip.samples.clone();
     input.extend(std::iter::repeat_n(0.0, (TAIL_S * 16_000.0) as usize));
     input
+}
+
+/// RMS of samples.
+fn rms(x: &[f32]) -> f32 {
+    (x.iter().map(|v| v * v).sum::<f32>() / x.len().max(1) as f32).sqrt()
+}
+
+/// The clip as the microphone hears it in `condition`, with [`TAIL_S`]
+/// after it (its samples then hold the tail; [`pauses`] and [`recorded`]
+/// add none), and where its speech now ends. `noise`: a recorded room's
+/// noise, looped as long as needed.
+pub fn prepare(clip: &RealClip, condition: Condition, noise: &[f32]) -> RealClip {
+    let mut out = clip.clone();
+    let at = |s: f64| ((s * 16_000.0) as usize).min(clip.samples.len());
+    let speech_rms =
+        rms(&clip.samples[at(clip.speech.0)..at(clip.speech.1).max(at(clip.speech.0) + 1)]);
+    let mut samples = with_tail(clip);
+    let add_noise = |samples: &mut Vec<f32>, below_db: f32, level: f32| {
+        let gain = level * 10f32.powf(-below_db / 20.0) / rms(noise).max(1e-9);
+        for (i, s) in samples.iter_mut().enumerate() {
+            *s += noise[i % noise.len()] * gain;
+        }
+    };
+    match condition {
+        Condition::Clean => {}
+        Condition::Noisy => add_noise(&mut samples, 10.0, speech_rms),
+        Condition::Far => {
+            let room = crate::echo::Room {
+                name: "far",
+                delay_ms: 0.0,
+                rt60: 0.6,
+                wet: 0.8,
+            };
+            let quieter = 10f32.powf(-12.0 / 20.0);
+            samples = crate::echo::convolve(&samples, &crate::echo::impulse(&room, 7))
+                .into_iter()
+                .map(|v| v * quieter)
+                .collect();
+            add_noise(&mut samples, 20.0, speech_rms * quieter);
+        }
+        Condition::Pause => {
+            // The quietest 30 ms of the middle third of the speech: a gap
+            // between words, or a stop inside one.
+            let (from, to) = (clip.speech.0, clip.speech.1);
+            let third = (to - from) / 3.0;
+            let window = 480;
+            let (a, b) = (at(from + third), at(to - third));
+            let quietest = (a..b.saturating_sub(window).max(a))
+                .step_by(80)
+                .min_by(|&x, &y| {
+                    rms(&samples[x..x + window]).total_cmp(&rms(&samples[y..y + window]))
+                })
+                .map_or(a, |x| x + window / 2);
+            let gap = (THINKING_S * 16_000.0) as usize;
+            samples.splice(quietest..quietest, std::iter::repeat_n(0.0, gap));
+            out.speech.1 += THINKING_S;
+            out.pauses.push((
+                quietest as f64 / 16_000.0,
+                quietest as f64 / 16_000.0 + THINKING_S,
+            ));
+        }
+    }
+    out.samples = samples;
+    out
 }
 
 /// One pause in a clip's speech, as the detector saw it.
@@ -137,7 +250,7 @@ pub fn pauses(clip: &RealClip, engines: &Engines) -> anyhow::Result<Vec<Pause>> 
         hangover_ms: 10_000,
         ..VadConfig::default()
     };
-    let input = with_tail(clip);
+    let input = &clip.samples;
     let mut segmenter = Segmenter::new(&vad, 0);
     let mut out: Vec<Pause> = Vec::new();
     let mut current: Option<u64> = None;
@@ -259,10 +372,12 @@ pub fn recorded(
     clip: &RealClip,
     engines: &Engines,
     expect: &Expect,
+    pause_ms: u32,
 ) -> anyhow::Result<Option<f64>> {
-    let input = with_tail(clip);
+    let input = clip.samples.clone();
     let vad = VadConfig {
         end_of_turn: hark_audio::config::EndOfTurnRule::SmartTurn,
+        pause_ms,
         ..VadConfig::default()
     };
     let model = Arc::clone(&engines.model);
@@ -271,24 +386,28 @@ pub fn recorded(
         model.complete(audio).ok()
     });
     // The live words for the span the recorder reads, once a span.
-    let heard: Arc<Mutex<HashMap<(Duration, Duration), utterance::Words>>> = Arc::default();
-    let (live, audio, yes_no, expected) = (
+    let (live, heard, audio, yes_no, expected, id) = (
         Arc::clone(&engines.live),
+        Arc::clone(&engines.heard),
         Arc::new(input.clone()),
         hark_core::words::YesNo::default(),
         expect.clone(),
+        clip.id.clone(),
     );
     let words: utterance::WordsCheck = Arc::new(move |span: (Duration, Duration)| {
         let mut heard = heard.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(words) = heard.get(&span) {
-            return Some(*words);
-        }
-        let at = |d: Duration| ((d.as_secs_f64() * 16_000.0) as usize).min(audio.len());
-        let mut live = live.lock().unwrap_or_else(PoisonError::into_inner);
-        let text = live.transcribe(&audio[at(span.0)..at(span.1)]).ok()?.text;
-        let words = hark_room::listen::words_at_pause(&text, &expected, &yes_no);
-        heard.insert(span, words);
-        Some(words)
+        let key = (id.clone(), span.0, span.1);
+        let text = match heard.get(&key) {
+            Some(text) => text.clone(),
+            None => {
+                let at = |d: Duration| ((d.as_secs_f64() * 16_000.0) as usize).min(audio.len());
+                let mut live = live.lock().unwrap_or_else(PoisonError::into_inner);
+                let text = live.transcribe(&audio[at(span.0)..at(span.1)]).ok()?.text;
+                heard.insert(key, text.clone());
+                text
+            }
+        };
+        Some(hark_room::listen::words_at_pause(&text, &expected, &yes_no))
     });
     let mut options = Options::new(
         Duration::from_secs(5),
@@ -318,7 +437,7 @@ pub fn recorded(
 }
 
 pub fn main(args: EotArgs) -> anyhow::Result<()> {
-    let clips = speech::load(&tidy(&args.speech.speech))?;
+    let all = speech::load(&tidy(&args.speech.speech))?;
     let runtime = hark_onnx::OnnxRuntime::load(&tidy(&args.live.onnxruntime))?;
     let engines = Engines {
         model: Arc::new(Mutex::new(
@@ -329,77 +448,203 @@ pub fn main(args: EotArgs) -> anyhow::Result<()> {
             hark_stt::moonshine::Moonshine::load(&runtime, &tidy(&args.live.moonshine), 1)
                 .context("loading Moonshine")?,
         )),
+        heard: Arc::default(),
     };
-    // English turns with speech in them: the rules read English words.
-    let clips: Vec<RealClip> = clips
-        .into_iter()
-        .filter(|c| c.language == "en" && !c.text.is_empty())
+    // English turns with speech in them (the rules read English words),
+    // every source capped to the same number of clips.
+    let noise: Vec<f32> = all
+        .iter()
+        .find(|c| c.subset == "no speech")
+        .map(|c| c.samples.clone())
+        .context("the real-speech set has no recording of a room without speech")?;
+    let clips: Vec<RealClip> = speech::capped(&all, args.per_source)
+        .iter()
+        .map(|c| prepare(c, args.condition, &noise))
         .collect();
     let started = Instant::now();
+    let defaults = VadConfig::default().pause_ms;
+    let settings: Vec<u32> = [150, 200, 250, 300, 350, 400, 500]
+        .into_iter()
+        .chain([defaults])
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let mut signals = Vec::new();
-    let mut daemon = Vec::new();
+    let mut daemon: Vec<Vec<Option<f64>>> = vec![Vec::new(); settings.len()];
     for (n, clip) in clips.iter().enumerate() {
         eprintln!("[eot] {}/{} {}", n + 1, clips.len(), clip.id);
         signals.push(pauses(clip, &engines)?);
-        daemon.push(recorded(clip, &engines, &Expect::Anything)?);
+        for (ends, &pause_ms) in daemon.iter_mut().zip(&settings) {
+            ends.push(recorded(clip, &engines, &Expect::Anything, pause_ms)?);
+        }
     }
     eprintln!(
         "[eot] {} clips in {:.0} s",
         clips.len(),
         started.elapsed().as_secs_f64()
     );
-    let mut rows: Vec<(String, Vec<Option<f64>>)> = rules()
+    let mut families: Vec<Family> = families()
         .into_iter()
-        .map(|(name, rule)| (name, signals.iter().map(|p| ended(&rule, p)).collect()))
+        .map(|(name, rules)| Family {
+            name,
+            points: rules
+                .into_iter()
+                .map(|(knob, rule)| (knob, signals.iter().map(|p| ended(&rule, p)).collect()))
+                .collect(),
+        })
         .collect();
-    rows.push((
-        "**Hark now: the daemon's recorder** (live words + Smart Turn, sure not-yet holds, the speaker's pace)"
-            .to_owned(),
-        daemon.clone(),
-    ));
-    println!("{}", render(&clips, &rows));
-    println!("{}", answers(&clips, &engines, &daemon)?);
+    // The daemon's rule with its first decision point moved (the knob a
+    // person sets, `audio.vad.pause_ms`), its defaults first.
+    let mut points: Vec<(String, Vec<Option<f64>>)> = Vec::new();
+    for (pause_ms, ends) in settings.iter().zip(daemon) {
+        let name = if *pause_ms == defaults {
+            "its defaults".to_owned()
+        } else {
+            format!("pause_ms = {pause_ms}")
+        };
+        points.push((name, ends));
+    }
+    points.sort_by_key(|(name, _)| name != "its defaults");
+    families.push(Family {
+        name: DAEMON.to_owned(),
+        points,
+    });
+    println!(
+        "{}",
+        render(&clips, args.per_source, args.condition, &families)
+    );
+    if args.condition == Condition::Clean {
+        println!("{}", answers(&clips, &engines)?);
+    }
     if args.pauses {
         println!("{}", pause_table(&clips, &signals));
     }
     Ok(())
 }
 
-/// The rules compared, by name.
-fn rules() -> Vec<(String, Rule)> {
-    let mut rules: Vec<(String, Rule)> = Vec::new();
-    for ms in [300, 400, 500, 600, 700, 800, 1000, 1200, 1500, 2000] {
-        rules.push((format!("silence {ms} ms"), silence(ms)));
-    }
-    for wait in [150, 200, 300, 500] {
-        for sure in [0.5, 0.7, 0.9] {
-            rules.push((
-                format!("Smart Turn at {wait} ms, p ≥ {sure}, else 3000 ms"),
-                smart_turn(wait, sure, 3000),
-            ));
-        }
-    }
-    rules.push((
-        "Hark before (live words + Smart Turn)".to_owned(),
-        hark_before(),
-    ));
-    rules
+/// The daemon's own rule, run through its recorder.
+const DAEMON: &str =
+    "**Hark: the daemon's recorder** (live words + Smart Turn, the speaker's pace)";
+
+/// A kind of rule and its settings swept: each point a setting's name and
+/// where it ends every clip (in the clips' order).
+struct Family {
+    name: String,
+    points: Vec<(String, Vec<Option<f64>>)>,
 }
 
-/// The table: each row a rule's end of every clip (in `clips`' order).
-fn render(clips: &[RealClip], rows: &[(String, Vec<Option<f64>>)]) -> String {
-    let mut subsets: Vec<&str> = clips.iter().map(|c| c.subset.as_str()).collect();
-    subsets.sort_unstable();
-    subsets.dedup();
-    let mut out = String::new();
-    let pooled = clips.iter().filter(|c| !c.evaluation_only).count();
+/// The rules compared, as families of settings.
+fn families() -> Vec<(String, Vec<(String, Rule)>)> {
+    let silence_family = (200..=3000)
+        .step_by(100)
+        .map(|ms| (format!("{ms} ms"), silence(ms)))
+        .collect();
+    let mut alone = Vec::new();
+    for wait in WAITS {
+        for sure in [0.3, 0.5, 0.7, 0.8, 0.9, 0.95] {
+            for fallback in [1000, 1500, 2000, 3000] {
+                alone.push((
+                    format!("at {wait} ms, p ≥ {sure}, else {fallback} ms"),
+                    smart_turn(wait, sure, fallback),
+                ));
+            }
+        }
+    }
+    vec![
+        ("silence alone".to_owned(), silence_family),
+        (
+            "Smart Turn alone (asked once; else a long silence)".to_owned(),
+            alone,
+        ),
+        (
+            "Hark before the real set (signals replay)".to_owned(),
+            vec![("as shipped".to_owned(), hark_before())],
+        ),
+    ]
+}
+
+/// How the turns of `clips` (those `take` keeps) came out under `ends`.
+fn outcome(clips: &[RealClip], ends: &[Option<f64>], take: impl Fn(&RealClip) -> bool) -> Outcome {
+    let mut o = Outcome::default();
+    for (clip, &end) in clips.iter().zip(ends) {
+        if take(clip) {
+            o.add(clip, end);
+        }
+    }
+    o
+}
+
+/// `cut (share) | median | p90` of an outcome.
+fn cells(o: &Outcome) -> String {
+    format!(
+        "{}/{} ({:.1} %) | {:.0} | {:.0}",
+        o.cut,
+        o.turns,
+        o.cut_share() * 100.0,
+        percentile(&o.dead_air, 0.5),
+        percentile(&o.dead_air, 0.9)
+    )
+}
+
+/// The family's best point at a cut rate: the lowest median dead air of
+/// the settings that cut at most `share` of the turns, as `median (p90)`
+/// with the setting, or "—" when every setting cuts more.
+fn at_cut(
+    clips: &[RealClip],
+    family: &Family,
+    share: f64,
+    take: &dyn Fn(&RealClip) -> bool,
+) -> String {
+    family
+        .points
+        .iter()
+        .map(|(knob, ends)| (knob, outcome(clips, ends, take)))
+        .filter(|(_, o)| o.turns > 0 && o.cut_share() <= share + 1e-9)
+        .min_by(|a, b| percentile(&a.1.dead_air, 0.5).total_cmp(&percentile(&b.1.dead_air, 0.5)))
+        .map_or("—".to_owned(), |(knob, o)| {
+            format!(
+                "{:.0} ({:.0}) · {knob}",
+                percentile(&o.dead_air, 0.5),
+                percentile(&o.dead_air, 0.9)
+            )
+        })
+}
+
+/// A table row: `name`, then how the turns came out under `ends` on the
+/// whole set and on the held-out split.
+fn split_row(out: &mut String, name: &str, clips: &[RealClip], ends: &[Option<f64>]) {
     let _ = writeln!(
         out,
-        "## End of turn on real speech\n\n{} English clips ({} pooled; evaluation-only clips apart). \
-         Dead air: the rule's end after the true end of speech, turns not cut; cut: ended more than \
-         {:.0} ms before it.\n",
+        "| {name} | {} | {} |",
+        cells(&outcome(clips, ends, |_| true)),
+        cells(&outcome(clips, ends, |c| speech::held_out(&c.group)))
+    );
+}
+
+/// The tables: the headline (whole set and held-out split), the curve of
+/// every family, and the daemon's rule by source.
+fn render(
+    clips: &[RealClip],
+    per_source: usize,
+    condition: Condition,
+    families: &[Family],
+) -> String {
+    let held = |c: &RealClip| speech::held_out(&c.group);
+    let whole = |_: &RealClip| true;
+    let mut groups: Vec<&str> = clips.iter().map(|c| c.group.as_str()).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "## End of turn on real speech: {condition:?}\n\n{} English turns from {} sources, at most {per_source} from each \
+         (held out, never tuned on: {}; {} turns), heard {}. Dead air: the rule's end after the true end of \
+         speech, turns not cut; cut: ended more than {:.0} ms before it.\n",
         clips.len(),
-        pooled,
+        groups.len(),
+        speech::HELD_OUT.join(", "),
+        clips.iter().filter(|c| held(c)).count(),
+        condition.describe(),
         CUT_TOLERANCE_S * 1000.0
     );
     let thinking: Vec<String> = clips
@@ -412,45 +657,86 @@ fn render(clips: &[RealClip], rows: &[(String, Vec<Option<f64>>)]) -> String {
         "Longest pauses between words (word timings): {}.\n",
         thinking.join(", ")
     );
-    let _ = write!(out, "| rule | cut | dead air median | p90 |");
-    for s in &subsets {
-        let _ = write!(out, " {s} |");
+    let _ = writeln!(
+        out,
+        "### The defaults and the baselines\n\n| rule | whole set: cut | median | p90 | held out: cut | median | p90 |\n|---|--:|--:|--:|--:|--:|--:|"
+    );
+    let shown = [
+        ("silence alone", "800 ms"),
+        ("silence alone", "1000 ms"),
+        (
+            "Smart Turn alone (asked once; else a long silence)",
+            "at 200 ms, p ≥ 0.5, else 3000 ms",
+        ),
+        ("Hark before the real set (signals replay)", "as shipped"),
+        (DAEMON, "its defaults"),
+    ];
+    for (family, knob) in shown {
+        let Some(f) = families.iter().find(|f| f.name == family) else {
+            continue;
+        };
+        let Some((_, ends)) = f.points.iter().find(|(k, _)| k == knob) else {
+            continue;
+        };
+        split_row(&mut out, &format!("{family}, {knob}"), clips, ends);
     }
-    let _ = write!(out, "\n|---|--:|--:|--:|");
-    for _ in &subsets {
-        let _ = write!(out, "--:|");
-    }
-    out.push('\n');
-    for (name, ends) in rows {
-        let mut all = Outcome::default();
-        let mut by: Vec<Outcome> = vec![Outcome::default(); subsets.len()];
-        for (clip, &end) in clips.iter().zip(ends) {
-            if !clip.evaluation_only {
-                all.add(clip, end);
+    let _ = writeln!(
+        out,
+        "\n### The curve: dead air, median (p90) ms, at a cut rate\n\nEach family's best setting that cuts at most so many turns.\n\n\
+         | rules | whole set: 3 % | 5 % | 10 % | held out: 3 % | 5 % | 10 % |\n|---|---|---|---|---|---|---|"
+    );
+    for f in families {
+        let _ = write!(out, "| {} |", f.name);
+        for take in [&whole as &dyn Fn(&RealClip) -> bool, &held] {
+            for share in [0.03, 0.05, 0.10] {
+                let _ = write!(out, " {} |", at_cut(clips, f, share, take));
             }
-            if let Some(i) = subsets.iter().position(|s| *s == clip.subset) {
-                by[i].add(clip, end);
-            }
-        }
-        let _ = write!(
-            out,
-            "| {name} | {}/{} ({:.1} %) | {:.0} | {:.0} |",
-            all.cut,
-            all.turns,
-            all.cut_share() * 100.0,
-            percentile(&all.dead_air, 0.5),
-            percentile(&all.dead_air, 0.9)
-        );
-        for o in &by {
-            let _ = write!(
-                out,
-                " {:.0} ms, {}/{} cut |",
-                percentile(&o.dead_air, 0.5),
-                o.cut,
-                o.turns
-            );
         }
         out.push('\n');
+    }
+    if let Some(f) = families.iter().find(|f| f.name == DAEMON) {
+        let _ = writeln!(
+            out,
+            "\n### The daemon's rule by its first decision point (`audio.vad.pause_ms`)\n\n| setting | whole set: cut | median | p90 | held out: cut | median | p90 |\n|---|--:|--:|--:|--:|--:|--:|"
+        );
+        for (knob, ends) in &f.points {
+            split_row(&mut out, knob, clips, ends);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n### By source: the daemon's rule (and silence 800 ms)\n\n| source | turns | cut | median | p90 | silence 800 ms: cut | median |\n|---|--:|--:|--:|--:|--:|--:|"
+    );
+    let daemon = families
+        .iter()
+        .find(|f| f.name == DAEMON)
+        .map(|f| &f.points[0].1);
+    let silence800 = families
+        .iter()
+        .find(|f| f.name == "silence alone")
+        .and_then(|f| f.points.iter().find(|(k, _)| k == "800 ms"))
+        .map(|(_, e)| e);
+    if let (Some(daemon), Some(silence800)) = (daemon, silence800) {
+        for g in &groups {
+            let in_group = |c: &RealClip| c.group == *g;
+            let d = outcome(clips, daemon, in_group);
+            let s = outcome(clips, silence800, in_group);
+            let _ = writeln!(
+                out,
+                "| {g}{} | {} | {} | {:.0} | {:.0} | {} | {:.0} |",
+                if speech::held_out(g) {
+                    " (held out)"
+                } else {
+                    ""
+                },
+                d.turns,
+                d.cut,
+                percentile(&d.dead_air, 0.5),
+                percentile(&d.dead_air, 0.9),
+                s.cut,
+                percentile(&s.dead_air, 0.5)
+            );
+        }
     }
     out
 }
@@ -458,18 +744,12 @@ fn render(clips: &[RealClip], rows: &[(String, Vec<Option<f64>>)]) -> String {
 /// The short answers as answers to the question an agent would have
 /// asked: "no" to a `confirm`, the others to a `choose` offering them among
 /// two more options. Where the turn ends, against no expectation.
-fn answers(
-    clips: &[RealClip],
-    engines: &Engines,
-    daemon: &[Option<f64>],
-) -> anyhow::Result<String> {
+fn answers(clips: &[RealClip], engines: &Engines) -> anyhow::Result<String> {
+    let pause_ms = VadConfig::default().pause_ms;
     let mut out = String::from(
         "### Short answers, with what the agent asked\n\n| clip | said | asked | dead air, no expectation | dead air, expected |\n|---|---|---|--:|--:|\n",
     );
-    for (clip, anything) in clips.iter().zip(daemon) {
-        if clip.subset != "short answers" {
-            continue;
-        }
+    for clip in clips.iter().filter(|c| c.subset == "short answers") {
         let yes_no = hark_core::words::YesNo::default();
         let expect = if yes_no.classify(&clip.text) == hark_core::words::Answer::Unclear {
             Expect::OneOf(vec![
@@ -494,22 +774,23 @@ fn answers(
             "| {} | {} | {asked} | {} | {} |",
             clip.id,
             clip.text,
-            air(*anything),
-            air(recorded(clip, engines, &expect)?),
+            air(recorded(clip, engines, &Expect::Anything, pause_ms)?),
+            air(recorded(clip, engines, &expect, pause_ms)?),
         );
     }
     Ok(out)
 }
 
 fn pause_table(clips: &[RealClip], signals: &[Vec<Pause>]) -> String {
-    let mut out = String::from("clip\tsubset\ttrue_end\tat\tlength\treading\tasks\twords\n");
+    let mut out = String::from("clip\tgroup\tsubset\ttrue_end\tat\tlength\treading\tasks\twords\n");
     for (clip, pauses) in clips.iter().zip(signals) {
         for p in pauses.iter().filter(|p| p.length >= 0.1) {
             let asks: Vec<String> = p.asks.iter().map(|(w, a)| format!("{w}:{a:.2}")).collect();
             let _ = writeln!(
                 out,
-                "{}\t{}\t{:.2}\t{:.2}\t{:.2}\t{:?}\t{}\t{}",
+                "{}\t{}\t{}\t{:.2}\t{:.2}\t{:.2}\t{:?}\t{}\t{}",
                 clip.id,
+                clip.group,
                 clip.subset,
                 clip.speech.1,
                 p.at,
@@ -541,6 +822,7 @@ mod tests {
         RealClip {
             id: "c".into(),
             subset: "s".into(),
+            group: "g".into(),
             language: "en".into(),
             text: "t".into(),
             samples: Vec::new(),

@@ -22,6 +22,10 @@ pub struct SpeechDir {
 pub struct RealClip {
     pub id: String,
     pub subset: String,
+    /// The whole source the clip comes from (a speaker, or one
+    /// recording's people): the unit every source is capped by, and what
+    /// is held out.
+    pub group: String,
     pub language: String,
     pub text: String,
     /// 16 kHz mono.
@@ -42,6 +46,80 @@ impl RealClip {
     pub fn longest_pause(&self) -> f64 {
         self.pauses.iter().map(|(a, b)| b - a).fold(0.0, f64::max)
     }
+}
+
+/// Sources no rule, threshold or constant is ever tuned on: figures on
+/// them are reported apart (the held-out split) and say how the rules do
+/// on speech they were not shaped by. Chosen when they entered the set,
+/// before any rule was run on them: a telephone system's read prompts, a
+/// game's narrator, and an adventure game's characters (added after the
+/// end-of-turn rule was set).
+pub const HELD_OUT: [&str; 3] = [
+    "asterisk prompts (Allison)",
+    "Warzone 2100 tutorial",
+    "Flight of the Amazon Queen",
+];
+
+/// Whether a source is in the held-out split ([`HELD_OUT`]: a name, or
+/// the start of each of a production's voices).
+pub fn held_out(group: &str) -> bool {
+    HELD_OUT
+        .iter()
+        .any(|h| group == *h || group.starts_with(&format!("{h}: ")))
+}
+
+/// The clips a pooled English figure is measured on: English speech not
+/// kept for evaluation only, at most `per_group` from each source so no
+/// one speaker outweighs the rest. Within a source the subsets take turns
+/// (a speaker's monologues are not crowded out by their many short
+/// variations), each in an order fixed by a hash of the clip's id: the
+/// same clips on every machine and every run.
+pub fn capped(clips: &[RealClip], per_group: usize) -> Vec<RealClip> {
+    use std::collections::BTreeMap;
+    let mut groups: BTreeMap<&str, BTreeMap<&str, Vec<&RealClip>>> = BTreeMap::new();
+    for c in clips
+        .iter()
+        .filter(|c| c.language == "en" && !c.evaluation_only && !c.text.trim().is_empty())
+    {
+        groups
+            .entry(&c.group)
+            .or_default()
+            .entry(&c.subset)
+            .or_default()
+            .push(c);
+    }
+    let mut out = Vec::new();
+    for subsets in groups.values_mut() {
+        for list in subsets.values_mut() {
+            list.sort_by_key(|c| fnv(&c.id));
+        }
+        let mut taken = 0;
+        let mut round = 0;
+        while taken < per_group {
+            let before = taken;
+            for list in subsets.values() {
+                if taken < per_group
+                    && let Some(c) = list.get(round)
+                {
+                    out.push((*c).clone());
+                    taken += 1;
+                }
+            }
+            if taken == before {
+                break;
+            }
+            round += 1;
+        }
+    }
+    out
+}
+
+/// A stable 64-bit hash of a string (FNV-1a): the same on every machine
+/// and Rust version, unlike the standard library's hasher.
+fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// Every clip of the set, resampled to 16 kHz.
@@ -76,6 +154,7 @@ pub fn load(dir: &Path) -> anyhow::Result<Vec<RealClip>> {
         clips.push(RealClip {
             id: field("id")?,
             subset: field("subset")?,
+            group: field("group")?,
             language: field("language")?,
             text: field("text")?,
             samples: clip.samples,

@@ -24,10 +24,12 @@ const LEAD: Duration = Duration::from_millis(250);
 /// Audio kept after the detected end: word endings trail off below the
 /// detector's threshold.
 const TAIL: Duration = Duration::from_millis(400);
-/// Quiet a second look keeps after the last sound (samples): about what
-/// the first look had after the voice (it is shown a pause 150 ms in).
-/// The rest of the pause is left out, as the live engine reads words
-/// into quiet.
+/// Quiet a look at a pause keeps after the voice (the first look) or the
+/// last sound (a second look), samples. The rest of the pause is left
+/// out, as the live engine reads words into quiet: shown a pause 250 ms in
+/// (and later when the recorder runs behind), the first look read "…that
+/// we could" as "…that we could do.", a finished sentence where the
+/// person was thinking.
 const QUIET_AFTER_SOUND: usize = PIPELINE_RATE as usize * 150 / 1000;
 /// The live transcript of the speech up to a pause, and that pause's span.
 pub(super) type AtPause = Arc<std::sync::Mutex<Option<((Duration, Duration), String)>>>;
@@ -175,6 +177,12 @@ pub(super) fn watcher(glimpses: tokio::sync::mpsc::Sender<Glimpse>) -> utterance
                 let mut range = clip_range(speech, audio.len());
                 if again {
                     range.end = audio.len();
+                } else {
+                    let voice_end = (speech.1.as_secs_f64() * f64::from(PIPELINE_RATE)) as usize;
+                    range.end = range
+                        .end
+                        .min(voice_end + QUIET_AFTER_SOUND)
+                        .max(range.start);
                 }
                 Glimpse::Paused {
                     from: range.start,

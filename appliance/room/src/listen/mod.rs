@@ -55,33 +55,49 @@ const TURN_ASK_LEAD: Duration = Duration::from_millis(50);
 /// sentences, and 0.5–0.9 at ends that a second ask or the silence rule
 /// catches anyway (docs/benchmarks.md, the turn).
 const TURN_SURE: f32 = 0.95;
-/// The first points of a pause's schedule (150 and 200 ms), where one
-/// answer may end the turn. Later in a pause the model is not asked
-/// (`TURN_AGREE` 0) and the silence rule decides: its "finished" grows
-/// with the silence, at a comma spoken slowly as at an end. With two sure
-/// answers in a row allowed to end it later, the bench's turns were cut
-/// at ", and then …" in 3 of 24 (0.96 and 0.97 at 270–320 ms; 0.95, 0.97
-/// and 0.98 at 210–290 ms), while the finished sentences it ended that
-/// way would have ended at 800 ms instead of 300–470 (docs/benchmarks.md,
-/// the turn).
-const TURN_QUICK: u32 = 2;
+/// The first point of a pause's schedule (`audio.vad.pause_ms`, 300 ms)
+/// is the one answer that may end the turn early. Later in a pause the
+/// model is not asked (`TURN_AGREE` 0) and the silence decides: its
+/// "finished" grows with the silence, at a comma spoken slowly as at an
+/// end. Asked at 150 and 200 ms as before the wider set, it ended turns
+/// at the pause between two sentences of one turn, which people make
+/// 160–250 ms long (a telephone prompt's "There is a temporary greeting.
+/// · …", a card list's "Eight of spades. · Four of clubs"): 13 of 55
+/// turns cut, against 2 of 55 asked at 300 ms (docs/benchmarks.md, end of
+/// turn on real speech).
+const TURN_QUICK: u32 = 1;
 const TURN_AGREE: u32 = 0;
 /// The live engine is shown a pause this long before the first answer is
 /// read, as the model is asked for it: the words (Moonshine takes some
 /// tens of ms on a few seconds of speech) and the answer are made side by
 /// side.
 const WORDS_AHEAD: Duration = Duration::from_millis(50);
-/// With the live engine's words, a pause where every answer of the model
-/// so far is under this is held open as words stopped midway are. On
-/// recorded people the model gave 0.01–0.05 at the thinking pauses of
-/// monologues whose words the live engine had already closed with a full
-/// stop, and 0.01 inside hesitations ("Montreal forced, um,"); real ends
-/// mostly above 0.5 (docs/benchmarks.md, end of turn on real speech).
-const TURN_DOUBT: f32 = 0.1;
+/// With the live engine's words, a pause where an answer of the model is
+/// under this is held open as words stopped midway are: 0, never. The
+/// model's sure "not yet" (0.01–0.05) was right at the thinking pauses of
+/// one speaker's monologues, which the speaker's own pace (`TURN_PACE`)
+/// now holds, and wrong at the finished lines of voices it had not met:
+/// the game's actors ("What did you call me?", "I am a man of honor.":
+/// 0.01), a read sentence ("He was not an ill-disposed young man.": 0.02).
+/// Held, each waited a second or more where the words had finished
+/// (docs/benchmarks.md, end of turn on real speech).
+const TURN_DOUBT: f32 = 0.0;
 /// The silence that ends a turn is at least this many times the longest
 /// pause the person already came back from in it (their own pace), up to
-/// `audio.vad.max_pause_ms`.
-const TURN_PACE: f32 = 1.5;
+/// `audio.vad.max_pause_ms`. A speaker who thinks aloud came back from
+/// pauses of 0.9, 1.2 and 1.5 s, each after a shorter one not half as
+/// long (a monologue of the real-speech set, cut at 1.5 times).
+const TURN_PACE: f32 = 2.5;
+/// The silence that ends a turn whose words read as a finished sentence
+/// the model was unsure of (it scores read sentences inside a paragraph
+/// 0.01–0.3, the reader's voice not falling): the words say the thought is
+/// complete, so the wait is short of the silence rule's.
+const TURN_FINISHED: Duration = Duration::from_millis(600);
+/// The silence that ends a pause whose words stop midway ("…that we
+/// could", "Send a message to"): the clearest sign of a thought not
+/// finished, and rare at a real end (a misheard word), so the longest wait
+/// the signals ask for; short of `audio.vad.max_pause_ms` all the same.
+const TURN_MIDWAY: Duration = Duration::from_millis(1_500);
 /// After an agent's own words (`converse`) the person may think before
 /// answering, and more so mid-reply: the silence rule's share of the end
 /// of turn is this much longer.
@@ -634,6 +650,8 @@ pub fn turn_rule(
         },
         doubt: TURN_DOUBT,
         pace: TURN_PACE,
+        finished: TURN_FINISHED,
+        midway: TURN_MIDWAY,
         check,
     }
 }
