@@ -147,11 +147,11 @@ const NOT_YET: f32 = 0.5;
 /// end it, and the model is not asked past the first points), none before
 /// them in the pause having said "not yet", and the words (if there are
 /// `words`) read as a finished sentence. Otherwise the silence decides,
-/// for as long as the pause's signals say: `midway` where the pause is
-/// held open (the words stop midway, the model is sure the person is not
-/// done, or without words the model says "not yet"), `finished` where the
-/// words read as a finished sentence the model was unsure of, `fallback`
-/// (the silence rule's) otherwise — and never less than `pace`
+/// for as long as the pause's signals say: `midway` where the words stop
+/// midway (or, without words, the model says "not yet"), `doubted` where
+/// they read as finished but the model is sure the person is not done,
+/// `finished` where they read as a finished sentence the model was unsure
+/// of, `fallback` (the silence rule's) otherwise — and never less than `pace`
 /// times the longest pause the person already came back from in this
 /// turn. The detector's own hang-over (`audio.vad.max_pause_ms`) bounds
 /// every wait.
@@ -184,10 +184,13 @@ pub struct EndOfTurn {
     /// fallback (the words say the thought is complete), so an unsure
     /// model costs well under a second.
     pub finished: Duration,
-    /// The silence that ends a pause held open (see `doubt`; words
-    /// stopped midway; without words, the model saying "not yet"): the
-    /// longest wait the signals ask for, short of the detector's
-    /// hang-over.
+    /// The silence that ends a pause whose words read as a finished
+    /// sentence while the model is sure the person is not done (under
+    /// `doubt`): longer than `finished`, and bounded.
+    pub doubted: Duration,
+    /// The silence that ends a pause whose words stopped midway (or,
+    /// without words, that the model called unfinished): the longest
+    /// wait the signals ask for, short of the detector's hang-over.
     pub midway: Duration,
     pub check: TurnCheck,
     pub words: Option<WordsCheck>,
@@ -215,6 +218,7 @@ impl std::fmt::Debug for EndOfTurn {
             .field("doubt", &self.doubt)
             .field("pace", &self.pace)
             .field("finished", &self.finished)
+            .field("doubted", &self.doubted)
             .field("midway", &self.midway)
             .field("words", &self.words.is_some())
             .finish()
@@ -623,12 +627,11 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
                 // pause's signals say (held open, a finished sentence, or
                 // neither), and never less than the person's own pace.
                 let paced = (segmenter.longest_pause() as f64 * f64::from(turn.pace)) as u64;
-                let wait = if ask.held {
-                    turn.midway
-                } else if ask.read == Some(Words::Finished) {
-                    turn.finished
-                } else {
-                    turn.fallback
+                let wait = match (ask.held, ask.read) {
+                    (true, Some(Words::Finished)) => turn.doubted,
+                    (true, _) => turn.midway,
+                    (false, Some(Words::Finished)) => turn.finished,
+                    (false, _) => turn.fallback,
                 };
                 let silence_ends = quiet >= duration_to_samples(wait).max(paced)
                     && (turn.words.is_none() || read().is_some());
@@ -765,6 +768,7 @@ mod tests {
             // As the silence rule and the detector's hang-over: the tests
             // of the finished and held waits set their own.
             finished: Duration::from_millis(800),
+            doubted: Duration::from_millis(2_000),
             midway: Duration::from_millis(2_000),
             check: Arc::new(move |audio: &[f32]| {
                 let quiet = audio.iter().rev().take_while(|s| **s == 0.0).count();
@@ -1022,9 +1026,10 @@ mod tests {
     #[test]
     fn each_pause_waits_as_long_as_its_signals_say() {
         // The listen path's waits: 600 ms after a finished sentence the
-        // model was unsure of (even sure it is not the end), 800 ms (the
-        // silence rule) after words that may go on, 1.5 s after words
-        // stopped midway; the detector's hang-over (2 s) is never reached.
+        // model was unsure of, 800 ms (the silence rule) after words that
+        // may go on, 1 s after a finished sentence the model is sure is
+        // not the end, 1.5 s after words stopped midway; the detector's
+        // hang-over (2 s) is never reached.
         let waiting = |asks: &[f32], words: Words| {
             turn_tuned(
                 spoken("Turn on the lights."),
@@ -1033,7 +1038,9 @@ mod tests {
                 Some(Arc::new(move |_| Some(words))),
                 0,
                 |t| {
+                    t.doubt = 0.1;
                     t.finished = Duration::from_millis(600);
+                    t.doubted = Duration::from_millis(1_000);
                     t.midway = Duration::from_millis(1_500);
                 },
             )
@@ -1042,7 +1049,7 @@ mod tests {
             // Finished words, the model unsure.
             (&[0.3][..], Words::Finished, 590.0..650.0),
             // Finished words, the model sure the person is not done.
-            (&[0.02][..], Words::Finished, 590.0..650.0),
+            (&[0.02][..], Words::Finished, 990.0..1_050.0),
             // Words that may go on.
             (&[0.3][..], Words::Open, 790.0..850.0),
             // Words stopped midway, the model sure they are finished.

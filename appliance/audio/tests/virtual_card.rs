@@ -585,6 +585,7 @@ fn held_pause(env: &Env, found: bool) -> (f64, usize, EndReason) {
         doubt: 0.0,
         pace: 0.0,
         finished: Duration::from_millis(800),
+        doubted: Duration::from_millis(1_000),
         // Held open for 1.5 s at most, short of the detector's 2.5 s.
         midway: Duration::from_millis(1_500),
         // The model calls every pause finished; the words decide.

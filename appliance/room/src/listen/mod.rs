@@ -73,15 +73,20 @@ const TURN_AGREE: u32 = 0;
 /// side.
 const WORDS_AHEAD: Duration = Duration::from_millis(50);
 /// With the live engine's words, a pause where an answer of the model is
-/// under this is held open as words stopped midway are: 0, never. The
-/// model's sure "not yet" (0.01–0.05) was right at the thinking pauses of
-/// one speaker's monologues, which the speaker's own pace (`TURN_PACE`)
-/// now holds, and wrong at the finished lines of voices it had not met:
-/// the game's actors ("What did you call me?", "I am a man of honor.":
-/// 0.01), a read sentence ("He was not an ill-disposed young man.": 0.02).
-/// Held, each waited a second or more where the words had finished
-/// (docs/benchmarks.md, end of turn on real speech).
-const TURN_DOUBT: f32 = 0.0;
+/// under this ("not yet") is left to the silence rule (`TURN_DOUBTED`, the
+/// hang-over's 800 ms), even where the words read as a finished sentence:
+/// the words end a turn sooner (`TURN_FINISHED`) only where the model
+/// leans to finished. The model's "not yet" is right at a speaker's pause
+/// after a complete clause ("…what your country can do for you," and
+/// 660 ms of silence: 0.47 at 250 ms), at thinking pauses and inside
+/// hesitations; it is wrong at the finished lines of some voices it has
+/// not met (a game's actors: "What did you call me?" 0.01), which then
+/// wait 800 ms instead of 600 (docs/benchmarks.md, end of turn on real
+/// speech). Held to the detector's 2.5 s before, such a line waited 2.5 s.
+const TURN_DOUBT: f32 = 0.5;
+/// The silence that ends a pause the model said "not yet" at where the
+/// words read as finished: the silence rule's.
+const TURN_DOUBTED: Duration = Duration::from_millis(800);
 /// The silence that ends a turn is at least this many times the longest
 /// pause the person already came back from in it (their own pace), up to
 /// `audio.vad.max_pause_ms`. A speaker who thinks aloud came back from
@@ -92,7 +97,11 @@ const TURN_PACE: f32 = 2.5;
 /// the model was unsure of (it scores read sentences inside a paragraph
 /// 0.01–0.3, the reader's voice not falling): the words say the thought is
 /// complete, so the wait is short of the silence rule's.
-const TURN_FINISHED: Duration = Duration::from_millis(600);
+/// 700 ms, not the 600 the tuning sources preferred: a speaker's pause
+/// after a complete clause ("…what your country can do for you," and his
+/// 660 ms before going on) is read finished, and the model leans to
+/// finished there too (0.5–0.7 at 250 ms).
+const TURN_FINISHED: Duration = Duration::from_millis(700);
 /// The silence that ends a pause whose words stop midway ("…that we
 /// could", "Send a message to"): the clearest sign of a thought not
 /// finished, and rare at a real end (a misheard word), so the longest wait
@@ -651,6 +660,7 @@ pub fn turn_rule(
         doubt: TURN_DOUBT,
         pace: TURN_PACE,
         finished: TURN_FINISHED,
+        doubted: TURN_DOUBTED,
         midway: TURN_MIDWAY,
         check,
     }
