@@ -150,7 +150,9 @@ def test_two_sdk_clients_listen_in_turn(room, tmp_path):
             assert len(got_first) == 1 and len(got_second) == 1 and got_first != got_second, texts
 
     anyio.run(main)
-    assert status(room)["floor"] == {"holder": None, "queue": []}
+    # Free once the moment for the person to go on after the last turn
+    # (`audio.vad.continue_ms`) has passed (tests/e2e/test_continuation.py).
+    assert wait_for(lambda: status(room)["floor"] == {"holder": None, "queue": []}, 10), status(room)["floor"]
     log = room.log()
     assert "FloorQueued" in log and "FloorGranted" in log
 

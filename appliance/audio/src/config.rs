@@ -316,6 +316,11 @@ pub struct VadConfig {
     pub pause_ms: u32,
     /// The longest pause inside a turn, ms (500–10000).
     pub max_pause_ms: u32,
+    /// How long after an agent's listen ended the person's turn Hark still
+    /// hears them go on, ms (0–10000; 0: not at all): what they add then is
+    /// kept for that agent (its next listen returns it), not heard by the
+    /// next in line.
+    pub continue_ms: u32,
 }
 
 /// `audio.vad.end_of_turn`
@@ -334,6 +339,7 @@ impl Default for VadConfig {
             end_of_turn: EndOfTurnRule::Silence,
             pause_ms: 300,
             max_pause_ms: 2000,
+            continue_ms: 2000,
             min_speech_ms: 200,
             max_utterance_s: 30,
             sensitivity: 0.5,
@@ -453,6 +459,7 @@ impl AudioConfig {
         range("audio.vad.hangover_ms", v.hangover_ms, 100, 5000)?;
         range("audio.vad.pause_ms", v.pause_ms, 100, 2000)?;
         range("audio.vad.max_pause_ms", v.max_pause_ms, 500, 10000)?;
+        range("audio.vad.continue_ms", v.continue_ms, 0, 10000)?;
         range("audio.vad.min_speech_ms", v.min_speech_ms, 0, 2000)?;
         range("audio.vad.max_utterance_s", v.max_utterance_s, 1, 120)?;
         range("audio.vad.sensitivity", v.sensitivity, 0.0, 1.0)?;

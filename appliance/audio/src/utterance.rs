@@ -326,6 +326,9 @@ pub struct Utterance {
     pub reason: EndReason,
     /// Audio lost because the recorder fell behind capture (should be 0).
     pub dropped: u64,
+    /// The capture ring's position where recording ended: what the person
+    /// says after the turn is read from here.
+    pub end: u64,
 }
 
 fn samples_to_duration(samples: u64) -> Duration {
@@ -683,6 +686,7 @@ pub fn record(ring: &Ring, options: &Options, control: &Control) -> Utterance {
         samples,
         reason,
         dropped: reader.dropped(),
+        end: reader.position(),
     }
 }
 

@@ -115,7 +115,14 @@ impl Segmenter {
         let total = samples.len();
         while !samples.is_empty() {
             let take = (FRAME - self.filled).min(samples.len());
-            self.frame[self.filled..self.filled + take].copy_from_slice(&samples[..take]);
+            // The detector takes samples in [-1, 1]; resampling and the
+            // front end's gain can overshoot a full-scale peak a little.
+            for (to, from) in self.frame[self.filled..self.filled + take]
+                .iter_mut()
+                .zip(&samples[..take])
+            {
+                *to = from.clamp(-1.0, 1.0);
+            }
             self.filled += take;
             samples = &samples[take..];
             if self.filled == FRAME {
@@ -238,6 +245,24 @@ mod tests {
         let _ = segmenter.push(&speech[..end]);
         let longest = segmenter.longest_pause() as f64 / 16.0;
         assert!((600.0..900.0).contains(&longest), "{longest:.0} ms");
+    }
+
+    #[test]
+    fn speech_over_full_scale_is_still_speech() {
+        // A peak-normalised clip resampled, or a gain after it, overshoots
+        // 1.0 a little; the detector takes [-1, 1] (a debug build asserts
+        // it), so the frames are clipped on their way in.
+        let speech = spoken("Turn on the lights.");
+        let peak = speech.iter().fold(0.0f32, |m, s| m.max(s.abs()));
+        let mut audio = vec![0.0; 8_000];
+        audio.extend(speech.iter().map(|s| s * 1.5 / peak));
+        audio.extend(vec![0.0; 16_000]);
+        assert!(audio.iter().any(|s| *s > 1.0));
+        let events = events(&audio);
+        assert!(
+            matches!(events.first(), Some(Event::SpeechStart { .. })),
+            "{events:?}"
+        );
     }
 
     #[test]

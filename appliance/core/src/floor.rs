@@ -152,6 +152,45 @@ impl Drop for Turn {
     }
 }
 
+impl Turn {
+    /// Hands the floor straight to `who` (for `tool`), past the queue: the
+    /// person going on after a listen ended keeps the microphone the
+    /// listen had, so what they add is not heard by the next in line. The
+    /// new turn keeps this one's deadline. A turn no longer holding the
+    /// floor (it was released meanwhile) hands on nothing: the new turn
+    /// then waits for nothing and releases nothing.
+    pub fn hand_to(self, who: Who, tool: &'static str) -> Turn {
+        let floor = Arc::clone(&self.floor);
+        let deadline = self.deadline;
+        let id = {
+            let mut state = floor.lock();
+            state.next += 1;
+            let id = state.next;
+            if let Some(held) = state.holder.take_if(|h| h.id == self.id) {
+                floor.bus.publish(Event::FloorReleased {
+                    turn: held.id,
+                    agent: held.who.agent().map(str::to_owned),
+                });
+                let entry = Entry {
+                    id,
+                    who,
+                    tool,
+                    since: SystemTime::now(),
+                };
+                floor.grant(&mut state, entry);
+            }
+            id
+        };
+        // This turn's own release would now release nothing.
+        drop(self);
+        Turn {
+            floor,
+            id,
+            deadline,
+        }
+    }
+}
+
 /// A place in the queue; dropping it before the floor came leaves the
 /// queue, after, releases the floor.
 struct Queued {
@@ -396,6 +435,38 @@ mod tests {
         drop(b);
         assert_eq!(floor.status(), FloorStatus::default());
         assert_eq!(*floor.speaker().borrow(), None);
+    }
+
+    #[tokio::test]
+    async fn a_turn_handed_on_passes_the_queue_and_then_releases() {
+        let floor = floor();
+        let a = floor
+            .take(agent("a"), "transcribe_voice", true, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let f = Arc::clone(&floor);
+        let mut b = tokio::spawn(async move {
+            f.take(agent("b"), "transcribe_voice", true, Duration::from_secs(5))
+                .await
+        });
+        tokio::task::yield_now().await;
+        let person = a.hand_to(Who::Person, "continuation");
+        let status = floor.status();
+        assert_eq!(status.holder.as_ref().unwrap().who, "person");
+        assert_eq!(status.holder.unwrap().tool, "continuation");
+        assert_eq!(status.queue.len(), 1, "b still waits");
+        assert_eq!(*floor.speaker().borrow(), Some(Who::Person));
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), &mut b)
+                .await
+                .is_err(),
+            "the handed turn still holds the floor"
+        );
+        drop(person);
+        let b = b.await.unwrap().unwrap();
+        assert_eq!(floor.status().holder.unwrap().who, "b");
+        drop(b);
+        assert_eq!(floor.status(), FloorStatus::default());
     }
 
     #[tokio::test]

@@ -370,6 +370,12 @@ pub struct Heard {
     /// ended (`stt.speculative`), and was kept since the turn ended there.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub speculative: bool,
+    /// What the person went on to say just after this agent's last listen
+    /// had ended their turn (heard while the agent had not yet answered,
+    /// and kept for it): the rest of that turn, returned at once without
+    /// opening the microphone.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub continuation: bool,
     /// The recording's number on the event stream (not part of results).
     #[serde(skip)]
     #[cfg_attr(feature = "schema", schemars(skip))]
@@ -448,6 +454,12 @@ pub trait Record: Send + Sync {
     /// this), records the person's turn as a listen does (chime, light,
     /// push-to-talk, mute, the end of the turn) and gives the audio.
     fn record(&self, call: RecordCall) -> BoxFuture<'_, Result<Recorded, Failure>>;
+    /// What the person went on to say just after the turn the last
+    /// `record` gave ended at a pause (within `audio.vad.continue_ms`),
+    /// recorded as `record` does from where that turn's recording ended.
+    /// `None` when they did not go on, or the moment gave way first (speech
+    /// to say, another recording).
+    fn record_more(&self) -> BoxFuture<'_, Option<Recorded>>;
 }
 
 // ------------------------------------------------------------------ speak
@@ -742,6 +754,10 @@ pub enum SpeechEnd {
     Interrupted,
     /// Stopped otherwise (`stop_speaking`).
     Stopped,
+    /// Not said: the person had gone on speaking after this agent's last
+    /// listen ended their turn, and what they added is the reply
+    /// (`continuation`); the question was written before it was heard.
+    Skipped,
 }
 
 impl SpeechEnd {
@@ -750,6 +766,7 @@ impl SpeechEnd {
             SpeechEnd::Spoken => "spoken",
             SpeechEnd::Interrupted => "interrupted",
             SpeechEnd::Stopped => "stopped",
+            SpeechEnd::Skipped => "skipped",
         }
     }
 }
@@ -759,16 +776,19 @@ impl SpeechEnd {
 #[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Conversed {
-    /// The text spoken.
+    /// The text spoken (empty when `skipped`).
     pub spoken: String,
     /// `spoken` (played to the end), `interrupted` (the person pressed the
-    /// button: Hark stopped and listened at once) or `stopped` (stopped
-    /// otherwise, e.g. `stop_speaking`).
+    /// button: Hark stopped and listened at once), `stopped` (stopped
+    /// otherwise, e.g. `stop_speaking`) or `skipped` (not said: the
+    /// person's continuation of their last turn is the reply).
     pub speech_status: SpeechEnd,
-    /// The voice that spoke.
-    pub voice: String,
-    /// `piper` or `espeak`.
-    pub engine: Engine,
+    /// The voice that spoke (absent when nothing was said).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub voice: Option<String>,
+    /// `piper` or `espeak` (absent when nothing was said).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<Engine>,
     /// Seconds of speech played.
     pub speech_seconds: Option<f64>,
     /// What the person said, or `(no speech detected)`; absent with

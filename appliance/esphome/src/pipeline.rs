@@ -11,6 +11,13 @@
 //! and the run ends at `RUN_END`. When the reply asks for an answer
 //! (`continue_conversation`), Hark listens again in the same conversation.
 //!
+//! A cut turn is not lost: when the person goes on speaking just after
+//! Hark ended their turn (`audio.vad.continue_ms`, while Home Assistant
+//! works on the first part), what they add is recorded and sent as the
+//! next run of the same conversation, at once after this one; this run's
+//! reply is not said when the rest was heard before it came (it answered
+//! half a sentence).
+//!
 //! Only one connection takes the person's starts: the one that subscribed
 //! last (Home Assistant keeps one).
 
@@ -22,7 +29,7 @@ use std::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use hark_core::room::{PersonStart, RecordCall, TakeStarts};
+use hark_core::room::{PersonStart, RecordCall, Recorded, TakeStarts};
 
 use crate::{
     messages::{self as m, Kind},
@@ -129,27 +136,34 @@ pub async fn converse(
     mut incoming: mpsc::Receiver<Incoming>,
     stop: CancellationToken,
 ) {
-    let mut start_at = match start {
+    let mut turn = Turn::Listen(match start {
         PersonStart::WakeWord { at } => Some(at),
         PersonStart::Press => None,
-    };
+    });
     let mut phrase = phrase;
     let mut conversation = String::new();
     for _ in 0..=FOLLOW_UPS {
-        let once = run(start_at, &phrase, &conversation, &room, &out, &mut incoming);
+        let once = run(turn, &phrase, &conversation, &room, &out, &mut incoming);
         let ended = tokio::select! {
             ended = once => ended,
             () = stop.cancelled() => return,
         };
         match ended {
-            Ok(Some(next)) => {
+            Ok(Next::Listen(next)) => {
                 // The reply asks for an answer: listen again, in the same
                 // conversation, with no wake word.
                 conversation = next;
-                start_at = None;
+                turn = Turn::Listen(None);
                 phrase.clear();
             }
-            Ok(None) => return,
+            Ok(Next::Rest(next, rest)) => {
+                // The person went on: the rest of their turn, in the same
+                // conversation, recorded already.
+                conversation = next;
+                turn = Turn::Recorded(rest);
+                phrase.clear();
+            }
+            Ok(Next::Done) => return,
             Err(e) => {
                 tracing::info!(error = %e, "Home Assistant's pipeline run ended");
                 if !matches!(e, RunError::Closed) {
@@ -176,15 +190,33 @@ async fn send<T: Kind>(out: &mpsc::Sender<Vec<u8>>, message: &T) -> Result<(), R
     out.send(frame).await.map_err(|_| RunError::Closed)
 }
 
-/// One run. `Ok(Some(conversation))`: the reply wants an answer.
+/// What a run sends.
+enum Turn {
+    /// The person's turn, recorded from this microphone position (the wake
+    /// word's end; `None`: from now).
+    Listen(Option<u64>),
+    /// What the person went on to say after the last run's turn.
+    Recorded(Recorded),
+}
+
+/// What follows a run.
+enum Next {
+    Done,
+    /// The reply wants an answer, in this conversation.
+    Listen(String),
+    /// The person went on after the turn: this, in this conversation.
+    Rest(String, Recorded),
+}
+
+/// One run.
 async fn run(
-    start_at: Option<u64>,
+    turn: Turn,
     phrase: &str,
     conversation: &str,
     room: &Room,
     out: &mpsc::Sender<Vec<u8>>,
     incoming: &mut mpsc::Receiver<Incoming>,
-) -> Result<Option<String>, RunError> {
+) -> Result<Next, RunError> {
     send(
         out,
         &m::VoiceAssistantRequest {
@@ -212,19 +244,22 @@ async fn run(
         return Err(RunError::Udp(answer.port));
     }
     tracing::info!("Home Assistant's pipeline started");
-    let recorded = room
-        .record
-        .record(RecordCall {
-            who: ANNOUNCER.to_owned(),
-            start_at,
-            timeout: SPEAK_WITHIN,
-        })
-        .await
-        .map_err(|f| RunError::Record(f.message))?;
+    let recorded = match turn {
+        Turn::Listen(start_at) => room
+            .record
+            .record(RecordCall {
+                who: ANNOUNCER.to_owned(),
+                start_at,
+                timeout: SPEAK_WITHIN,
+            })
+            .await
+            .map_err(|f| RunError::Record(f.message))?,
+        Turn::Recorded(recorded) => recorded,
+    };
     if !recorded.speech {
         tracing::info!("the person said nothing: the run is ended");
         send(out, &abort()).await?;
-        return Ok(None);
+        return Ok(Next::Done);
     }
     for chunk in recorded.samples.chunks(CHUNK) {
         let data = chunk.iter().flat_map(|s| s.to_le_bytes()).collect();
@@ -240,8 +275,22 @@ async fn run(
     .await?;
     let mut reply: Option<tokio::task::JoinHandle<bool>> = None;
     let mut follow = None;
+    let mut conversation_id = conversation.to_owned();
+    // What the person goes on to say while Home Assistant works on this.
+    let mut more = Some(room.record.record_more());
+    let mut rest: Option<Recorded> = None;
     loop {
-        let event = match tokio::time::timeout(QUIET, incoming.recv()).await {
+        let next = tokio::select! {
+            // The rest, once heard, decides whether the reply is said.
+            biased;
+            went_on = async { more.as_mut().expect("while there").await }, if more.is_some() => {
+                more = None;
+                rest = went_on;
+                continue;
+            }
+            next = tokio::time::timeout(QUIET, incoming.recv()) => next,
+        };
+        let event = match next {
             Err(_) => return Err(RunError::Silent(QUIET)),
             Ok(None) => return Err(RunError::Closed),
             Ok(Some(Incoming::Answer(_))) => continue,
@@ -254,12 +303,22 @@ async fn run(
                     "Home Assistant heard"
                 );
             }
-            m::event::INTENT_END if event.value("continue_conversation") == Some("1") => {
-                follow = Some(event.value("conversation_id").unwrap_or("").to_owned());
+            m::event::INTENT_END => {
+                if let Some(id) = event.value("conversation_id") {
+                    conversation_id = id.to_owned();
+                }
+                if event.value("continue_conversation") == Some("1") {
+                    follow = Some(conversation_id.clone());
+                }
             }
             m::event::TTS_START => {
                 let text = event.value("text").unwrap_or("").trim().to_owned();
-                if !text.is_empty() && reply.is_none() {
+                if rest.is_some() {
+                    tracing::info!(
+                        text,
+                        "Home Assistant's reply to the first part is not said: the person went on"
+                    );
+                } else if !text.is_empty() && reply.is_none() {
                     let speak = Arc::clone(&room.speak);
                     reply = Some(tokio::spawn(async move {
                         crate::server::say(speak.as_ref(), text, "Home Assistant's reply").await
@@ -277,10 +336,24 @@ async fn run(
             _ => {}
         }
     }
+    // Said or not, the moment for the person to go on ends (the reply
+    // waiting to be said closes it, unless they had begun).
+    if let Some(more) = more {
+        rest = rest.or(more.await);
+    }
     // The reply is heard to its end before the next turn listens.
     let heard = match reply {
         Some(saying) => saying.await.unwrap_or(false),
         None => false,
     };
-    Ok(follow.filter(|_| heard))
+    if let Some(rest) = rest {
+        tracing::info!(
+            "the person went on after the turn: the rest runs next, in the same conversation"
+        );
+        return Ok(Next::Rest(conversation_id, rest));
+    }
+    Ok(match follow.filter(|_| heard) {
+        Some(conversation) => Next::Listen(conversation),
+        None => Next::Done,
+    })
 }

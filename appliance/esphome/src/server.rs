@@ -801,6 +801,42 @@ mod tests {
         (m::VoiceAssistantResponse::KIND, answer.encode_to_vec())
     }
 
+    /// A run's audio, read to the piece with `end`.
+    async fn audio_to_the_end(near: &mut tokio::io::DuplexStream, buf: &mut Vec<u8>) -> Vec<i16> {
+        let mut samples = Vec::new();
+        loop {
+            let (kind, payload) = next_frame(near, buf).await;
+            assert_eq!(kind, m::VoiceAssistantAudio::KIND);
+            let audio = m::VoiceAssistantAudio::decode(&payload[..]).expect("audio");
+            samples.extend(
+                audio
+                    .data
+                    .chunks(2)
+                    .map(|b| i16::from_le_bytes([b[0], b[1]])),
+            );
+            if audio.end {
+                return samples;
+            }
+        }
+    }
+
+    /// A run the wake word (ending at `at`) started, answered with port 0,
+    /// its audio read to the end.
+    async fn a_run_heard(
+        recording: &Arc<Recording>,
+        at: u64,
+    ) -> (tokio::io::DuplexStream, Vec<u8>) {
+        let (mut near, mut buf) = subscribed(recording).await;
+        assert!(recording.starts.take(PersonStart::WakeWord { at }));
+        assert_eq!(
+            next_frame(&mut near, &mut buf).await.0,
+            m::VoiceAssistantRequest::KIND
+        );
+        near.write_all(&frames(&[answer(0)])).await.expect("sent");
+        audio_to_the_end(&mut near, &mut buf).await;
+        (near, buf)
+    }
+
     #[tokio::test]
     async fn the_wake_word_runs_home_assistants_pipeline_and_its_reply_is_said() {
         let recording = Recording::new();
@@ -869,17 +905,7 @@ mod tests {
     async fn a_reply_that_asks_back_listens_again_and_silence_ends_the_run() {
         let recording = Recording::new();
         *recording.voice.lock().expect("lock") = vec![100; 2048];
-        let (mut near, mut buf) = subscribed(&recording).await;
-        assert!(recording.starts.take(PersonStart::WakeWord { at: 10 }));
-        assert_eq!(
-            next_frame(&mut near, &mut buf).await.0,
-            m::VoiceAssistantRequest::KIND
-        );
-        near.write_all(&frames(&[answer(0)])).await.expect("sent");
-        while m::VoiceAssistantAudio::decode(&next_frame(&mut near, &mut buf).await.1[..])
-            .map(|a| !a.end)
-            .unwrap_or(true)
-        {}
+        let (mut near, mut buf) = a_run_heard(&recording, 10).await;
         near.write_all(&frames(&[
             event(
                 m::event::INTENT_END,
@@ -911,6 +937,51 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn what_the_person_adds_after_the_turn_runs_next_in_the_same_conversation() {
+        let recording = Recording::new();
+        *recording.voice.lock().expect("lock") = vec![100; 2048];
+        // The person goes on after the first turn: 1500 samples more.
+        *recording.more.lock().expect("lock") = vec![200; 1500];
+        let (mut near, mut buf) = a_run_heard(&recording, 10).await;
+        near.write_all(&frames(&[
+            event(m::event::INTENT_END, &[("conversation_id", "c9")]),
+            event(m::event::TTS_START, &[("text", "Book what?")]),
+            event(m::event::RUN_END, &[]),
+        ]))
+        .await
+        .expect("sent");
+        // The rest: a run in the same conversation, with what was added.
+        let (kind, payload) = next_frame(&mut near, &mut buf).await;
+        assert_eq!(kind, m::VoiceAssistantRequest::KIND);
+        let again = m::VoiceAssistantRequest::decode(&payload[..]).expect("request");
+        assert!(again.start && again.wake_word_phrase.is_empty());
+        assert_eq!(again.conversation_id, "c9");
+        near.write_all(&frames(&[answer(0)])).await.expect("sent");
+        let samples = audio_to_the_end(&mut near, &mut buf).await;
+        assert_eq!(
+            samples,
+            vec![200; 1500],
+            "the rest, not the first part again"
+        );
+        near.write_all(&frames(&[
+            event(m::event::TTS_START, &[("text", "Booked for four.")]),
+            event(m::event::RUN_END, &[]),
+        ]))
+        .await
+        .expect("sent");
+        for _ in 0..100 {
+            if !recording.said.lock().expect("lock").is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // The reply to half a sentence was not said; the whole one's was.
+        assert_eq!(*recording.said.lock().expect("lock"), ["Booked for four."]);
+        // Recorded once: the rest came with the first recording.
+        assert_eq!(*recording.recorded.lock().expect("lock"), [Some(10)]);
+    }
+
+    #[tokio::test]
     async fn a_question_is_said_then_its_answer_runs_the_pipeline() {
         let recording = Recording::new();
         *recording.voice.lock().expect("lock") = vec![300; 1500];
@@ -939,17 +1010,8 @@ mod tests {
         let request = m::VoiceAssistantRequest::decode(&payload[..]).expect("request");
         assert!(request.start && request.wake_word_phrase.is_empty());
         near.write_all(&frames(&[answer(0)])).await.expect("sent");
-        let mut samples = 0;
-        loop {
-            let (kind, payload) = next_frame(&mut near, &mut buf).await;
-            assert_eq!(kind, m::VoiceAssistantAudio::KIND);
-            let audio = m::VoiceAssistantAudio::decode(&payload[..]).expect("audio");
-            samples += audio.data.len() / 2;
-            if audio.end {
-                break;
-            }
-        }
-        assert_eq!(samples, 1500);
+        let samples = audio_to_the_end(&mut near, &mut buf).await;
+        assert_eq!(samples.len(), 1500);
         assert_eq!(*recording.said.lock().expect("lock"), ["Which room?"]);
         assert_eq!(*recording.recorded.lock().expect("lock"), [None]);
     }

@@ -23,6 +23,9 @@ pub struct Recording {
     pub voice: Mutex<Vec<i16>>,
     /// The recordings asked for: where each was to start.
     pub recorded: Mutex<Vec<Option<u64>>>,
+    /// What the person goes on to say just after a recording (nothing:
+    /// they do not), taken by the next `record_more`.
+    pub more: Mutex<Vec<i16>>,
     /// The person's starts that run Home Assistant's pipeline.
     pub starts: Arc<Starts>,
     /// Speech said now finishes only with a permit: a held speaker is
@@ -46,6 +49,7 @@ impl Recording {
             cancelled: Mutex::new(Vec::new()),
             voice: Mutex::new(Vec::new()),
             recorded: Mutex::new(Vec::new()),
+            more: Mutex::new(Vec::new()),
             starts: Starts::new(true, false),
             gate: tokio::sync::Semaphore::new(permits),
         })
@@ -208,6 +212,17 @@ impl Record for Recording {
                 speech: !samples.is_empty(),
                 samples,
                 end_reason: EndReason::EndOfSpeech,
+            })
+        })
+    }
+
+    fn record_more(&self) -> hark_core::room::BoxFuture<'_, Option<Recorded>> {
+        Box::pin(async move {
+            let samples = std::mem::take(&mut *self.more.lock().expect("lock"));
+            (!samples.is_empty()).then_some(Recorded {
+                speech: true,
+                samples,
+                end_reason: EndReason::EndOfTurn,
             })
         })
     }

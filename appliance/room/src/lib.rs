@@ -12,6 +12,8 @@
 //!   the tools that hear the person and by the person's own recording;
 //! - [`person`]: the person starts: a press records a message for the
 //!   agents;
+//! - [`continuation`]: the person goes on just after a listen ended their
+//!   turn: what they add is kept for the same agent;
 //! - [`wake`]: the wake word detector's thread, which starts what a press
 //!   starts;
 //! - [`follow`]: the follow-up: after an agent answers, listen again
@@ -30,6 +32,7 @@ pub mod audio;
 pub mod board;
 pub mod conductor;
 pub mod config;
+pub mod continuation;
 pub mod follow;
 pub mod listen;
 pub mod memory;

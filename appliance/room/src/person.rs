@@ -114,6 +114,8 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>, how: Start) {
         turn: Some(turn),
         expect: listen::Expect::Anything,
         start_at,
+        continuation: false,
+        after: listen::After::Nothing,
     };
     let heard = match &how {
         Start::FollowUp { .. } => {

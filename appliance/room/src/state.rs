@@ -47,6 +47,9 @@ pub struct ApplianceState {
     pub conductor: crate::conductor::Conductor,
     pub conductor_task: Mutex<Option<crate::conductor::ConductorTask>>,
     pub selftest: crate::selftest::Bench,
+    /// What the person went on to say after agents' listens ended their
+    /// turns, under way and kept.
+    pub continuing: crate::continuation::Continuing,
 }
 
 /// What the room is made of, each started before it: the daemon starts
@@ -172,6 +175,7 @@ impl ApplianceState {
             conductor,
             conductor_task: Mutex::new(Some(conductor_task)),
             selftest: Default::default(),
+            continuing: Default::default(),
         }
     }
 

@@ -221,6 +221,7 @@ fn heard(listen: u64, text: String, speech: bool, end: EndReason, duration: Dura
         model: speech.then(|| "simulated".into()),
         transcribe_ms: speech.then_some(1),
         speculative: false,
+        continuation: false,
         listen,
     }
 }
@@ -337,8 +338,8 @@ impl Ask for SimRoom {
             Ok(Conversed {
                 spoken: q.text.clone(),
                 speech_status: SpeechEnd::Spoken,
-                voice: q.voice.clone().unwrap_or_else(|| "simulated".into()),
-                engine: Engine::Piper,
+                voice: Some(q.voice.clone().unwrap_or_else(|| "simulated".into())),
+                engine: Some(Engine::Piper),
                 speech_seconds: Some(seconds),
                 heard,
             })

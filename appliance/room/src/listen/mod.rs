@@ -167,6 +167,26 @@ pub struct Listen {
     /// Record from this capture ring position (the wake word's end)
     /// instead of a pre-roll back.
     pub start_at: Option<u64>,
+    /// The person going on after a listen ended their turn
+    /// ([`crate::continuation`]): no light, no event and no chime unless
+    /// the voice begins.
+    pub continuation: bool,
+    /// What becomes of what the person says just after the turn ends.
+    pub after: After,
+}
+
+/// What becomes of what the person goes on to say just after a listen
+/// ended their turn at a pause (`audio.vad.continue_ms`).
+#[derive(Debug, Default)]
+pub enum After {
+    /// Nothing: the floor passes on at once.
+    #[default]
+    Nothing,
+    /// Kept for the listen's agent ([`crate::continuation`]).
+    KeepForAgent,
+    /// Recorded and handed over: Home Assistant's pipeline sends it as the
+    /// next run of the same conversation. Dropped: they did not go on.
+    HandOver(tokio::sync::oneshot::Sender<hark_core::room::Recorded>),
 }
 
 /// What kind of answer the agent waits for.
@@ -337,6 +357,7 @@ pub async fn listen(
             model: None,
             transcribe_ms: None,
             speculative: false,
+            continuation: false,
             listen: listen_id,
         });
     };
@@ -384,6 +405,7 @@ pub async fn listen(
         model: Some(transcript.model.clone()),
         transcribe_ms: Some(transcript.elapsed_ms),
         speculative: from_early,
+        continuation: false,
         listen: listen_id,
     };
     if heard.speech {
@@ -400,25 +422,31 @@ pub async fn listen(
 }
 
 /// Records one turn for someone who transcribes it themselves (Home
-/// Assistant's pipeline): as [`listen`] records, without the transcription
-/// (nothing is transcribed ahead either).
+/// Assistant's pipeline): as [`listen`] records, without the final
+/// transcription. The live engine still reads the words at pauses (with
+/// `stt.speculative`): the end of the turn is decided on them as for an
+/// agent's listen, so a finished sentence is not held to the longest pause.
 pub async fn record(
     state: &Arc<ApplianceState>,
     request: Listen,
     progress: &mut dyn Report,
 ) -> Result<hark_core::room::Recorded, ListenError> {
-    let turn = record_turn(state, request, progress, false).await?;
-    let samples = turn
-        .utterance
+    let turn = record_turn(state, request, progress, state.stt.speculative).await?;
+    Ok(recorded(&turn.utterance, turn.reason))
+}
+
+/// A recording as 16-bit samples, for someone who transcribes it.
+fn recorded(utterance: &utterance::Utterance, reason: Ended) -> hark_core::room::Recorded {
+    let samples = utterance
         .samples
         .iter()
         .map(|v| (v.clamp(-1.0, 1.0) * 32767.0) as i16)
         .collect();
-    Ok(hark_core::room::Recorded {
+    hark_core::room::Recorded {
         samples,
-        speech: turn.utterance.speech.is_some(),
-        end_reason: turn.reason,
-    })
+        speech: utterance.speech.is_some(),
+        end_reason: reason,
+    }
 }
 
 /// A recording to its end: what [`record_turn`] gives the transcription.
@@ -465,8 +493,10 @@ async fn record_turn(
         play_through(state, chime).await;
     }
     // The microphone shows open from here until the guard drops, whatever
-    // ends the recording.
-    let mut recording = state.start_recording(request.agent.clone());
+    // ends the recording; the person's going on shows once their voice
+    // begins.
+    let mut recording =
+        (!request.continuation).then(|| state.start_recording(request.agent.clone()));
     if request.chime == Chime::Alongside {
         play(state, chime);
     }
@@ -523,7 +553,9 @@ async fn record_turn(
             } => {
                 control.cancel();
                 let _ = recorder.await;
-                recording.ended(Ended::HeldTooLong);
+                if let Some(recording) = recording.as_mut() {
+                    recording.ended(Ended::HeldTooLong);
+                }
                 tracing::warn!(max_hold, "listening cut off: the floor was held too long");
                 return Err(ListenError::HeldTooLong(max_hold));
             }
@@ -534,7 +566,9 @@ async fn record_turn(
                     // came before is dropped with the recording).
                     control.cancel();
                     let _ = recorder.await;
-                    recording.ended(Ended::Muted);
+                    if let Some(recording) = recording.as_mut() {
+                        recording.ended(Ended::Muted);
+                    }
                     tracing::info!("listening ended: the microphone was muted");
                     return Err(ListenError::Muted);
                 }
@@ -542,12 +576,14 @@ async fn record_turn(
             _ = tick.tick(), if !announced => {
                 if control.speech_started() {
                     announced = true;
-                    recording.speech_detected();
+                    recording
+                        .get_or_insert_with(|| state.start_recording(request.agent.clone()))
+                        .speech_detected();
                     progress.report(Progress::SpeechDetected).await;
                 }
             }
             done = ahead.done() => {
-                if let Some(text) = ahead.settle(done) {
+                if let (Some(text), Some(recording)) = (ahead.settle(done), recording.as_ref()) {
                     so_far_heard(state, &request.agent, recording.id, &text, progress).await;
                 }
             }
@@ -564,12 +600,37 @@ async fn record_turn(
         EndReason::Cancelled => Ended::Cancelled,
         EndReason::CaptureStalled => Ended::Stalled,
     };
-    recording.ended(reason);
-    let listen_id = recording.id;
-    drop(recording);
-    // The next caller may listen while this one transcribes.
-    drop(turn);
-    play(state, Earcon::ListenStop);
+    // Speech the ticks did not see begin (it ended within one) shows too.
+    if utterance.speech.is_some() && recording.is_none() {
+        recording = Some(state.start_recording(request.agent.clone()));
+    }
+    let shown = recording.is_some();
+    let listen_id = recording.as_ref().map_or(0, |r| r.id);
+    if let Some(mut recording) = recording {
+        recording.ended(reason);
+    }
+    // The next caller may listen while this one transcribes; when the
+    // person may go on, the floor is theirs for a moment first.
+    match (turn, request.after, &request.agent) {
+        (Some(turn), after, agent)
+            if utterance.speech.is_some() && crate::continuation::may_follow(state, reason) =>
+        {
+            match (after, agent) {
+                (After::KeepForAgent, Some(agent)) if state.inbox.is_some() => {
+                    let language = request.language.clone();
+                    crate::continuation::open(state, turn, agent.clone(), language, utterance.end);
+                }
+                (After::HandOver(to), _) => {
+                    crate::continuation::open_for(state, turn, to, utterance.end);
+                }
+                _ => drop(turn),
+            }
+        }
+        (turn, ..) => drop(turn),
+    }
+    if shown {
+        play(state, Earcon::ListenStop);
+    }
     tracing::info!(%reason, speech = ?utterance.speech,
         seconds = seconds_of(utterance.samples.len()), "utterance recorded");
     if utterance.reason == EndReason::CaptureStalled {

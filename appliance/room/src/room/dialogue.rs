@@ -198,7 +198,15 @@ impl<'a> Dialogue<'a> {
             turn: self.turn.take(),
             expect,
             start_at: None,
+            continuation: false,
+            after: listen::After::KeepForAgent,
         }
+    }
+
+    /// Before step 3: what the person went on to say after this agent's
+    /// last listen ended their turn, if they did ([`crate::continuation`]).
+    async fn went_on(&mut self) -> Option<Heard> {
+        crate::continuation::take(self.state, &self.agent).await
     }
 
     /// Step 4: listens (push-to-talk holds the recording).
@@ -248,6 +256,11 @@ impl Listen for Room {
                 report,
             )
             .await?;
+            // The rest of the last turn, when the person went on: theirs
+            // already, without opening the microphone.
+            if let Some(heard) = dialogue.went_on().await {
+                return Ok(heard);
+            }
             // The wait for the microphone counts against the timeout; what
             // is left is at least long enough to start speaking.
             let waited = dialogue.waited;
@@ -286,6 +299,18 @@ impl Ask for Room {
             // between the question and the answer.
             let mut dialogue =
                 Dialogue::question(self, &question, "converse", listen, report).await?;
+            // The person went on after the last turn: that is the reply, and
+            // the question, written before it was heard, is not said.
+            if listen && let Some(heard) = dialogue.went_on().await {
+                return Ok(Conversed {
+                    spoken: String::new(),
+                    speech_status: SpeechEnd::Skipped,
+                    voice: None,
+                    engine: None,
+                    speech_seconds: None,
+                    heard: Some(heard),
+                });
+            }
             // With echo cancellation, the person's voice over the question
             // stops it too.
             let watch = listen.then(|| Watch::start(&self.state)).flatten();
@@ -314,8 +339,8 @@ impl Ask for Room {
                     (false, SpeechStatus::Stopped) => SpeechEnd::Stopped,
                     (false, _) => SpeechEnd::Spoken,
                 },
-                voice: spoken.voice,
-                engine: spoken.engine,
+                voice: Some(spoken.voice),
+                engine: Some(spoken.engine),
                 speech_seconds: spoken.seconds,
                 heard: None,
             };

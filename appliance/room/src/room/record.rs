@@ -11,7 +11,7 @@ use hark_core::{
 };
 
 use super::{Room, failure};
-use crate::listen::{self, Chime, Listen};
+use crate::listen::{self, After, Chime, Listen};
 
 /// Where a recording's tool shows in the floor and `get_status`.
 const TOOL: &str = "satellite";
@@ -27,6 +27,10 @@ impl Record for Room {
                 .await
                 .map_err(Failure::from)?;
             tracing::info!(who = %call.who, "recording the person for {}", call.who);
+            // What the person goes on to say after the turn comes back
+            // through `record_more`.
+            let (more, rest) = tokio::sync::oneshot::channel();
+            *self.state.continuing.handed() = Some(rest);
             let request = Listen {
                 agent: None,
                 timeout,
@@ -36,10 +40,19 @@ impl Record for Room {
                 turn: Some(turn),
                 expect: listen::Expect::Anything,
                 start_at: call.start_at,
+                continuation: false,
+                after: After::HandOver(more),
             };
             listen::record(&self.state, request, &mut Quiet)
                 .await
                 .map_err(failure::listen)
+        })
+    }
+
+    fn record_more(&self) -> BoxFuture<'_, Option<Recorded>> {
+        Box::pin(async move {
+            let rest = self.state.continuing.handed().take()?;
+            rest.await.ok()
         })
     }
 }

@@ -195,17 +195,43 @@ impl InboxDb {
         key: &str,
         now: SystemTime,
     ) -> Result<Option<Message>, StoreError> {
+        self.take_first(
+            "(addressed_key IS NULL OR addressed_key = ?3)",
+            params![agent, ms(now), key],
+        )
+    }
+
+    /// Takes the oldest message addressed to `key` by `by` for `agent`,
+    /// untaken, unexpired (a continuation of the agent's own turn).
+    pub fn take_addressed_by(
+        &mut self,
+        agent: &str,
+        key: &str,
+        by: &str,
+        now: SystemTime,
+    ) -> Result<Option<Message>, StoreError> {
+        self.take_first(
+            "addressed_key = ?3 AND addressed_by = ?4",
+            params![agent, ms(now), key, by],
+        )
+    }
+
+    /// Takes the oldest untaken, unexpired message that `filter` (SQL on
+    /// `params` from ?3 on) admits, for the agent ?1 at time ?2. Atomic: a
+    /// message is taken once.
+    fn take_first(
+        &mut self,
+        filter: &str,
+        params: &[&dyn rusqlite::ToSql],
+    ) -> Result<Option<Message>, StoreError> {
         crate::db::on_store_thread();
         let sql = format!(
             "UPDATE messages SET taken_by = ?1, taken_at_ms = ?2 WHERE id = ( \
                SELECT id FROM messages WHERE taken_by IS NULL AND expires_at_ms > ?2 \
-               AND (addressed_key IS NULL OR addressed_key = ?3) ORDER BY id LIMIT 1) \
+               AND {filter} ORDER BY id LIMIT 1) \
              AND taken_by IS NULL RETURNING {COLUMNS}"
         );
-        self.in_transaction(|tx| {
-            tx.query_row(&sql, params![agent, ms(now), key], row)
-                .optional()
-        })
+        self.in_transaction(|tx| tx.query_row(&sql, params, row).optional())
     }
 
     /// Runs `work` in a transaction and commits it: `UPDATE … RETURNING`

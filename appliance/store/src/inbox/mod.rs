@@ -49,6 +49,9 @@ pub const BY_ANYONE: &str = "anyone";
 /// Said in the follow-up after an agent answered: to that agent, unless
 /// the person names another.
 pub const BY_FOLLOW_UP: &str = "follow_up";
+/// Said just after an agent's listen ended the person's turn, before the
+/// agent answered: the rest of that turn, for that agent only.
+pub const BY_CONTINUATION: &str = "continuation";
 
 /// The inbox's settings (from `[inbox]` and `[agents]`).
 #[derive(Debug, Clone)]
@@ -341,6 +344,24 @@ impl Core {
         Ok(Err(rx))
     }
 
+    /// The oldest continuation of `agent`'s turn, taken.
+    fn take_continuation(&mut self, agent: String) -> Result<Option<Message>, StoreError> {
+        let key = self.shared.key(&agent);
+        let now = SystemTime::now();
+        let taken = self
+            .db
+            .take_addressed_by(&agent, &key, BY_CONTINUATION, now)?;
+        if let Some(message) = &taken {
+            let waiting = self.count(now)?;
+            self.shared.bus.publish(Event::InboxTaken {
+                id: message.id,
+                agent,
+                waiting,
+            });
+        }
+        Ok(taken)
+    }
+
     fn give_back(&mut self, message: &Message) {
         let now = SystemTime::now();
         match self.db.give_back(message.id).and_then(|()| self.count(now)) {
@@ -538,6 +559,16 @@ impl Inbox {
         )
     }
 
+    /// Takes the oldest continuation of `agent`'s own turn waiting for it
+    /// (addressed by [`BY_CONTINUATION`]), if any: the agent's next listen
+    /// returns it instead of opening the microphone.
+    pub async fn take_continuation(&self, agent: &str) -> Result<Option<Message>, StoreError> {
+        let agent = agent.to_owned();
+        self.worker
+            .call(move |core| core.take_continuation(agent))
+            .await?
+    }
+
     /// The messages waiting that `agent` may take (all with `None`).
     pub async fn waiting_for(&self, agent: Option<&str>) -> Result<Vec<Message>, StoreError> {
         let key = agent.map(|a| self.key(a));
@@ -716,6 +747,52 @@ mod tests {
             "{}",
             inbox.status()
         );
+    }
+
+    #[tokio::test]
+    async fn a_continuation_is_taken_only_by_its_agent_and_only_as_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let inbox = open(dir.path(), settings());
+        // A message for anyone and one the person addressed to Claude by
+        // name are not continuations: Claude's next listen leaves them.
+        inbox.deliver(message(&inbox, "lights off")).await.unwrap();
+        inbox
+            .deliver(message(&inbox, "Claude, remind me at five"))
+            .await
+            .unwrap();
+        assert!(
+            inbox
+                .take_continuation("claude-code")
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let mut went_on = message(&inbox, "for four people");
+        went_on.addressed_to = Some("claude-code".into());
+        went_on.addressed_key = Some(inbox.key("claude-code"));
+        went_on.addressed_by = BY_CONTINUATION.into();
+        inbox.deliver(went_on).await.unwrap();
+        assert!(
+            inbox.take_continuation("cursor").await.unwrap().is_none(),
+            "another agent's continuation"
+        );
+        // Claude by an alias is Claude.
+        let taken = inbox
+            .take_continuation("clod")
+            .await
+            .unwrap()
+            .expect("kept");
+        assert_eq!(taken.new.text, "for four people");
+        assert_eq!(taken.taken_by.as_deref(), Some("clod"));
+        assert!(
+            inbox
+                .take_continuation("claude-code")
+                .await
+                .unwrap()
+                .is_none(),
+            "taken once"
+        );
+        assert_eq!(inbox.waiting_for(None).await.unwrap().len(), 2);
     }
 
     async fn take(inbox: &Arc<Inbox>, agent: &str) -> Option<String> {
