@@ -73,20 +73,20 @@ const TURN_AGREE: u32 = 0;
 /// side.
 const WORDS_AHEAD: Duration = Duration::from_millis(50);
 /// With the live engine's words, a pause where an answer of the model is
-/// under this ("not yet") is left to the silence rule (`TURN_DOUBTED`, the
-/// hang-over's 800 ms), even where the words read as a finished sentence:
-/// the words end a turn sooner (`TURN_FINISHED`) only where the model
-/// leans to finished. The model's "not yet" is right at a speaker's pause
-/// after a complete clause ("…what your country can do for you," and
-/// 660 ms of silence: 0.47 at 250 ms), at thinking pauses and inside
-/// hesitations; it is wrong at the finished lines of some voices it has
-/// not met (a game's actors: "What did you call me?" 0.01), which then
-/// wait 800 ms instead of 600 (docs/benchmarks.md, end of turn on real
+/// under this ("not yet") is not ended by its first answer, however sure a
+/// later one is; the silence ends it (`TURN_DOUBTED`). The model's "not
+/// yet" is right at thinking pauses and inside hesitations, and wrong at
+/// the finished lines of some voices it has not met (a game's actors:
+/// "What did you call me?" 0.01; docs/benchmarks.md, end of turn on real
 /// speech). Held to the detector's 2.5 s before, such a line waited 2.5 s.
 const TURN_DOUBT: f32 = 0.5;
 /// The silence that ends a pause the model said "not yet" at where the
-/// words read as finished: the silence rule's.
-const TURN_DOUBTED: Duration = Duration::from_millis(800);
+/// words read as finished: as long as `TURN_FINISHED`. Held 100 ms longer
+/// (the silence rule's 800 ms), the whole set's median dead air rose from
+/// about 700 to 771 ms and its p90 past a second, for no turn less cut:
+/// on voices it has not met the model says "not yet" at most finished
+/// lines.
+const TURN_DOUBTED: Duration = Duration::from_millis(700);
 /// The silence that ends a turn is at least this many times the longest
 /// pause the person already came back from in it (their own pace), up to
 /// `audio.vad.max_pause_ms`. A speaker who thinks aloud came back from
@@ -99,8 +99,11 @@ const TURN_PACE: f32 = 2.5;
 /// complete, so the wait is short of the silence rule's.
 /// 700 ms, not the 600 the tuning sources preferred: a speaker's pause
 /// after a complete clause ("…what your country can do for you," and his
-/// 660 ms before going on) is read finished, and the model leans to
-/// finished there too (0.5–0.7 at 250 ms).
+/// 660 ms before going on) is read finished, and the model's answer there
+/// is 0.45–0.6 at 200–250 ms from one run to the next (the audio it is
+/// given ends a frame earlier or later), so no threshold on it holds the
+/// pause reliably. A pause longer than this after a complete clause is
+/// cut, and what follows it is the person going on (`crate::continuation`).
 const TURN_FINISHED: Duration = Duration::from_millis(700);
 /// The silence that ends a pause whose words stop midway ("…that we
 /// could", "Send a message to"): the clearest sign of a thought not
