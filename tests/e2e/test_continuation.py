@@ -251,3 +251,29 @@ def test_home_assistants_pipeline_gets_the_rest_as_the_next_run(paused, tmp_path
     assert len(FIRST & texts[0]) >= 2 and not REST & texts[0], texts
     assert len(REST & texts[1]) >= 2 and not FIRST & texts[1], texts
     assert "What should I book?" not in spoken_by(d, "Home Assistant")
+
+
+def test_a_press_in_the_window_starts_the_persons_own_message(start_daemon, live, tmp_path):  # noqa: F811
+    """Just after an agent's turn ended, the person presses the button to
+    leave a message: the window gives way to the press, and what they say
+    is their message for whoever waits for one, not the rest of the
+    agent's turn."""
+    d = start_daemon(live)
+    first = say(d, tmp_path / "a.wav", "Please book a table for dinner tonight.")
+    message = say(d, tmp_path / "m.wav", "Remind me to water the plants.")
+    c, heard = listen_as(d, "booker", first)
+    assert len(FIRST & set(words(heard["text"]))) >= 2, heard
+    reader = client(d, "reader")
+    t, out = in_thread(call, reader, "wait_for_person", {"timeout_seconds": 30}, 1)
+    # Inside the 2 s window.
+    hark(d, "button", "press")
+    assert wait_for(lambda: status_of(c)["recording"], 5), "the press opened the microphone"
+    after_the_chime(d)
+    hark(d, "inject", str(message))
+    t.join(60)
+    c.close()
+    reader.close()
+    got = out["value"]["structuredContent"]
+    assert got["received"] is True and got["message"]["addressed_by"] != "continuation", got
+    assert len({"water", "plants", "remind"} & set(words(got["text"]))) >= 2, got
+    assert KEPT not in d.log()

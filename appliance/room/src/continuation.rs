@@ -180,7 +180,9 @@ fn going_on(state: &ApplianceState, turn: Turn, from: u64) -> Listen {
         timeout: window(state),
         language: None,
         chime: Chime::None,
-        push_to_talk: true,
+        // A press is the person starting anew (the window gives way to
+        // it), not push-to-talk on what they might add.
+        push_to_talk: false,
         turn: Some(turn.hand_to(Who::Person, "continuation")),
         expect: listen::Expect::Anything,
         start_at: Some(from),
