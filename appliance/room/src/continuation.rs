@@ -34,13 +34,11 @@ use tokio::sync::Notify;
 
 use crate::{
     floor::{Turn, Who},
-    inbox::{BY_CONTINUATION, Message, NewMessage},
+    inbox::{BY_CONTINUATION, Message},
     listen::{self, After, Chime, Listen},
     state::ApplianceState,
 };
 
-/// How often the window looks whether it should give way.
-const LOOK_EVERY: Duration = Duration::from_millis(20);
 /// Continuations heard in this run, kept whole for the agent's next
 /// listen (the inbox keeps the words; a restart keeps only those).
 const KEEP_HEARD: usize = 16;
@@ -207,7 +205,8 @@ pub fn open_for(
         let flag = spoke.flag();
         let recorded = tokio::select! {
             recorded = listen::record(&state, request, &mut spoke) => recorded,
-            () = gives_way(&state, None, &flag) => return,
+            // Home Assistant's next recording is the person's.
+            () = crate::follow::wanted(&state, &flag, |p| p.who == "person") => return,
         };
         match recorded {
             Ok(recorded) if recorded.speech => {
@@ -229,7 +228,9 @@ async fn hear(state: Arc<ApplianceState>, request: Listen, under_way: UnderWay) 
     let opened = SystemTime::now();
     let heard = tokio::select! {
         heard = listen::listen(&state, request, &mut spoke) => heard,
-        () = gives_way(&state, Some(&under_way.key), &flag) => {
+        () = crate::follow::wanted(&state, &flag, |p| {
+            p.who == "person" || state.agents.key(&p.who) == under_way.key
+        }) => {
             tracing::debug!(agent, "the window for the person to go on gave way");
             return;
         }
@@ -246,50 +247,23 @@ async fn hear(state: Arc<ApplianceState>, request: Listen, under_way: UnderWay) 
         return;
     };
     tracing::info!(agent, text = %heard.text, "the person went on after the turn ended; kept for the agent");
-    let transcribed_at = SystemTime::now();
-    let start = heard.speech_start.unwrap_or(0.0);
-    let message = NewMessage {
-        text: heard.text.clone(),
-        spoken_at: opened + Duration::from_secs_f64(start.max(0.0)),
-        transcribed_at,
-        duration: ((heard.speech_end.unwrap_or(start) - start).max(0.0) * 1000.0).round() / 1000.0,
-        confidence: heard.confidence,
-        addressed_to: Some(agent.clone()),
-        addressed_key: Some(under_way.key.clone()),
-        addressed_by: BY_CONTINUATION.to_owned(),
-        expires_at: inbox.expires(transcribed_at),
-        listen: Some(heard.listen),
-    };
+    // Recorded from where the turn ended, with no pre-roll.
+    let message = crate::person::message(
+        inbox,
+        &heard,
+        opened,
+        Duration::ZERO,
+        (
+            Some(agent.clone()),
+            Some(under_way.key.clone()),
+            BY_CONTINUATION,
+        ),
+    );
     state.continuing.keep(under_way.key.clone(), heard);
     if let Err(e) = inbox.deliver(message).await {
         tracing::error!(error = %e, agent, "what the person went on to say could not be kept");
     }
     drop(under_way);
-}
-
-/// Resolves when the window should close before the person has begun to
-/// speak (`spoke`): speech waits to be said, or the agent `key` or the
-/// person (Home Assistant's pipeline records as the person) asks for the
-/// microphone.
-async fn gives_way(
-    state: &ApplianceState,
-    key: Option<&str>,
-    spoke: &std::sync::atomic::AtomicBool,
-) {
-    let mut tick = tokio::time::interval(LOOK_EVERY);
-    loop {
-        tick.tick().await;
-        if spoke.load(std::sync::atomic::Ordering::Acquire) {
-            return std::future::pending().await;
-        }
-        let asked =
-            state.floor.status().queue.iter().any(|p| {
-                p.who == "person" || key.is_some_and(|key| state.agents.key(&p.who) == key)
-            });
-        if asked || state.tts.pending() > 0 {
-            return;
-        }
-    }
 }
 
 /// The rest of `agent`'s last turn, if the person went on: waits for a

@@ -34,8 +34,9 @@ use crate::{conductor::Start, state::ApplianceState};
 const ANSWER_WITHIN: Duration = Duration::from_secs(120);
 /// How long the end of an answer waits for the speech queue to empty.
 const SETTLE: Duration = Duration::from_millis(300);
-/// How often a follow-up looks whether an agent wants the floor.
-const LOOK_EVERY: Duration = Duration::from_millis(50);
+/// How often a window for the person (a follow-up, the moment after a
+/// turn to go on) looks whether someone wants the floor or the speaker.
+const LOOK_EVERY: Duration = Duration::from_millis(20);
 
 /// Watches the event stream for answers and opens the follow-up after
 /// each, until `token` is cancelled. `window`: how long it listens.
@@ -117,16 +118,22 @@ fn may_open(state: &ApplianceState) -> bool {
         && !state.bus.snapshot().recording()
 }
 
-/// Resolves when an agent wants the floor or the speaker while the
-/// follow-up listens and the person has not begun to speak (`spoke`).
-pub async fn wanted(state: &ApplianceState, spoke: Arc<AtomicBool>) {
+/// Resolves when, while a window for the person listens and they have not
+/// begun to speak (`spoke`), speech waits to be said or someone `yields_to`
+/// admits waits for the floor: the window then gives way. Once the person
+/// speaks, never.
+pub async fn wanted(
+    state: &ApplianceState,
+    spoke: &AtomicBool,
+    yields_to: impl Fn(&hark_core::room::Place) -> bool,
+) {
     let mut tick = tokio::time::interval(LOOK_EVERY);
     loop {
         tick.tick().await;
         if spoke.load(Ordering::Acquire) {
             return std::future::pending().await;
         }
-        if state.tts.pending() > 0 || !state.floor.status().queue.is_empty() {
+        if state.tts.pending() > 0 || state.floor.status().queue.iter().any(&yields_to) {
             return;
         }
     }

@@ -123,7 +123,8 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>, how: Start) {
             let flag = spoke.flag();
             tokio::select! {
                 heard = listen::listen(&state, request, &mut spoke) => heard,
-                () = crate::follow::wanted(&state, flag) => {
+                // Anyone waiting for the floor: an agent wants the person.
+                () = crate::follow::wanted(&state, &flag, |_| true) => {
                     tracing::info!("the follow-up gave way to an agent before the person spoke");
                     return;
                 }
@@ -147,28 +148,18 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>, how: Start) {
         tracing::info!(end_reason = %heard.end_reason, "no speech after the press; nothing kept");
         return;
     }
-    let transcribed_at = SystemTime::now();
-    // The recording's samples start a pre-roll before it opened.
-    let start = Duration::from_secs_f64(heard.speech_start.unwrap_or(0.0));
-    let spoken_at = (opened + start).checked_sub(preroll).unwrap_or(opened);
-    let duration = heard.speech_end.unwrap_or(0.0) - heard.speech_start.unwrap_or(0.0);
     let known = state.agents_seen.names();
     let (addressed_to, addressed_key, by) = match &how {
         Start::FollowUp { agent, .. } => inbox.address_follow_up(&heard.text, &known, agent),
         _ => inbox.address(&heard.text, &known),
     };
-    let message = NewMessage {
-        text: heard.text.clone(),
-        spoken_at,
-        transcribed_at,
-        duration: (duration.max(0.0) * 1000.0).round() / 1000.0,
-        confidence: heard.confidence,
-        addressed_to: addressed_to.clone(),
-        addressed_key,
-        addressed_by: by.to_owned(),
-        expires_at: inbox.expires(transcribed_at),
-        listen: Some(heard.listen),
-    };
+    let message = message(
+        &inbox,
+        &heard,
+        opened,
+        preroll,
+        (addressed_to.clone(), addressed_key, by),
+    );
     match inbox.deliver(message).await {
         Ok(Delivered::To(_)) | Ok(Delivered::Kept { reachable: true }) => {}
         Ok(Delivered::Kept { reachable: false }) => {
@@ -185,6 +176,33 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>, how: Start) {
             listen::play(&state, Earcon::Error);
             say(&state, "Sorry, I couldn't keep that message.".to_owned()).await;
         }
+    }
+}
+
+/// What the person said (`heard`, recorded from `back` before `opened`),
+/// as a message for the voice inbox, addressed as `addressed` says (to,
+/// its key, how).
+pub fn message(
+    inbox: &Inbox,
+    heard: &hark_core::room::Heard,
+    opened: SystemTime,
+    back: Duration,
+    (addressed_to, addressed_key, by): (Option<String>, Option<String>, &str),
+) -> NewMessage {
+    let transcribed_at = SystemTime::now();
+    let start = Duration::from_secs_f64(heard.speech_start.unwrap_or(0.0).max(0.0));
+    let duration = heard.speech_end.unwrap_or(0.0) - heard.speech_start.unwrap_or(0.0);
+    NewMessage {
+        text: heard.text.clone(),
+        spoken_at: (opened + start).checked_sub(back).unwrap_or(opened),
+        transcribed_at,
+        duration: (duration.max(0.0) * 1000.0).round() / 1000.0,
+        confidence: heard.confidence,
+        addressed_to,
+        addressed_key,
+        addressed_by: by.to_owned(),
+        expires_at: inbox.expires(transcribed_at),
+        listen: Some(heard.listen),
     }
 }
 

@@ -435,21 +435,17 @@ pub async fn record(
     progress: &mut dyn Report,
 ) -> Result<hark_core::room::Recorded, ListenError> {
     let turn = record_turn(state, request, progress, state.stt.speculative).await?;
-    Ok(recorded(&turn.utterance, turn.reason))
-}
-
-/// A recording as 16-bit samples, for someone who transcribes it.
-fn recorded(utterance: &utterance::Utterance, reason: Ended) -> hark_core::room::Recorded {
-    let samples = utterance
+    let samples = turn
+        .utterance
         .samples
         .iter()
         .map(|v| (v.clamp(-1.0, 1.0) * 32767.0) as i16)
         .collect();
-    hark_core::room::Recorded {
+    Ok(hark_core::room::Recorded {
         samples,
-        speech: utterance.speech.is_some(),
-        end_reason: reason,
-    }
+        speech: turn.utterance.speech.is_some(),
+        end_reason: turn.reason,
+    })
 }
 
 /// A recording to its end: what [`record_turn`] gives the transcription.
