@@ -95,3 +95,25 @@ def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     # Stable: a file's tests keep their order.
     items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))
+
+
+# Where the end-to-end time goes: each file's tests' seconds (set-up, call
+# and tear-down, the module's shared daemon included), summed on the
+# controller from the workers' reports and printed at the end of the run,
+# the longest first, so LONGEST_FIRST and the CI time can be kept honest.
+_file_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    name = report.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    _file_seconds[name] = _file_seconds.get(name, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _file_seconds:
+        return
+    ranked = sorted(_file_seconds.items(), key=lambda kv: kv[1], reverse=True)
+    terminalreporter.write_sep("-", "seconds per file (set-up, tests and tear-down)")
+    for name, seconds in ranked:
+        terminalreporter.write_line(f"{seconds:8.1f}  {name}")
+    terminalreporter.write_line(f"{sum(_file_seconds.values()):8.1f}  all files")

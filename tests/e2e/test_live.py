@@ -105,3 +105,44 @@ def test_the_live_engine_and_the_turn_model_load_by_store_name(start_daemon, tmp
     assert "live engine unavailable (no model named `moonshine-base-en`" in stt, stt
     assert "installed: moonshine-tiny-en, smart-turn-v3.2" in stt and "whisper hears the microphone" in stt, stt
     assert "the model `moonshine-tiny-en` is a moonshine model, not a smart-turn one" in stt, stt
+
+
+def test_files_go_to_the_live_engine_only_when_asked(start_daemon, tmp_path):
+    """Files go to whisper by default (more words right on recorded
+    people, docs/benchmarks.md, Files). With `stt.live_files_seconds`,
+    English files up to that long and asking for no word timings go to the
+    live engine when no model is named; longer ones, word timestamps,
+    subtitles and a named model to whisper. Each result names the model
+    that wrote it."""
+    audio = tmp_path / "audio"
+    audio.mkdir()
+    short = speak(audio / "short.wav", SENTENCE)
+    long_ = speak(audio / "long.wav", " ".join([SENTENCE] * 3))
+
+    def model(c, wav, id, **arguments):
+        r = call(c, "transcribe_audio", {"audio_path": str(wav), **arguments}, id=id)
+        assert not r["isError"], r
+        s = r["structuredContent"]
+        heard = "".join(words(s["text"]))
+        assert all(w in heard for w in ["meeting", "moved", "thursday"]), s
+        return s["model"]
+
+    d = start_daemon({"stt": {"live_model": str(MOONSHINE), "audio_dirs": [str(audio)]}})
+    c = LineClient.tcp(d)
+    c.initialize()
+    assert model(c, short, 2) == "tiny.en-q8_0"
+    assert model(c, short, 3, model="tiny-en") == "tiny-en"
+    c.close()
+
+    d = start_daemon({"stt": {"live_model": str(MOONSHINE), "audio_dirs": [str(audio)],
+                              "live_files_seconds": 6}})
+    c = LineClient.tcp(d)
+    c.initialize()
+    assert model(c, short, 2) == "tiny-en"
+    assert model(c, short, 3, output_format="json") == "tiny-en"
+    assert model(c, long_, 4) == "tiny.en-q8_0", "over live_files_seconds"
+    assert model(c, short, 5, word_timestamps=True) == "tiny.en-q8_0"
+    assert model(c, short, 6, output_format="srt") == "tiny.en-q8_0"
+    assert model(c, short, 7, model="tiny") == "tiny.en-q8_0"
+    assert model(c, long_, 8, model="tiny-en") == "tiny-en", "named, the live engine hears any length"
+    c.close()

@@ -99,7 +99,8 @@ def test_a_model_is_chosen_per_call_by_name_or_size(start_daemon):
     assert kind == "InvalidArgumentError" and "not both" in text, text
     kind, text = error_of(call(c, "transcribe_audio", {"audio_path": english, "model_size": "huge"}, id=14))
     assert kind == "InvalidArgumentError" and "`huge`" in text, text
-    # The configured model still serves calls that name none.
+    # The configured model still serves calls that name none (files go to
+    # the live engine only with stt.live_files_seconds: test_live).
     s = call(c, "transcribe_audio", {"audio_path": english}, id=15)["structuredContent"]
     assert s["model"] == "tiny.en-q8_0", s
     c.close()

@@ -127,7 +127,8 @@ def test_a_real_person_is_transcribed_at_any_rate_and_channel_count(start_daemon
 def test_a_transcript_streams_while_the_person_is_still_speaking(start_daemon):
     """With the live engine on, a recording streamed as a microphone sends
     it (in real time) is answered with words before it has ended; the final
-    transcript is whisper's, whole."""
+    transcript is whole, and the live engine's too (English, short, nothing
+    waiting for it: `stt.live_files_seconds`)."""
     d = start_daemon({**ON, "stt": {"live_model": str(MOONSHINE)}})
     samples, text = clip("ps-librivox-0870")
     pcm = (np.clip(samples, -1, 1) * 32767).astype("<i2")
@@ -179,6 +180,7 @@ def test_a_transcript_streams_while_the_person_is_still_speaking(start_daemon):
         assert plain(chunks) == final_words, (chunks, final.text)
     else:
         assert plain(chunks) == sent, (chunks, final.text)
+    assert re.search(r"samples handed over transcribed.*model=tiny-en", d.log()), d.log()[-3000:]
 
 
 def test_speech_made_for_home_assistant_says_the_text(start_daemon):

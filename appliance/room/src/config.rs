@@ -73,6 +73,16 @@ impl RoomConfig {
             (0.0, 1.0),
         )?;
         check_range("stt.queue", self.stt.queue, (1, 256))?;
+        check_range(
+            "stt.live_files_seconds",
+            self.stt.live_files_seconds,
+            (0, 3600),
+        )?;
+        check_range(
+            "stt.live_wyoming_seconds",
+            self.stt.live_wyoming_seconds,
+            (0, 3600),
+        )?;
         check_range("floor.max_queue", self.floor.max_queue, MAX_QUEUE_RANGE)?;
         check_range(
             "floor.max_hold_seconds",
@@ -545,6 +555,12 @@ impl TtsConfig {
     }
 }
 
+/// How long Wyoming's audio may be for the live engine to hear it
+/// (`stt.live_wyoming_seconds`), chosen on recorded people
+/// (docs/benchmarks.md, Files): it hears turns up to 20 s as well as
+/// whisper, 25 s monologues worse.
+pub const LIVE_WYOMING_SECONDS: u32 = 20;
+
 /// `[stt]`
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -575,10 +591,12 @@ pub struct SttConfig {
     /// those requests are a language error. The set-up installs
     /// `base-q8_0` (whisper base, 78 MiB).
     pub multilingual_model: String,
-    /// Cut whisper's encoder context to short inputs: 2–3× faster on a
-    /// few seconds of speech, but tiny.en loses words (docs/benchmarks.md);
-    /// off by default. Results that look degenerate are decoded again at
-    /// the full context.
+    /// Cut an English-only whisper model's encoder context to the audio
+    /// (plus `audio_ctx_margin`) instead of its whole 30 s window: on
+    /// recorded people half the time a file for nearly the same words
+    /// (17.5 % of words wrong against 17.0 %, docs/benchmarks.md, Files).
+    /// Results that look degenerate are decoded again at the full context;
+    /// multilingual models always use it.
     pub fit_audio_ctx: bool,
     /// Encoder frames (50 per second of audio) added to the fitted context
     /// (0–1500).
@@ -612,6 +630,20 @@ pub struct SttConfig {
     /// `model` (whisper) keeps files, subtitles, word timestamps and other
     /// languages, and takes over if the live engine fails.
     pub live_model: String,
+    /// Files in English (`transcribe_audio`, `transcribe_batch`,
+    /// `POST /transcribe`) up to this many seconds long go to the live
+    /// engine when the caller names no model and nothing waits for it (the
+    /// microphone comes first). 0, the default: whisper hears files; on
+    /// recorded people it gets more words right (17.5 % wrong against
+    /// 21.0 %), within faster-whisper's time (docs/benchmarks.md, Files).
+    /// Word timestamps and subtitles always go to whisper (0–3600).
+    pub live_files_seconds: u32,
+    /// The same for Home Assistant's speech over Wyoming, a person waiting
+    /// for their command: up to 20 s goes to the live engine by default,
+    /// longer to whisper (on recorded people 19.5 % of words wrong in 82
+    /// ms a clip, against faster-whisper's 20.0 % in 693; 0: whisper only;
+    /// 0–3600).
+    pub live_wyoming_seconds: u32,
     /// While the person speaks, the live engine transcribes what they have
     /// said so far every this many milliseconds of speech, and listening
     /// calls get it as progress (`heard so far: …`) and the event stream as
@@ -640,7 +672,7 @@ impl Default for SttConfig {
             beam_size: engine.beam_size,
             language: engine.language,
             multilingual_model: "base-q8_0".into(),
-            fit_audio_ctx: engine.fit_audio_ctx,
+            fit_audio_ctx: true,
             audio_ctx_margin: engine.audio_ctx_margin,
             no_speech_threshold: engine.no_speech_threshold,
             queue: engine.queue,
@@ -650,6 +682,8 @@ impl Default for SttConfig {
             max_audio_seconds: 3600,
             flash_attn: engine.flash_attn,
             live_model: String::new(),
+            live_files_seconds: 0,
+            live_wyoming_seconds: LIVE_WYOMING_SECONDS,
             partial_ms: 700,
             speculative: true,
             turn_model: "smart-turn-v3.2".into(),
@@ -760,6 +794,14 @@ mod tests {
             Err("history.keep_days")
         );
         assert_eq!(refused(&|c| c.stt.queue = 0), Err("stt.queue"));
+        assert_eq!(
+            refused(&|c| c.stt.live_files_seconds = 3601),
+            Err("stt.live_files_seconds")
+        );
+        assert_eq!(
+            refused(&|c| c.stt.live_wyoming_seconds = 3601),
+            Err("stt.live_wyoming_seconds")
+        );
         assert_eq!(
             refused(&|c| c.audio.vad.sensitivity = f32::NAN),
             Err("audio.vad.sensitivity")

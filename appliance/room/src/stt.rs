@@ -57,6 +57,11 @@ pub struct SpeechToText {
     /// `stt.language`: a language other than English sends the microphone
     /// to whisper.
     language: String,
+    /// `stt.live_files_seconds` and `stt.live_wyoming_seconds`: audio
+    /// handed over that way up to this long may go to the live engine (0:
+    /// never).
+    live_files_seconds: f64,
+    live_wyoming_seconds: f64,
     pub files: AllowedDirs,
     /// Where transcriptions may be written (`stt.output_dirs`).
     pub outputs: AllowedDirs,
@@ -257,6 +262,8 @@ impl SpeechToText {
             turn,
             live,
             language: config.stt.language.clone(),
+            live_files_seconds: f64::from(config.stt.live_files_seconds),
+            live_wyoming_seconds: f64::from(config.stt.live_wyoming_seconds),
             files,
             outputs,
             limits,
@@ -277,6 +284,8 @@ impl SpeechToText {
             turn: None,
             live: None,
             language: config.stt.language.clone(),
+            live_files_seconds: 0.0,
+            live_wyoming_seconds: 0.0,
             files: AllowedDirs::new(Vec::new(), "stt.audio_dirs"),
             outputs: AllowedDirs::new(Vec::new(), "stt.output_dirs"),
             limits: decode::Limits {
@@ -320,6 +329,65 @@ impl SpeechToText {
     pub fn live(&self) -> Option<&Arc<Engine>> {
         self.live.as_ref()
     }
+
+    /// The engine for audio handed over (a file, Wyoming's samples) when
+    /// the caller names no model, given `whisper`, the one it otherwise
+    /// goes to: the live engine for English audio no longer than the
+    /// limit for its way in (`stt.live_files_seconds`,
+    /// `stt.live_wyoming_seconds`) that needs no word timings ([`Handed`]),
+    /// unless something already waits for it. The microphone comes first:
+    /// a person's turn never waits behind a queue of handed audio, only the
+    /// one the live engine is on and at most one more (beyond that it goes
+    /// to whisper). What is running is not counted: a Wyoming stream's last
+    /// draft, stopping as its final pass is asked, must not send that pass
+    /// to whisper.
+    pub fn for_handed<'a>(
+        &'a self,
+        whisper: &'a Arc<Engine>,
+        handed: Handed<'_>,
+    ) -> &'a Arc<Engine> {
+        let limit = match handed.via {
+            Via::File => self.live_files_seconds,
+            Via::Wyoming => self.live_wyoming_seconds,
+        };
+        let english = handed
+            .language
+            .filter(|l| !l.is_empty())
+            .unwrap_or(&self.language)
+            .eq_ignore_ascii_case("en");
+        match &self.live {
+            Some(live)
+                if english
+                    && !handed.timings
+                    && limit > 0.0
+                    && handed.seconds <= limit
+                    && live.queued() == 0 =>
+            {
+                live
+            }
+            _ => whisper,
+        }
+    }
+}
+
+/// How audio was handed over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// A file an agent sent or named.
+    File,
+    /// Samples over Wyoming (Home Assistant).
+    Wyoming,
+}
+
+/// What decides which engine hears audio handed over.
+#[derive(Debug, Clone, Copy)]
+pub struct Handed<'a> {
+    pub via: Via,
+    /// The language asked for (`None`: `stt.language`).
+    pub language: Option<&'a str>,
+    pub seconds: f64,
+    /// Word timestamps or subtitles are wanted: only whisper times words.
+    pub timings: bool,
 }
 
 /// Loads the live engine (`stt.live_model`, a path or a name in the model
@@ -491,9 +559,127 @@ fn transcription_events(bus: &Bus) -> BusyHook {
 
 #[cfg(test)]
 mod tests {
-    use hark_stt::engine::Segment;
+    use hark_stt::engine::{
+        Hooks, LanguageGuess, ModelInfo, Recognizer, Request, Segment, SttError,
+    };
 
     use super::*;
+
+    /// A recogniser that holds each request until told to go on (or told
+    /// nothing more will come).
+    struct Held {
+        info: ModelInfo,
+        go: std::sync::mpsc::Receiver<()>,
+    }
+
+    impl Recognizer for Held {
+        fn info(&self) -> &ModelInfo {
+            &self.info
+        }
+        fn transcribe(&mut self, _: Request) -> Result<Transcript, SttError> {
+            let _ = self.go.recv();
+            Err(SttError::Unsupported("held".into()))
+        }
+        fn detect(&mut self, _: &[f32]) -> Result<Vec<LanguageGuess>, SttError> {
+            Ok(Vec::new())
+        }
+    }
+
+    fn held(name: &str) -> (Arc<Engine>, std::sync::mpsc::Sender<()>) {
+        let (go, wait) = std::sync::mpsc::channel();
+        let info = ModelInfo {
+            path: PathBuf::from(name),
+            name: name.into(),
+            kind: "test".into(),
+            multilingual: false,
+            quantisation: String::new(),
+            load_ms: 0,
+            other_languages: None,
+        };
+        let hooks = Hooks {
+            queue: 4,
+            ..Hooks::default()
+        };
+        let engine = Engine::from_recognizer(Box::new(Held { info, go: wait }), hooks)
+            .expect("the worker starts");
+        (Arc::new(engine), go)
+    }
+
+    #[test]
+    fn handed_audio_goes_to_the_live_engine_when_it_can_hear_it_and_nothing_waits() {
+        let (live, go_live) = held("live");
+        let (whisper, go_whisper) = held("whisper");
+        let mut stt = SpeechToText::off();
+        stt.live = Some(Arc::clone(&live));
+        stt.live_wyoming_seconds = 20.0;
+        let short = Handed {
+            via: Via::Wyoming,
+            language: None,
+            seconds: 5.0,
+            timings: false,
+        };
+        let to = |stt: &SpeechToText, handed| stt.for_handed(&whisper, handed).info().name.clone();
+        // (language, seconds, timings) over Wyoming, and the engine.
+        let cases = [
+            (None, 5.0, false, "live"),
+            (Some("EN"), 5.0, false, "live"),
+            (None, 20.0, false, "live"),
+            (None, 20.5, false, "whisper"),
+            (None, 5.0, true, "whisper"),
+            (Some("de"), 5.0, false, "whisper"),
+            (Some("auto"), 5.0, false, "whisper"),
+        ];
+        for (language, seconds, timings, engine) in cases {
+            let handed = Handed {
+                language,
+                seconds,
+                timings,
+                ..short
+            };
+            assert_eq!(to(&stt, handed), engine, "{handed:?}");
+        }
+        // Files have a limit of their own: 0, whisper only.
+        let file = Handed {
+            via: Via::File,
+            ..short
+        };
+        assert_eq!(to(&stt, file), "whisper");
+        stt.live_files_seconds = 30.0;
+        assert_eq!(
+            to(
+                &stt,
+                Handed {
+                    seconds: 25.0,
+                    ..file
+                }
+            ),
+            "live"
+        );
+
+        // One request running is no reason to go elsewhere; one waiting
+        // behind it is: the microphone's next pass must not queue longer.
+        let _running = live.submit(Request::new(vec![0.0; 160])).expect("queued");
+        let started = std::time::Instant::now();
+        while !live.busy() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the worker never took it"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(to(&stt, short), "live");
+        let _waiting = live.submit(Request::new(vec![0.0; 160])).expect("queued");
+        assert_eq!(live.queued(), 1);
+        assert_eq!(to(&stt, short), "whisper");
+        assert_eq!(to(&stt, file), "whisper");
+
+        // No live engine: whisper.
+        stt.live = None;
+        assert_eq!(to(&stt, short), "whisper");
+
+        // The held requests end, so the workers can stop.
+        drop((go_live, go_whisper));
+    }
 
     #[test]
     fn subtitles_number_and_time_each_segment() {

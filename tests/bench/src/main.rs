@@ -27,6 +27,7 @@ mod daemon;
 mod echo;
 mod eot;
 mod figures;
+mod files;
 mod load;
 mod person;
 mod procfs;
@@ -161,6 +162,10 @@ enum Mode {
     /// on the same audio, by six espeak-ng voices and piper's (see
     /// [`wer`]).
     Wer(wer::WerArgs),
+    /// Files as an agent transcribes them: `transcribe_audio` over MCP on
+    /// recorded people, every source capped equally, against
+    /// faster-whisper in the same run (see [`files`]).
+    Files(files::FilesArgs),
     /// The wake word: false wakes an hour on recorded speech and music,
     /// missed words on synthetic voices near, far and in noise, how late,
     /// and CPU against pymicro-wakeword (see [`wake`]).
@@ -193,6 +198,7 @@ fn main() -> ExitCode {
         Some(Mode::Turn(turn)) => turn::main(turn),
         Some(Mode::Eot(eot)) => eot::main(eot),
         Some(Mode::Wer(wer)) => wer::main(wer),
+        Some(Mode::Files(files)) => files::main(files),
         Some(Mode::Wake(wake)) => wake::main(wake),
         Some(Mode::Echo(echo)) => echo::main(echo),
         Some(Mode::Wyoming(wyoming)) => wyoming::main(wyoming),

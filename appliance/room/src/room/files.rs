@@ -31,7 +31,7 @@ use hark_tts::voices::{VoiceStore, VoicesError};
 use serde_json::{Value, json};
 
 use super::{Room, failure, speech};
-use crate::stt::{SpeechToText, subtitles};
+use crate::stt::{Handed, SpeechToText, Via, subtitles};
 
 /// The audio an agent named, decoded (blocking: it reads and decodes the
 /// file).
@@ -168,15 +168,26 @@ impl Files for Room {
                 .map_err(failure::stt)?;
             // The live engine's model, named, is the live engine (it
             // transcribes files too, English only); any other goes to
-            // whisper, which finds it in the store.
+            // whisper, which finds it in the store; none named, the audio
+            // decides (`SpeechToText::for_handed`).
             let live = stt.live().filter(|live| {
                 matches!(&choice, Some(ModelChoice::Name(name)) if *name == live.info().name)
             });
-            let (engine, choice) = match live {
-                Some(live) => (Arc::clone(live), None),
-                None => (whisper, choice),
+            let (mut decoded, source) = decoded(Arc::clone(&stt), call.audio).await?;
+            let (engine, choice) = match (live, choice) {
+                (Some(live), _) => (Arc::clone(live), None),
+                (None, Some(choice)) => (whisper, Some(choice)),
+                (None, None) => {
+                    let handed = Handed {
+                        via: Via::File,
+                        language: call.language.as_deref(),
+                        seconds: decoded.duration_secs,
+                        timings: call.word_timestamps
+                            || matches!(call.format, TranscriptFormat::Srt | TranscriptFormat::Vtt),
+                    };
+                    (Arc::clone(stt.for_handed(&whisper, handed)), None)
+                }
             };
-            let (mut decoded, source) = decoded(stt, call.audio).await?;
             // The samples go to the engine; the rest describes the file.
             let mut request = Request::new(std::mem::take(&mut decoded.samples));
             request.model = choice;

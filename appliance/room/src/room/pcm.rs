@@ -12,6 +12,8 @@ use hark_core::room::{
 use hark_stt::engine::{Request, languages};
 use hark_tts::voices::VoiceStore;
 
+use crate::stt::{Handed, Via};
+
 use super::{
     Room, failure,
     files::{engine, transcribed},
@@ -28,10 +30,31 @@ impl PcmSpeech for Room {
         language: Option<String>,
     ) -> BoxFuture<'_, Result<PcmText, Failure>> {
         Box::pin(async move {
-            let (_, engine) = engine(self)?;
-            let mut request = Request::new(to_engine_rate(audio).await?);
+            let (stt, whisper) = engine(self)?;
+            let samples = to_engine_rate(audio).await?;
+            // The live engine for English audio short enough, unless
+            // something waits for it (`stt.live_wyoming_seconds`).
+            let engine = Arc::clone(stt.for_handed(
+                &whisper,
+                Handed {
+                    via: Via::Wyoming,
+                    language: language.as_deref(),
+                    seconds: samples.len() as f64 / f64::from(ENGINE_RATE),
+                    timings: false,
+                },
+            ));
+            let seconds = samples.len() as f64 / f64::from(ENGINE_RATE);
+            let mut request = Request::new(samples);
             request.language = language;
             let transcript = transcribed(&engine, request).await?;
+            // The protocol has no field for it: which engine heard it is
+            // said here.
+            tracing::info!(
+                model = %transcript.model,
+                seconds,
+                ms = transcript.elapsed_ms,
+                "samples handed over transcribed"
+            );
             Ok(PcmText {
                 text: transcript.text.trim().to_owned(),
                 language: transcript.language,
