@@ -664,37 +664,54 @@ fn turn(system: &mut System, clip: &Clip) -> anyhow::Result<Turn> {
     // clip; its words join the turn's.
     let played = written + Duration::from_secs_f64(clip.bytes.len() as f64 / 32_000.0);
     if recorded < played && went_on(system, recorded) {
-        let rest = system
-            .rpc
-            .call("transcribe_voice", json!({"timeout_seconds": 15}))?;
-        let r = &rest["structuredContent"];
-        anyhow::ensure!(
-            rest["isError"] != true && r["continuation"] == true,
-            "{}: the rest of a cut turn did not come back as its continuation: {rest}",
-            system.name
-        );
-        let words = r["text"].as_str().unwrap_or_default();
-        turn.text = format!("{} {words}", turn.text).trim().to_owned();
-        turn.continued = true;
+        // Cut again, the rest comes in pieces, one listen each.
+        loop {
+            let rest = system
+                .rpc
+                .call("transcribe_voice", json!({"timeout_seconds": 15}))?;
+            let r = &rest["structuredContent"];
+            anyhow::ensure!(
+                rest["isError"] != true && r["continuation"] == true,
+                "{}: the rest of a cut turn did not come back as its continuation: {rest}",
+                system.name
+            );
+            let words = r["text"].as_str().unwrap_or_default();
+            turn.text = format!("{} {words}", turn.text).trim().to_owned();
+            turn.continued = true;
+            let now = system.status.call("get_status", json!({}))?;
+            if now["structuredContent"]["messages_waiting"].as_u64() == Some(0) {
+                break;
+            }
+        }
     }
     std::thread::sleep(Duration::from_millis(300));
     Ok(turn)
 }
 
 /// Whether the person went on after the recording that ended at
-/// `recorded`: the daemon says so when it keeps what they added, or says
-/// the window closed with nothing heard (a recording ended by its timeout,
-/// with no speech). A rest is recorded in real time and may run as long as
-/// the clip; one transcribed to nothing says neither, and after a minute
-/// that is taken as nothing.
+/// `recorded`: the daemon says so when it keeps what they added. The
+/// window's own recording (one no listen asked for) with speech in it says
+/// a rest is coming, however its transcription and the next window's
+/// timeout are ordered in the log; a window that closed with nothing heard
+/// (its timeout, no speech) and no such recording says there is none. A
+/// rest transcribed to nothing says neither, and after a minute that is
+/// taken as nothing.
 fn went_on(system: &System, recorded: SystemTime) -> bool {
+    let log = |needle: &str| !system.daemon.logged(needle, recorded).is_empty();
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(60) {
-        let said = |needle: &str| !system.daemon.logged(needle, recorded).is_empty();
-        if said("the person went on after the turn ended") {
+        if log("the person went on after the turn ended") {
             return true;
         }
-        if said("reason=timeout speech=None") {
+        let rest = std::fs::read_to_string(&system.daemon.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.contains("tool=transcribe_voice"))
+            .filter(|l| l.contains("utterance recorded") && l.contains("speech=Some"))
+            .filter_map(|l| l.split_whitespace().next())
+            .filter_map(|t| humantime::parse_rfc3339(t).ok())
+            .any(|t| t >= recorded);
+        if !rest && log("reason=timeout speech=None") {
             return false;
         }
         std::thread::sleep(Duration::from_millis(50));
