@@ -315,14 +315,19 @@ impl SpeechToText {
     /// configured one): the live engine for English, else whisper (`auto`
     /// included: the live engine cannot tell the language spoken).
     pub fn microphone(&self, language: Option<&str>) -> Result<&Arc<Engine>, &str> {
-        let language = language
-            .filter(|l| !l.is_empty())
-            .unwrap_or(&self.language)
-            .to_ascii_lowercase();
         match &self.live {
-            Some(live) if language == "en" => Ok(live),
+            Some(live) if self.english(language) => Ok(live),
             _ => self.engine(),
         }
+    }
+
+    /// Whether `language` (`None` or empty: `stt.language`) is English,
+    /// the only language the live engine hears.
+    fn english(&self, language: Option<&str>) -> bool {
+        language
+            .filter(|l| !l.is_empty())
+            .unwrap_or(&self.language)
+            .eq_ignore_ascii_case("en")
     }
 
     /// The live engine, if it runs.
@@ -350,14 +355,9 @@ impl SpeechToText {
             Via::File => self.live_files_seconds,
             Via::Wyoming => self.live_wyoming_seconds,
         };
-        let english = handed
-            .language
-            .filter(|l| !l.is_empty())
-            .unwrap_or(&self.language)
-            .eq_ignore_ascii_case("en");
         match &self.live {
             Some(live)
-                if english
+                if self.english(handed.language)
                     && !handed.timings
                     && limit > 0.0
                     && handed.seconds <= limit

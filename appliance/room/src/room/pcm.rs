@@ -32,6 +32,7 @@ impl PcmSpeech for Room {
         Box::pin(async move {
             let (stt, whisper) = engine(self)?;
             let samples = to_engine_rate(audio).await?;
+            let seconds = samples.len() as f64 / f64::from(ENGINE_RATE);
             // The live engine for English audio short enough, unless
             // something waits for it (`stt.live_wyoming_seconds`).
             let engine = Arc::clone(stt.for_handed(
@@ -39,11 +40,10 @@ impl PcmSpeech for Room {
                 Handed {
                     via: Via::Wyoming,
                     language: language.as_deref(),
-                    seconds: samples.len() as f64 / f64::from(ENGINE_RATE),
+                    seconds,
                     timings: false,
                 },
             ));
-            let seconds = samples.len() as f64 / f64::from(ENGINE_RATE);
             let mut request = Request::new(samples);
             request.language = language;
             let transcript = transcribed(&engine, request).await?;
