@@ -24,12 +24,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     button::{self, ButtonEvent, ButtonTiming, Level},
-    detect::{self, DetectError, Detected, Machine},
-    gpio::{self, GpioContact, GpioError},
+    contact::GpioContact,
+    detect::{self, Detected, Machine},
+    error::BoardError,
+    gpio,
     led::{LedOutput, Lights, Pattern, Rgb, Shown},
     link::{Command, Link, LinkConfig, LinkEvent, LinkHandle},
     ports::{ChannelContact, Contact, Running},
-    profile::{LedRole, Leds, Profile, ProfileError},
+    profile::{LedRole, Leds, Profile},
     sim::{SimControl, SimLedView, SimLeds},
     spi::Apa102,
     status::{Countdown, LedRoles, Status, light_at},
@@ -98,25 +100,6 @@ pub enum BoardEvent {
     Button(ButtonEvent),
     /// The mute switch moved: `true` is muted.
     Mute(bool),
-}
-
-/// Why the board could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum BoardError {
-    #[error(transparent)]
-    Profile(#[from] ProfileError),
-    #[error(transparent)]
-    Detect(#[from] DetectError),
-    #[error("board profile {profile}: {source}")]
-    Gpio {
-        profile: String,
-        // Boxed: the GPIO errors carry chip names and holders, and every
-        // board result would otherwise be as large as the largest.
-        #[source]
-        source: Box<GpioError>,
-    },
-    #[error("cannot start the LED thread: {0}")]
-    Thread(#[source] std::io::Error),
 }
 
 /// The board, running. Dropping it stops the inputs, turns the LEDs off

@@ -9,7 +9,9 @@
 pub mod apa102;
 pub mod board;
 pub mod button;
+pub mod contact;
 pub mod detect;
+pub mod error;
 pub mod gpio;
 pub mod led;
 pub mod link;
@@ -19,4 +21,5 @@ pub mod sim;
 pub mod spi;
 pub mod status;
 
-pub use board::{Board, BoardConfig, BoardError, BoardEvent};
+pub use board::{Board, BoardConfig, BoardEvent};
+pub use error::BoardError;

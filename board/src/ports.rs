@@ -3,7 +3,7 @@
 //!
 //! | port | trait | backends |
 //! |---|---|---|
-//! | push-to-talk button, mute switch | [`Contact`] | [`crate::gpio::GpioContact`], [`ChannelContact`] (the simulated board, the microcontroller link) |
+//! | push-to-talk button, mute switch | [`Contact`] | [`crate::contact::GpioContact`], [`ChannelContact`] (the simulated board, the microcontroller link) |
 //! | LEDs | [`LedOutput`] | [`crate::gpio::GpioLeds`], [`crate::gpio::Apa102`], [`crate::sim::SimLeds`] |
 //! | microcontroller link | [`Opener`] | [`crate::link::SerialOpener`]; tests open pseudo-terminals and pipes |
 //!
@@ -14,7 +14,7 @@ use tokio::{sync::mpsc, task::JoinHandle};
 
 pub use crate::led::LedOutput;
 pub use crate::link::Opener;
-use crate::{BoardError, button::Level};
+use crate::{button::Level, error::BoardError};
 
 /// Keeps a started contact's backend running; dropping it stops the
 /// backend and releases what it holds (a GPIO pin).

@@ -128,8 +128,9 @@ def test_a_transcript_streams_while_the_person_is_still_speaking(start_daemon):
     """With the live engine on, a recording streamed as a microphone sends
     it (in real time) is answered with words before it has ended; the final
     transcript is whole, and the live engine's too (English, short, nothing
-    waiting for it: `stt.live_files_seconds`)."""
-    d = start_daemon({**ON, "stt": {"live_model": str(MOONSHINE)}})
+    waiting for it: `stt.live_wyoming_seconds`; however sure it is, with
+    `stt.live_unsure_below` 0, as its sureness differs by machine)."""
+    d = start_daemon({**ON, "stt": {"live_model": str(MOONSHINE), "live_unsure_below": 0}})
     samples, text = clip("ps-librivox-0870")
     pcm = (np.clip(samples, -1, 1) * 32767).astype("<i2")
 
@@ -181,6 +182,19 @@ def test_a_transcript_streams_while_the_person_is_still_speaking(start_daemon):
     else:
         assert plain(chunks) == sent, (chunks, final.text)
     assert re.search(r"samples handed over transcribed.*model=tiny-en", d.log()), d.log()[-3000:]
+
+
+def test_an_unsure_live_reading_is_heard_again_by_whisper(start_daemon):
+    """Home Assistant's audio the live engine heard less surely than
+    `stt.live_unsure_below` is heard again by whisper, and whisper's words
+    are the answer (1: every reading is unsure)."""
+    d = start_daemon({**ON, "stt": {"live_model": str(MOONSHINE), "live_unsure_below": 1}})
+    samples, text = clip("ps-librivox-0870")
+    got = run(transcribe(d.wyoming, samples, 16000))
+    assert heard(got.text, words(text)), (got.text, text)
+    log = d.log()
+    assert "the live engine was unsure of audio handed over: whisper heard it again" in log, log[-3000:]
+    assert re.search(r"samples handed over transcribed.*model=tiny\.en-q8_0", log), log[-3000:]
 
 
 def test_speech_made_for_home_assistant_says_the_text(start_daemon):

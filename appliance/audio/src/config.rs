@@ -9,6 +9,11 @@ use serde::{Deserialize, Serialize};
 /// detector expect.
 pub const PIPELINE_RATE: u32 = 16_000;
 
+/// Seconds of `samples` at the pipeline's rate.
+pub fn seconds_of(samples: usize) -> f64 {
+    samples as f64 / f64::from(PIPELINE_RATE)
+}
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[error("invalid value for `{key}`: {reason}")]
 pub struct ConfigError {

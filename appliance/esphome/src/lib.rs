@@ -9,6 +9,7 @@
 //!   Hark's voice, Home Assistant's timers as Hark's) and the listener;
 //! - [`pipeline`]: the voice assistant's runs (the person's start runs Home
 //!   Assistant's pipeline: their turn sent as audio, the reply said);
+//! - [`voice`]: Hark speaking for Home Assistant (below both);
 //! - [`media`]: Home Assistant's own audio for an announcement, fetched;
 //! - [`config`]: the `[esphome]` section; [`testing`]: stand-ins for the
 //!   room, for tests and the fuzz target.
@@ -22,3 +23,4 @@ pub mod messages;
 pub mod pipeline;
 pub mod server;
 pub mod testing;
+pub mod voice;

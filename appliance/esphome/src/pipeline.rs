@@ -29,11 +29,11 @@ use std::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use hark_core::room::{PersonStart, RecordCall, Recorded, TakeStarts};
+use hark_core::room::{PersonStart, Record, RecordCall, Recorded, Speak, TakeStarts};
 
 use crate::{
     messages::{self as m, Kind},
-    server::{ANNOUNCER, Room},
+    voice::{ANNOUNCER, say},
 };
 
 /// Starts waiting for a connection to take them: a person does not start
@@ -131,7 +131,8 @@ enum RunError {
 pub async fn converse(
     start: PersonStart,
     phrase: String,
-    room: Room,
+    speak: Arc<dyn Speak>,
+    record: Arc<dyn Record>,
     out: mpsc::Sender<Vec<u8>>,
     mut incoming: mpsc::Receiver<Incoming>,
     stop: CancellationToken,
@@ -143,7 +144,11 @@ pub async fn converse(
     let mut phrase = phrase;
     let mut conversation = String::new();
     for _ in 0..=FOLLOW_UPS {
-        let once = run(turn, &phrase, &conversation, &room, &out, &mut incoming);
+        let ears = Ears {
+            speak: &speak,
+            record: record.as_ref(),
+        };
+        let once = run(turn, &phrase, &conversation, ears, &out, &mut incoming);
         let ended = tokio::select! {
             ended = once => ended,
             () = stop.cancelled() => return,
@@ -190,6 +195,14 @@ async fn send<T: Kind>(out: &mpsc::Sender<Vec<u8>>, message: &T) -> Result<(), R
     out.send(frame).await.map_err(|_| RunError::Closed)
 }
 
+/// What a run uses of the room: the person's turn recorded, the reply
+/// said.
+#[derive(Clone, Copy)]
+struct Ears<'a> {
+    speak: &'a Arc<dyn Speak>,
+    record: &'a dyn Record,
+}
+
 /// What a run sends.
 enum Turn {
     /// The person's turn, recorded from this microphone position (the wake
@@ -213,7 +226,7 @@ async fn run(
     turn: Turn,
     phrase: &str,
     conversation: &str,
-    room: &Room,
+    ears: Ears<'_>,
     out: &mpsc::Sender<Vec<u8>>,
     incoming: &mut mpsc::Receiver<Incoming>,
 ) -> Result<Next, RunError> {
@@ -245,7 +258,7 @@ async fn run(
     }
     tracing::info!("Home Assistant's pipeline started");
     let recorded = match turn {
-        Turn::Listen(start_at) => room
+        Turn::Listen(start_at) => ears
             .record
             .record(RecordCall {
                 who: ANNOUNCER.to_owned(),
@@ -277,7 +290,7 @@ async fn run(
     let mut follow = None;
     let mut conversation_id = conversation.to_owned();
     // What the person goes on to say while Home Assistant works on this.
-    let mut more = Some(room.record.record_more());
+    let mut more = Some(ears.record.record_more());
     let mut rest: Option<Recorded> = None;
     loop {
         let next = tokio::select! {
@@ -319,9 +332,9 @@ async fn run(
                         "Home Assistant's reply to the first part is not said: the person went on"
                     );
                 } else if !text.is_empty() && reply.is_none() {
-                    let speak = Arc::clone(&room.speak);
+                    let speak = Arc::clone(ears.speak);
                     reply = Some(tokio::spawn(async move {
-                        crate::server::say(speak.as_ref(), text, "Home Assistant's reply").await
+                        say(speak.as_ref(), text, "Home Assistant's reply").await
                     }));
                 }
             }

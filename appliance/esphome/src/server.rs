@@ -18,8 +18,7 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use hark_core::room::{
-    Later, PersonStart, Play, PlayCall, Priority, Quiet, Record, Schedule, Speak, SpeakCall,
-    SpeechStatus,
+    Later, PersonStart, Play, PlayCall, Quiet, Record, Schedule, Speak, SpeechStatus,
 };
 
 use crate::{
@@ -27,6 +26,7 @@ use crate::{
     frame::{self, FrameError},
     messages::{self as m, Kind},
     pipeline::{self, Incoming, Starts},
+    voice::{ANNOUNCER, as_home_assistant, say},
 };
 
 /// The API version Hark speaks (what ESPHome 2025 devices say).
@@ -85,9 +85,6 @@ pub enum Ended {
     /// The daemon is stopping, or a newer connection took the place.
     Stopped,
 }
-
-/// Whose speech an announcement is, in the history and the logs.
-pub const ANNOUNCER: &str = "Home Assistant";
 
 /// Announcements waiting to be said, per connection: past this, Home
 /// Assistant is told at once that one failed.
@@ -342,7 +339,8 @@ impl Run<'_> {
         tokio::spawn(pipeline::converse(
             start,
             phrase,
-            self.room.clone(),
+            Arc::clone(&self.room.speak),
+            Arc::clone(&self.room.record),
             self.sent.clone(),
             rx,
             self.stop.clone(),
@@ -419,35 +417,6 @@ async fn played(
         .await
         .map_err(|failure| failure.message)?;
     Ok(spoken.status == SpeechStatus::Spoken)
-}
-
-/// What Home Assistant has Hark say now, in Hark's voice.
-pub(crate) fn as_home_assistant(text: String, wait: bool, later: Option<Later>) -> SpeakCall {
-    SpeakCall {
-        language: None,
-        agent: Some(ANNOUNCER.to_owned()),
-        text,
-        voice: None,
-        rate: None,
-        priority: Priority::Normal,
-        wait,
-        later,
-    }
-}
-
-/// Says `text` for Home Assistant (`what`, for the log); whether it was
-/// heard to the end.
-pub(crate) async fn say(speak: &dyn Speak, text: String, what: &str) -> bool {
-    match speak
-        .speak(as_home_assistant(text, true, None), &mut Quiet)
-        .await
-    {
-        Ok(spoken) => spoken.status == SpeechStatus::Spoken,
-        Err(failure) => {
-            tracing::info!(error = %failure.message, "{what} was not said");
-            false
-        }
-    }
 }
 
 /// A timer of Home Assistant's becomes one of Hark's: said and rung at its

@@ -6,12 +6,16 @@
 
 use std::{
     path::{Path, PathBuf},
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
 use hark_audio::{decode, files::AllowedDirs, ring::Ring};
-use hark_stt::engine::{BusyHook, Engine, SttError, Transcript};
+use hark_stt::engine::Engine;
+use hark_stt::recognizer::{BusyHook, Request, SttError, Transcript};
 
 use hark_core::events::Bus;
 use hark_core::room::{ModelList, ModelPurpose, ModelRole, ModelSummary};
@@ -62,6 +66,9 @@ pub struct SpeechToText {
     /// never).
     live_files_seconds: f64,
     live_wyoming_seconds: f64,
+    /// `stt.live_unsure_below`: a live reading of audio handed over less
+    /// sure than this is heard again by whisper (0: never).
+    live_unsure_below: f32,
     pub files: AllowedDirs,
     /// Where transcriptions may be written (`stt.output_dirs`).
     pub outputs: AllowedDirs,
@@ -123,7 +130,7 @@ impl ModelSettings {
                 };
                 let mut languages = match entry.language {
                     hark_models::Language::En => vec!["en".to_owned()],
-                    hark_models::Language::Multilingual => hark_stt::engine::languages(true),
+                    hark_models::Language::Multilingual => hark_stt::whisper::languages(true),
                     hark_models::Language::Any => Vec::new(),
                 };
                 // whisper.cpp's table is large-v3's; older models know fewer.
@@ -264,6 +271,7 @@ impl SpeechToText {
             language: config.stt.language.clone(),
             live_files_seconds: f64::from(config.stt.live_files_seconds),
             live_wyoming_seconds: f64::from(config.stt.live_wyoming_seconds),
+            live_unsure_below: config.stt.live_unsure_below,
             files,
             outputs,
             limits,
@@ -286,6 +294,7 @@ impl SpeechToText {
             language: config.stt.language.clone(),
             live_files_seconds: 0.0,
             live_wyoming_seconds: 0.0,
+            live_unsure_below: 0.0,
             files: AllowedDirs::new(Vec::new(), "stt.audio_dirs"),
             outputs: AllowedDirs::new(Vec::new(), "stt.output_dirs"),
             limits: decode::Limits {
@@ -367,6 +376,60 @@ impl SpeechToText {
             }
             _ => whisper,
         }
+    }
+
+    /// Hears audio handed over with no model named: on the engine
+    /// [`Self::for_handed`] picks, and when that is the live engine and it
+    /// was less sure than `stt.live_unsure_below` (its mean token
+    /// probability), again on `whisper`, whose transcript is kept, with the
+    /// time of both. The live engine misses most where it is unsure (a
+    /// game's clipped radio lines, odd voices) and is as good as whisper
+    /// where it is sure, so the slow pass is spent on the clips that need
+    /// it (docs/benchmarks.md, Files).
+    pub async fn hear_handed(
+        &self,
+        whisper: &Arc<Engine>,
+        handed: Handed<'_>,
+        request: Request,
+    ) -> Result<Transcript, SttError> {
+        let engine = self.for_handed(whisper, handed);
+        let again = (!Arc::ptr_eq(engine, whisper) && self.live_unsure_below > 0.0)
+            .then(|| (request.audio.clone(), request.language.clone()));
+        let first = heard(engine, request).await?;
+        // 1: every reading is heard again (a mean probability can be 1).
+        let unsure = first.confidence < self.live_unsure_below || self.live_unsure_below >= 1.0;
+        let Some((audio, language)) = again.filter(|_| unsure) else {
+            return Ok(first);
+        };
+        let mut request = Request::new(audio);
+        request.language = language;
+        let mut second = heard(whisper, request).await?;
+        tracing::info!(
+            confidence = first.confidence,
+            "the live engine was unsure of audio handed over: whisper heard it again"
+        );
+        second.elapsed_ms += first.elapsed_ms;
+        Ok(second)
+    }
+}
+
+/// `request`'s transcript on `engine`, abandoned (the worker skips or stops
+/// it) if the caller goes away first.
+pub async fn heard(engine: &Engine, request: Request) -> Result<Transcript, SttError> {
+    let _abandon = AbandonOnDrop(Arc::clone(&request.cancel));
+    engine
+        .submit(request)?
+        .await
+        .map_err(|_| SttError::Stopped)?
+}
+
+/// Sets a request's cancel flag when dropped: a caller that went away
+/// (a client that hung up) takes its request off the worker.
+pub struct AbandonOnDrop(pub Arc<AtomicBool>);
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 
@@ -492,7 +555,7 @@ pub fn transcribe_file(
     };
     let audio = decode::decode_file(path, &limits)?;
     let engine = Engine::start(config.stt.engine())?;
-    let mut request = hark_stt::engine::Request::new(audio.samples);
+    let mut request = hark_stt::recognizer::Request::new(audio.samples);
     request.language = language;
     Ok(engine.transcribe_blocking(request)?)
 }
@@ -559,9 +622,8 @@ fn transcription_events(bus: &Bus) -> BusyHook {
 
 #[cfg(test)]
 mod tests {
-    use hark_stt::engine::{
-        Hooks, LanguageGuess, ModelInfo, Recognizer, Request, Segment, SttError,
-    };
+    use hark_stt::engine::Hooks;
+    use hark_stt::recognizer::{LanguageGuess, ModelInfo, Recognizer, Segment};
 
     use super::*;
 
@@ -585,9 +647,9 @@ mod tests {
         }
     }
 
-    fn held(name: &str) -> (Arc<Engine>, std::sync::mpsc::Sender<()>) {
-        let (go, wait) = std::sync::mpsc::channel();
-        let info = ModelInfo {
+    /// An English-only model's description, named `name`.
+    fn info(name: &str) -> ModelInfo {
+        ModelInfo {
             path: PathBuf::from(name),
             name: name.into(),
             kind: "test".into(),
@@ -595,14 +657,22 @@ mod tests {
             quantisation: String::new(),
             load_ms: 0,
             other_languages: None,
-        };
+        }
+    }
+
+    /// `recognizer` on a worker of its own.
+    fn worker(recognizer: impl Recognizer + 'static) -> Arc<Engine> {
         let hooks = Hooks {
             queue: 4,
             ..Hooks::default()
         };
-        let engine = Engine::from_recognizer(Box::new(Held { info, go: wait }), hooks)
-            .expect("the worker starts");
-        (Arc::new(engine), go)
+        Arc::new(Engine::from_recognizer(Box::new(recognizer), hooks).expect("the worker starts"))
+    }
+
+    fn held(name: &str) -> (Arc<Engine>, std::sync::mpsc::Sender<()>) {
+        let (go, wait) = std::sync::mpsc::channel();
+        let info = info(name);
+        (worker(Held { info, go: wait }), go)
     }
 
     #[test]
@@ -679,6 +749,107 @@ mod tests {
 
         // The held requests end, so the workers can stop.
         drop((go_live, go_whisper));
+    }
+
+    /// A recogniser that answers every request with `text` at
+    /// `confidence`.
+    struct Sure {
+        info: ModelInfo,
+        text: &'static str,
+        confidence: f32,
+    }
+
+    impl Recognizer for Sure {
+        fn info(&self) -> &ModelInfo {
+            &self.info
+        }
+        fn transcribe(&mut self, request: Request) -> Result<Transcript, SttError> {
+            Ok(Transcript {
+                text: self.text.into(),
+                language: "en".into(),
+                language_probability: None,
+                duration: request.audio.len() as f64 / 16_000.0,
+                segments: Vec::new(),
+                confidence: self.confidence,
+                dropped_segments: 0,
+                audio_ctx: 0,
+                refit: false,
+                elapsed_ms: 10,
+                truncated: false,
+                doubt: None,
+                model: self.info.name.clone(),
+            })
+        }
+        fn detect(&mut self, _: &[f32]) -> Result<Vec<LanguageGuess>, SttError> {
+            Ok(Vec::new())
+        }
+    }
+
+    fn sure(name: &str, text: &'static str, confidence: f32) -> Arc<Engine> {
+        worker(Sure {
+            info: info(name),
+            text,
+            confidence,
+        })
+    }
+
+    async fn hear(
+        stt: &SpeechToText,
+        whisper: &Arc<Engine>,
+        handed: Handed<'_>,
+    ) -> (String, String, u64) {
+        let t = stt
+            .hear_handed(whisper, handed, Request::new(vec![0.0; 32_000]))
+            .await
+            .expect("heard");
+        (t.model, t.text, t.elapsed_ms)
+    }
+
+    #[tokio::test]
+    async fn an_unsure_live_reading_is_heard_again_by_whisper() {
+        let whisper = sure("whisper", "enemy base detected", 0.9);
+        let handed = Handed {
+            via: Via::Wyoming,
+            language: None,
+            seconds: 2.0,
+            timings: false,
+        };
+        let mut stt = SpeechToText::off();
+        stt.live_wyoming_seconds = 20.0;
+        stt.live_unsure_below = 0.7;
+
+        // Sure enough: the live engine's reading stands.
+        stt.live = Some(sure("live", "any base detected", 0.71));
+        assert_eq!(
+            hear(&stt, &whisper, handed).await,
+            ("live".into(), "any base detected".into(), 10)
+        );
+        // Unsure: whisper's, with the time of both passes.
+        stt.live = Some(sure("live", "adamie banks detective", 0.69));
+        assert_eq!(
+            hear(&stt, &whisper, handed).await,
+            ("whisper".into(), "enemy base detected".into(), 20)
+        );
+        // 0: the live engine's reading however unsure.
+        stt.live_unsure_below = 0.0;
+        assert_eq!(
+            hear(&stt, &whisper, handed).await,
+            ("live".into(), "adamie banks detective".into(), 10)
+        );
+        // 1: every reading again, a certain one too.
+        stt.live_unsure_below = 1.0;
+        stt.live = Some(sure("live", "any base detected", 1.0));
+        assert_eq!(
+            hear(&stt, &whisper, handed).await,
+            ("whisper".into(), "enemy base detected".into(), 20)
+        );
+        // Audio that went to whisper in the first place is heard once.
+        stt.live_unsure_below = 0.7;
+        stt.live_wyoming_seconds = 0.0;
+        assert_eq!(
+            hear(&stt, &whisper, handed).await,
+            ("whisper".into(), "enemy base detected".into(), 10)
+        );
     }
 
     #[test]

@@ -20,69 +20,10 @@ use std::path::{Path, PathBuf};
 
 use hark_models::{Language, ModelKind, Store, StoreError};
 
-use crate::engine::{
-    EngineConfig, LanguageGuess, LazyWhisper, LoadFailures, ModelInfo, Recognizer, Request,
-    SttError, Transcript,
+use crate::recognizer::{
+    EngineConfig, LanguageGuess, ModelChoice, ModelInfo, Recognizer, Request, SttError, Transcript,
 };
-
-/// whisper's sizes, as its headers name them (`hark_models::ggml`).
-pub const SIZES: [&str; 5] = ["tiny", "base", "small", "medium", "large"];
-
-/// The model a request asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ModelChoice {
-    /// A model's name in the store (`base-q8_0`).
-    Name(String),
-    /// A size (`tiny`, `base`, `small`, `medium`, `large`).
-    Size(&'static str),
-}
-
-impl ModelChoice {
-    /// What an agent's `model` and `model_size` ask for (at most one may
-    /// be given). `model` is a size word or a name in the store; the
-    /// large model's versions (`large-v2`, `large-v3`, `large-v3-turbo`)
-    /// are its size, since a header tells only the size.
-    pub fn parse(model: Option<&str>, model_size: Option<&str>) -> Result<Option<Self>, SttError> {
-        fn given(v: Option<&str>) -> Option<&str> {
-            v.map(str::trim).filter(|v| !v.is_empty())
-        }
-        match (given(model), given(model_size)) {
-            (Some(_), Some(_)) => Err(SttError::Choice(
-                "give model or model_size, not both".to_owned(),
-            )),
-            (None, None) => Ok(None),
-            (None, Some(size)) => size_of(size).map(|s| Some(Self::Size(s))).ok_or_else(|| {
-                SttError::Choice(format!(
-                    "model_size `{size}` is not a whisper size: use {}",
-                    SIZES.join(", ")
-                ))
-            }),
-            (Some(model), None) => Ok(Some(match size_of(model) {
-                Some(size) => Self::Size(size),
-                None => Self::Name(model.to_owned()),
-            })),
-        }
-    }
-}
-
-/// The size a word names: a size (`tiny.en` is `tiny`; English is
-/// preferred for English anyway), or one of the large model's versions.
-/// Anything else is a model's name.
-fn size_of(word: &str) -> Option<&'static str> {
-    let word = word.to_ascii_lowercase();
-    let word = word.strip_suffix(".en").unwrap_or(&word);
-    const LARGE: [&str; 5] = [
-        "large-v1",
-        "large-v2",
-        "large-v3",
-        "large-v3-turbo",
-        "turbo",
-    ];
-    if LARGE.contains(&word) {
-        return Some("large");
-    }
-    SIZES.into_iter().find(|s| *s == word)
-}
+use crate::whisper::{LazyWhisper, LoadFailures};
 
 /// An installed whisper model, as the store and its header describe it.
 #[derive(Debug, Clone)]

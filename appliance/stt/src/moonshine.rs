@@ -1087,7 +1087,7 @@ fn top_log_probabilities(row: &[f32], k: usize) -> Result<Vec<(i64, f32)>, Moons
 /// no word timestamps (requests that need either go to whisper).
 pub struct MoonshineRecognizer {
     model: Moonshine,
-    info: crate::engine::ModelInfo,
+    info: crate::recognizer::ModelInfo,
 }
 
 impl MoonshineRecognizer {
@@ -1100,7 +1100,7 @@ impl MoonshineRecognizer {
             .unwrap_or_default();
         Ok(Self {
             model,
-            info: crate::engine::ModelInfo {
+            info: crate::recognizer::ModelInfo {
                 path: dir.to_owned(),
                 kind: "moonshine".into(),
                 name,
@@ -1113,16 +1113,16 @@ impl MoonshineRecognizer {
     }
 }
 
-impl crate::engine::Recognizer for MoonshineRecognizer {
-    fn info(&self) -> &crate::engine::ModelInfo {
+impl crate::recognizer::Recognizer for MoonshineRecognizer {
+    fn info(&self) -> &crate::recognizer::ModelInfo {
         &self.info
     }
 
     fn transcribe(
         &mut self,
-        request: crate::engine::Request,
-    ) -> Result<crate::engine::Transcript, crate::engine::SttError> {
-        use crate::engine::{Segment, SttError, Transcript};
+        request: crate::recognizer::Request,
+    ) -> Result<crate::recognizer::Transcript, crate::recognizer::SttError> {
+        use crate::recognizer::{Segment, SttError, Transcript};
         let language = request
             .language
             .as_deref()
@@ -1188,8 +1188,8 @@ impl crate::engine::Recognizer for MoonshineRecognizer {
     fn detect(
         &mut self,
         _audio: &[f32],
-    ) -> Result<Vec<crate::engine::LanguageGuess>, crate::engine::SttError> {
-        Err(crate::engine::SttError::EnglishOnly {
+    ) -> Result<Vec<crate::recognizer::LanguageGuess>, crate::recognizer::SttError> {
+        Err(crate::recognizer::SttError::EnglishOnly {
             language: "detection".into(),
             model: self.info.name.clone(),
         })

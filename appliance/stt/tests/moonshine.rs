@@ -118,12 +118,12 @@ fn speech_cut_off_mid_word_runs_away_in_a_draft_and_not_once_decoded_again() {
     let mut runaways = 0;
     for ms in [800, 1_000, 1_100, 1_400] {
         let audio = spoken[..16 * ms].to_vec();
-        let mut draft = hark_stt::engine::Request::new(audio.clone());
+        let mut draft = hark_stt::recognizer::Request::new(audio.clone());
         draft.draft = true;
-        let draft = hark_stt::engine::Recognizer::transcribe(&mut live, draft).expect("draft");
-        let heard = hark_stt::engine::Recognizer::transcribe(
+        let draft = hark_stt::recognizer::Recognizer::transcribe(&mut live, draft).expect("draft");
+        let heard = hark_stt::recognizer::Recognizer::transcribe(
             &mut live,
-            hark_stt::engine::Request::new(audio),
+            hark_stt::recognizer::Request::new(audio),
         )
         .expect("transcribe");
         eprintln!("{ms} ms: draft {draft:?}, decoded again {heard:?}");
@@ -144,9 +144,11 @@ fn speech_cut_off_mid_word_runs_away_in_a_draft_and_not_once_decoded_again() {
     }
     assert!(runaways > 0, "no draft ran away");
     // The whole sentence, with its end and the quiet after it, does not.
-    let whole =
-        hark_stt::engine::Recognizer::transcribe(&mut live, hark_stt::engine::Request::new(spoken))
-            .expect("transcribe");
+    let whole = hark_stt::recognizer::Recognizer::transcribe(
+        &mut live,
+        hark_stt::recognizer::Request::new(spoken),
+    )
+    .expect("transcribe");
     assert!(!whole.truncated, "{whole:?}");
 }
 

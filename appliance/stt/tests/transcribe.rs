@@ -7,8 +7,9 @@ mod common;
 use std::sync::{Arc, OnceLock, atomic::Ordering};
 
 use hark_stt::{
-    engine::{Engine, EngineConfig, Request, SttError},
+    engine::Engine,
     import::Quantisation,
+    recognizer::{EngineConfig, Request, SttError},
 };
 
 /// One test at a time: each runs whisper (and piper, Moonshine) on every

@@ -39,7 +39,7 @@ use hark_audio::{
 };
 use realfft::RealFftPlanner;
 
-use crate::{figures::percentile, speech, stt, tidy};
+use crate::{figures::percentile, host::tidy, speech, stt};
 
 const RATE: usize = 16_000;
 
@@ -780,7 +780,7 @@ fn report(
     let _ = writeln!(
         out,
         "{}\n\n{} English clips of the real-speech set (recorded people) at {PERSON_DBFS} dBFS, each after {LEAD} s of Hark speaking, Hark going on through it: its piper voice through a small speaker (high-pass 150 Hz, soft limit) and a simulated room, at the echo levels below against the person; microphone noise {NOISE_DBFS} dBFS. Word error rate (%) of Moonshine tiny-en, the live engine. Pooled leaves out the clips kept for evaluation only (marked).{}\n",
-        crate::machine(),
+        crate::host::machine(),
         placed.len(),
         if speex {
             ""

@@ -48,8 +48,9 @@ use hark_stt::turn::{Reading, read};
 
 use crate::{
     figures::percentile,
+    host::tidy,
     speech::{self, RealClip},
-    stt, tidy,
+    stt,
 };
 
 #[derive(Debug, Args)]

@@ -28,12 +28,12 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use crate::{
-    Scratch,
     daemon::{self, Daemon, Rpc},
     figures::percentile,
+    host::{Scratch, tidy},
     procfs,
     speech::{self, RealClip},
-    stt, tidy, turn,
+    stt, turn,
 };
 
 #[derive(Debug, Args)]
@@ -100,6 +100,9 @@ struct Answer {
     text: String,
     /// The model the result names.
     model: String,
+    /// The result's mean token probability (Hark's; the peer's script
+    /// gives none).
+    confidence: Option<f64>,
 }
 
 enum Asks {
@@ -275,7 +278,7 @@ fn ask(
     daemons: &mut [(Daemon, Rpc)],
     peer: Option<&mut turn::Peer>,
 ) -> anyhow::Result<Answer> {
-    let (ms, text, model) = match &system.asks {
+    let (ms, text, model, confidence) = match &system.asks {
         Asks::Hark { daemon, model } => {
             let (d, rpc) = &mut daemons[*daemon];
             let path = d.dir.join(&clip.wav);
@@ -297,12 +300,13 @@ fn ask(
                 ms,
                 content["text"].as_str().unwrap_or_default().to_owned(),
                 content["model"].as_str().unwrap_or_default().to_owned(),
+                content["confidence"].as_f64(),
             )
         }
         Asks::Peer => {
             let peer = peer.ok_or_else(|| anyhow::anyhow!("no peer"))?;
             let (ms, text) = peer.transcribe(&clip.raw)?;
-            (ms, text, "faster-whisper tiny.en int8".to_owned())
+            (ms, text, "faster-whisper tiny.en int8".to_owned(), None)
         }
     };
     let (errors, words) = stt::word_errors(&clip.text, &text);
@@ -312,6 +316,7 @@ fn ask(
         ms,
         text,
         model,
+        confidence,
     })
 }
 
@@ -329,7 +334,7 @@ fn detail(
             .map(|(s, system)| {
                 let a = &answers[s][c];
                 json!({ "system": system.label, "errors": a.errors, "ms": a.ms,
-                        "text": a.text, "model": a.model })
+                        "text": a.text, "model": a.model, "confidence": a.confidence })
             })
             .collect();
         let line = json!({ "id": clip.id, "group": clip.group, "subset": clip.subset,
@@ -373,7 +378,7 @@ fn report(
         "{} {} English clips of the real-speech set, whole, from {} sources capped at {} \
          (held out: {held} clips of {}); every clip asked of every system once, interleaved; \
          faster-whisper on {} threads, beam {}. Load {} at the start, {} at the end; {:.0} s.\n",
-        crate::machine(),
+        crate::host::machine(),
         clips.len(),
         sources.len(),
         args.per_source,

@@ -36,10 +36,9 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use crate::{
-    Scratch,
     daemon::{self, Daemon, Rpc},
     figures::{ms, row},
-    tidy,
+    host::{Scratch, tidy},
 };
 
 /// Targets (docs/benchmarks.md).
@@ -270,7 +269,7 @@ fn report(presses: &[Press], deliveries: &[Delivery], args: &PersonArgs) -> Stri
         out,
         "### The person starts — {}\n\n{}\n",
         humantime::format_rfc3339_seconds(SystemTime::now()),
-        crate::machine()
+        crate::host::machine()
     );
     let _ = writeln!(
         out,

@@ -41,10 +41,9 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use crate::{
-    Scratch,
     daemon::{self, Daemon, Rpc},
     figures::{ms, percentile, row},
-    tidy,
+    host::{Scratch, tidy},
 };
 
 const TARGET_HANDOVER_MS: f64 = 20.0;
@@ -340,7 +339,7 @@ fn report(
         out,
         "### Several agents, one room — {}\n\n{}\n",
         humantime::format_rfc3339_seconds(SystemTime::now()),
-        crate::machine()
+        crate::host::machine()
     );
     let _ = writeln!(
         out,

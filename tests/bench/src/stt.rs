@@ -33,12 +33,16 @@ use anyhow::Context;
 use clap::Args;
 use hark_stt::{
     ct2::Ct2Model,
-    engine::{Engine, EngineConfig, Request},
+    engine::Engine,
     import::{self, Quantisation},
+    recognizer::{EngineConfig, Request},
 };
 use serde_json::Value;
 
-use crate::{Scratch, procfs, tidy};
+use crate::{
+    host::{Scratch, tidy},
+    procfs,
+};
 
 /// Benchmarks speech to text: Hark's engine against whisper.cpp
 /// (pywhispercpp) and faster-whisper on the same clips, plus the peak memory

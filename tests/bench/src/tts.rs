@@ -52,9 +52,9 @@ use hark_tts::{
 use serde_json::{Value, json};
 
 use crate::{
-    Scratch,
     daemon::{self, Daemon, Rpc},
-    procfs, tidy,
+    host::{Scratch, tidy},
+    procfs,
 };
 
 /// Benchmarks text to speech: Hark's piper engine against piper-tts (PyPI)

@@ -50,11 +50,11 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use crate::{
-    Scratch,
     audio::signal::{true_end, true_start},
     daemon::{self, Daemon, Rpc},
     figures::{ms, percentile},
-    speech, stt, tidy,
+    host::{Scratch, tidy},
+    speech, stt,
 };
 
 /// Targets (docs/benchmarks.md): the spoken utterances' median turn, and
@@ -952,7 +952,7 @@ fn render(
         out,
         "### The turn — {}\n\n{}\n\n{about}",
         humantime::format_rfc3339_seconds(SystemTime::now()),
-        crate::machine(),
+        crate::host::machine(),
     );
     // Per clip: the median latency of each system.
     let _ = write!(out, "| clip | speech s |");

@@ -19,14 +19,15 @@ use std::{
 };
 
 use clap::Args;
-use hark_stt::engine::{Engine, EngineConfig, Request};
+use hark_stt::engine::Engine;
+use hark_stt::recognizer::{EngineConfig, Request};
 
 use crate::{
-    Scratch,
     figures::percentile,
+    host::{Scratch, tidy},
     procfs,
     speech::{self, RealClip},
-    stt, tidy, turn,
+    stt, turn,
 };
 
 #[derive(Debug, Args)]
@@ -351,7 +352,7 @@ fn score(clip: &Clip, started: Instant, text: String) -> Heard {
 fn answered(
     clip: &Clip,
     started: Instant,
-    answer: Result<hark_stt::engine::Transcript, hark_stt::engine::SttError>,
+    answer: Result<hark_stt::recognizer::Transcript, hark_stt::recognizer::SttError>,
 ) -> Heard {
     match answer {
         Ok(t) => Heard {
@@ -434,7 +435,7 @@ fn report(
         out,
         "### Word errors on {set} — {}\n\n{}\n\n{about} Every system hears every clip once; {} threads, beam {} for both whispers. Load average at the start: {}; at the end: {}.\n",
         humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
-        crate::machine(),
+        crate::host::machine(),
         args.threads,
         args.beam,
         load.0,

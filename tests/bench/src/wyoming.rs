@@ -39,11 +39,10 @@ use anyhow::Context;
 use serde_json::Value;
 
 use crate::{
-    Scratch,
     daemon::{self, Daemon},
+    host::{Scratch, tidy},
     procfs, speech,
     stt::{self, LivePaths},
-    tidy,
     tts::median,
 };
 
@@ -958,7 +957,7 @@ fn render(args: &WyomingArgs, context: &RunInfo, subsets: &[Subset], tts: &Cells
         "{} (`uname -m`), {cores} cores (nproc; {}), Linux {kernel}; {date}; 1-minute load average {} at the \
          start, {} at the end. Everything on 127.0.0.1; client and servers share the cores.\n",
         std::env::consts::ARCH,
-        crate::cpu(),
+        crate::host::cpu(),
         context.load.0,
         context.load.1,
     );

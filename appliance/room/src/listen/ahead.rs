@@ -14,9 +14,10 @@ use std::{
 };
 
 use hark_audio::{config::PIPELINE_RATE, utterance};
-use hark_stt::engine::{Engine, Request, SttError, Transcript};
+use hark_stt::engine::Engine;
+use hark_stt::recognizer::{Request, SttError, Transcript};
 
-use super::seconds_of;
+use hark_audio::config::seconds_of;
 
 /// Audio kept before the detected start of speech: the detector decides a
 /// little after the first sound.
@@ -74,7 +75,7 @@ pub(super) enum Glimpse {
 /// A transcription running on the engine ahead of the end of the turn;
 /// dropping it abandons it.
 pub(super) struct Pass {
-    reply: tokio::sync::oneshot::Receiver<Result<hark_stt::engine::Transcript, SttError>>,
+    reply: tokio::sync::oneshot::Receiver<Result<hark_stt::recognizer::Transcript, SttError>>,
     _abandon: AbandonOnDrop,
 }
 
@@ -109,7 +110,9 @@ impl Pass {
     }
 
     /// The transcript, or `None` if the engine dropped the request.
-    pub(super) async fn done(&mut self) -> Option<Result<hark_stt::engine::Transcript, SttError>> {
+    pub(super) async fn done(
+        &mut self,
+    ) -> Option<Result<hark_stt::recognizer::Transcript, SttError>> {
         (&mut self.reply).await.ok()
     }
 }
@@ -118,7 +121,7 @@ impl Pass {
 /// `select!` branch).
 async fn finished(
     pass: &mut Option<Pass>,
-) -> Option<Result<hark_stt::engine::Transcript, SttError>> {
+) -> Option<Result<hark_stt::recognizer::Transcript, SttError>> {
     match pass {
         Some(pass) => pass.done().await,
         None => std::future::pending().await,
@@ -132,7 +135,7 @@ pub(super) struct Speculative {
     pub(super) from: usize,
     pub(super) clip: Vec<f32>,
     pub(super) pass: Option<Pass>,
-    pub(super) result: Option<Result<hark_stt::engine::Transcript, SttError>>,
+    pub(super) result: Option<Result<hark_stt::recognizer::Transcript, SttError>>,
     /// A second look's: what the first look heard. The end-of-turn rule
     /// reads the new words only if they go further (words the first look
     /// could not hear yet), not a second reading of the same ones.
@@ -142,7 +145,7 @@ pub(super) struct Speculative {
 /// Waits for the early pass, if one runs; forever otherwise.
 async fn early(
     speculative: &mut Option<Speculative>,
-) -> Option<Result<hark_stt::engine::Transcript, SttError>> {
+) -> Option<Result<hark_stt::recognizer::Transcript, SttError>> {
     match speculative {
         Some(early) => finished(&mut early.pass).await,
         None => std::future::pending().await,
@@ -154,7 +157,7 @@ async fn early(
 /// word the loop stopped at, often one no sentence ends on: read, it would
 /// hold a finished sentence open to `audio.vad.max_pause_ms`. It reads as
 /// no words instead, which leaves the end to the model and the silence.
-fn words_to_read(heard: &hark_stt::engine::Transcript) -> &str {
+fn words_to_read(heard: &hark_stt::recognizer::Transcript) -> &str {
     if heard.truncated { "" } else { &heard.text }
 }
 
@@ -387,8 +390,8 @@ mod tests {
 
     use super::*;
 
-    fn transcript(text: &str, truncated: bool) -> hark_stt::engine::Transcript {
-        hark_stt::engine::Transcript {
+    fn transcript(text: &str, truncated: bool) -> hark_stt::recognizer::Transcript {
+        hark_stt::recognizer::Transcript {
             text: text.to_owned(),
             language: "en".to_owned(),
             language_probability: None,

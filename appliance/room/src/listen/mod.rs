@@ -20,11 +20,13 @@ use std::{
 };
 
 use hark_audio::{
+    config::seconds_of,
     earcon::Earcon,
     utterance::{self, Control, EndReason, Options},
 };
 use hark_core::room::{EndReason as Ended, Progress, Report};
-use hark_stt::engine::{Engine, SttError, Transcript};
+use hark_stt::engine::Engine;
+use hark_stt::recognizer::{SttError, Transcript};
 
 use crate::{events::Event, state::ApplianceState};
 
@@ -316,11 +318,6 @@ fn tone(chime: hark_core::agents::Chime) -> hark_audio::earcon::Tone {
         Chime::Low => Tone::Low,
         Chime::Triple => Tone::Triple,
     }
-}
-
-/// Seconds of samples at the pipeline's rate.
-fn seconds_of(samples: usize) -> f64 {
-    samples as f64 / f64::from(hark_audio::config::PIPELINE_RATE)
 }
 
 fn seconds(d: Duration) -> f64 {

@@ -6,10 +6,7 @@
 
 use std::{
     path::{Path, PathBuf},
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::{Arc, atomic::AtomicBool},
 };
 
 use base64::Engine as _;
@@ -24,8 +21,8 @@ use hark_core::room::{
     TranscriptFormat, Transcription, VoiceInfo, Voices,
 };
 use hark_stt::{
-    choice::ModelChoice,
-    engine::{Engine, Request, Transcript},
+    engine::Engine,
+    recognizer::{ModelChoice, Request, Transcript},
 };
 use hark_tts::voices::{VoiceStore, VoicesError};
 use serde_json::{Value, json};
@@ -86,27 +83,14 @@ async fn decoded(stt: Arc<SpeechToText>, audio: AudioInput) -> Result<(Decoded, 
         .map_err(|e| failure::task(Kind::AudioFormat, "decoding", e))?
 }
 
-/// Abandons a request when the call waiting for it goes away.
-struct AbandonOnDrop(Arc<AtomicBool>);
-
-impl Drop for AbandonOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
-
 fn stopped() -> Failure {
     Failure::new(Kind::ModelNotLoaded, "the speech-to-text engine stopped")
 }
 
 /// `request`'s transcript, abandoned if the caller goes away first.
 pub(super) async fn transcribed(engine: &Engine, request: Request) -> Result<Transcript, Failure> {
-    let _abandon = AbandonOnDrop(Arc::clone(&request.cancel));
-    engine
-        .submit(request)
-        .map_err(failure::stt)?
+    crate::stt::heard(engine, request)
         .await
-        .map_err(|_| stopped())?
         .map_err(failure::stt)
 }
 
@@ -130,13 +114,6 @@ fn write_atomically(target: &Path, bytes: &[u8], kind: Kind) -> Result<(), Failu
         .unwrap_or(Path::new("."));
     hark_core::files::write_atomic(dir, target, bytes)
         .map_err(|e| Failure::new(kind, format!("cannot write {}: {e}", target.display())))
-}
-
-/// Language codes compared loosely: `en_US`, `en-us` and `EN_us` are one.
-pub(super) fn language_matches(code: &str, wanted: &str) -> bool {
-    let norm = |s: &str| s.to_ascii_lowercase().replace('-', "_");
-    let (code, wanted) = (norm(code), norm(wanted));
-    code == wanted || code.split('_').next() == Some(wanted.as_str())
 }
 
 impl Files for Room {
@@ -174,9 +151,16 @@ impl Files for Room {
                 matches!(&choice, Some(ModelChoice::Name(name)) if *name == live.info().name)
             });
             let (mut decoded, source) = decoded(Arc::clone(&stt), call.audio).await?;
-            let (engine, choice) = match (live, choice) {
-                (Some(live), _) => (Arc::clone(live), None),
-                (None, Some(choice)) => (whisper, Some(choice)),
+            // The samples go to the engine; the rest describes the file.
+            let mut request = Request::new(std::mem::take(&mut decoded.samples));
+            request.language = call.language.clone();
+            request.word_timestamps = call.word_timestamps;
+            let transcript = match (live, choice) {
+                (Some(live), _) => transcribed(live, request).await?,
+                (None, Some(choice)) => {
+                    request.model = Some(choice);
+                    transcribed(&whisper, request).await?
+                }
                 (None, None) => {
                     let handed = Handed {
                         via: Via::File,
@@ -185,15 +169,11 @@ impl Files for Room {
                         timings: call.word_timestamps
                             || matches!(call.format, TranscriptFormat::Srt | TranscriptFormat::Vtt),
                     };
-                    (Arc::clone(stt.for_handed(&whisper, handed)), None)
+                    stt.hear_handed(&whisper, handed, request)
+                        .await
+                        .map_err(failure::stt)?
                 }
             };
-            // The samples go to the engine; the rest describes the file.
-            let mut request = Request::new(std::mem::take(&mut decoded.samples));
-            request.model = choice;
-            request.language = call.language;
-            request.word_timestamps = call.word_timestamps;
-            let transcript = transcribed(&engine, request).await?;
             let mut result = Transcribed {
                 text: transcript.text.clone(),
                 language: transcript.language.clone(),
@@ -250,7 +230,7 @@ impl Files for Room {
             }
             let (decoded, source) = decoded(stt, audio).await?;
             let cancel = Arc::new(AtomicBool::new(false));
-            let _abandon = AbandonOnDrop(Arc::clone(&cancel));
+            let _abandon = crate::stt::AbandonOnDrop(Arc::clone(&cancel));
             let guesses = engine
                 .submit_detect(decoded.samples, cancel)
                 .map_err(failure::stt)?
@@ -417,7 +397,7 @@ impl Files for Room {
                 }))
                 .filter(|v| match (&language, &v.language) {
                     (None, _) => true,
-                    (Some(wanted), Some(code)) => language_matches(code, wanted),
+                    (Some(wanted), Some(code)) => speech::language_matches(code, wanted),
                     (Some(_), None) => false,
                 })
                 .collect();

@@ -167,7 +167,7 @@ impl Volume for Room {
 pub mod failure {
     use hark_audio::{decode::DecodeError, files::PathError};
     use hark_core::room::{Failure, Kind};
-    use hark_stt::engine::SttError;
+    use hark_stt::recognizer::SttError;
     use hark_tts::{synth::TtsError, voices::VoicesError};
 
     use crate::{listen::ListenError, tts::SpeakError};

@@ -9,7 +9,8 @@ use hark_core::room::{
     BoxFuture, Failure, Kind, Offer, OfferedModel, OfferedVoice, OfferedWord, Pcm, PcmSpeech,
     PcmSpotter, PcmText, PcmVoice,
 };
-use hark_stt::engine::{Request, languages};
+use hark_stt::recognizer::Request;
+use hark_stt::whisper::languages;
 use hark_tts::voices::VoiceStore;
 
 use crate::stt::{Handed, Via};
@@ -34,19 +35,20 @@ impl PcmSpeech for Room {
             let samples = to_engine_rate(audio).await?;
             let seconds = samples.len() as f64 / f64::from(ENGINE_RATE);
             // The live engine for English audio short enough, unless
-            // something waits for it (`stt.live_wyoming_seconds`).
-            let engine = Arc::clone(stt.for_handed(
-                &whisper,
-                Handed {
-                    via: Via::Wyoming,
-                    language: language.as_deref(),
-                    seconds,
-                    timings: false,
-                },
-            ));
+            // something waits for it (`stt.live_wyoming_seconds`); whisper
+            // again where it was unsure (`stt.live_unsure_below`).
+            let handed = Handed {
+                via: Via::Wyoming,
+                language: language.as_deref(),
+                seconds,
+                timings: false,
+            };
             let mut request = Request::new(samples);
-            request.language = language;
-            let transcript = transcribed(&engine, request).await?;
+            request.language = language.clone();
+            let transcript = stt
+                .hear_handed(&whisper, handed, request)
+                .await
+                .map_err(failure::stt)?;
             // The protocol has no field for it: which engine heard it is
             // said here.
             tracing::info!(

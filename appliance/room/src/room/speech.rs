@@ -125,7 +125,7 @@ pub(super) async fn language_voice(
             .and_then(|store| store.list())
             .map(|listing| listing.installed)
             .unwrap_or_default();
-        let is_it = |code: &str| super::files::language_matches(code, &full);
+        let is_it = |code: &str| language_matches(code, &full);
         let of_it =
             |v: &&hark_tts::voices::InstalledVoice| v.language.as_deref().is_some_and(is_it);
         let speaks = |id: &str| match id.strip_prefix("espeak:") {
@@ -422,4 +422,11 @@ impl Speak for Room {
                 .collect())
         })
     }
+}
+
+/// Language codes compared loosely: `en_US`, `en-us` and `EN_us` are one.
+pub(super) fn language_matches(code: &str, wanted: &str) -> bool {
+    let norm = |s: &str| s.to_ascii_lowercase().replace('-', "_");
+    let (code, wanted) = (norm(code), norm(wanted));
+    code == wanted || code.split('_').next() == Some(wanted.as_str())
 }

@@ -13,7 +13,7 @@ use hark_board::{
 
 use hark_core::selftest::{Moved, Seen};
 
-use super::serve::{StepError, board, contact_name, take_floor};
+use super::step::{StepError, board, contact_name, take_floor};
 use crate::{
     events::{self, Button, Event},
     state::ApplianceState,

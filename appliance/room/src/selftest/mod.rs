@@ -17,6 +17,7 @@ pub mod hand;
 pub mod lights;
 pub mod serve;
 pub mod signal;
+pub mod step;
 
 use std::sync::{
     Mutex, OnceLock, PoisonError, Weak,

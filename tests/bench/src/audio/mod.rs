@@ -25,7 +25,10 @@ use std::{path::PathBuf, time::Duration};
 use anyhow::Context;
 use clap::Args;
 
-use crate::{Scratch, procfs, tidy};
+use crate::{
+    host::{Scratch, tidy},
+    procfs,
+};
 
 /// Benchmarks the audio engine on the virtual sound card: capture +
 /// detection CPU, stop-to-silence latency, end-of-speech delay (with peer
