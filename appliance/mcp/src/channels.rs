@@ -25,9 +25,7 @@ use rmcp::model::{CustomNotification, ServerNotification};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::ServerState;
-use crate::resources::tell;
-use crate::tools::wait_for_person::PersonMessage;
+use crate::{hearers::tell, message::PersonMessage, state::ServerState};
 use hark_core::events::{self, Event};
 
 /// The notification Claude Code reads as a channel event.

@@ -283,6 +283,32 @@ pub fn peer_of(addr: SocketAddr) -> String {
     addr.to_string()
 }
 
+/// The SSE clients, for `get_status`.
+#[derive(Debug, Default)]
+pub struct SseStats {
+    pub clients: AtomicUsize,
+    /// Clients dropped for not reading.
+    pub dropped: AtomicU64,
+}
+
+/// `get_status`'s view of the event stream's HTTP subscribers.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EventClients {
+    /// `GET /events` clients connected now.
+    pub clients: usize,
+    /// Clients dropped since the start for not reading fast enough.
+    pub dropped: u64,
+}
+
+impl SseStats {
+    pub fn view(&self) -> EventClients {
+        EventClients {
+            clients: self.clients.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

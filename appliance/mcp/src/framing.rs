@@ -16,7 +16,25 @@ use rmcp::model::{
 };
 use serde_json::{Map, Value};
 
-use crate::server::METHODS;
+/// The requests Hark serves. (`initialize` and `ping` only to clients before
+/// 2026-07-28; rmcp answers them as removed methods to later ones.) Any other
+/// method is answered with -32601, whatever its params.
+pub const METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "subscriptions/listen",
+    "tasks/get",
+    "tasks/cancel",
+    "tasks/update",
+];
 
 /// The outcome of decoding one frame.
 #[derive(Debug)]

@@ -12,7 +12,7 @@
 //! Either way the agent counts as reachable for the inbox while it is
 //! subscribed, so Hark does not tell the person that nobody is listening.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use rmcp::{
     ErrorData, RoleServer,
@@ -20,14 +20,13 @@ use rmcp::{
         CacheScope, ListResourcesResult, ReadResourceResult, Resource, ResourceContents,
         ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ServerNotification,
     },
-    service::{Peer, RequestContext},
+    service::RequestContext,
 };
 use tokio_util::sync::CancellationToken;
 
-use super::tools::wait_for_person::PersonMessage;
-use crate::ServerState;
+use crate::{hearers::tell, message::PersonMessage, state::ServerState};
 use hark_core::events::{self, Event};
-use hark_store::inbox::{Inbox, PresenceGuard};
+use hark_store::inbox::Inbox;
 
 /// The voice inbox's URI.
 pub const INBOX_URI: &str = "hark://inbox";
@@ -89,72 +88,6 @@ pub async fn read(
         .with_ttl_ms(0)
         .with_cache_scope(CacheScope::Private),
     )
-}
-
-/// A session told of the person's messages (a subscription, a channel
-/// push): which connection or HTTP session it is, whose, its peer, what
-/// ends it, and its presence, which makes its agent count as listening
-/// while it lasts.
-pub struct Hearer {
-    pub conn: String,
-    pub agent: String,
-    pub peer: Peer<RoleServer>,
-    /// A stream connection's end; `None` over HTTP, where the session
-    /// outlives its connections and its peer says when it ends.
-    pub gone: Option<CancellationToken>,
-    pub present: Option<PresenceGuard>,
-}
-
-impl Hearer {
-    fn live(&self) -> bool {
-        !self.peer.is_transport_closed() && !self.gone.as_ref().is_some_and(|g| g.is_cancelled())
-    }
-}
-
-/// The sessions told of the person's messages one way: the
-/// `resources/subscribe` subscriptions, or the channel pushes.
-#[derive(Default)]
-pub struct Hearers(Mutex<Vec<Hearer>>);
-
-impl Hearers {
-    /// Adds `hearer`; the same connection asking twice is one.
-    pub fn add(&self, hearer: Hearer) {
-        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        all.retain(|h| h.conn != hearer.conn);
-        all.push(hearer);
-    }
-
-    pub fn remove(&self, conn: &str) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|h| h.conn != conn);
-    }
-
-    /// The live ones' agents and peers (dropping those whose connection
-    /// ended).
-    pub fn live(&self) -> Vec<(String, Peer<RoleServer>)> {
-        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        all.retain(Hearer::live);
-        all.iter()
-            .map(|h| (h.agent.clone(), h.peer.clone()))
-            .collect()
-    }
-}
-
-/// Sends `notification` to `peer` beside the caller, giving it a second: a
-/// session that does not read never holds up the others.
-pub fn tell(peer: Peer<RoleServer>, notification: ServerNotification, what: &'static str) {
-    tokio::spawn(async move {
-        let sent = tokio::time::timeout(
-            std::time::Duration::from_secs(1),
-            peer.send_notification(notification),
-        )
-        .await;
-        if !matches!(sent, Ok(Ok(()))) {
-            tracing::debug!("{what} was not sent");
-        }
-    });
 }
 
 /// Which connection (or HTTP session) a request came on.

@@ -8,6 +8,7 @@ use std::{path::Path, sync::Arc};
 use hark_audio::{
     AudioConfig, Capture, CaptureError,
     config::VIRTUAL_CARD_ALSA_CONF,
+    earcon::Earcon,
     echo::{EchoStage, Reference, Stages},
     playback::{PlaybackError, Player},
     virtual_mic::{MicFormat, VirtualMic, VirtualMicError},
@@ -318,5 +319,21 @@ impl Drop for AudioEngine {
         drop(self.capture.take());
         drop(self.player.take());
         drop(self.virtual_mic.take());
+    }
+}
+
+/// Plays `earcon` on `player` and waits until it has been heard (at most
+/// 2 s): before a recording opens, since with half duplex the speaker
+/// mutes capture; and between a timer's rings.
+pub async fn play_through(player: Option<Arc<Player>>, earcon: Earcon) {
+    let Some(player) = player else { return };
+    match player.play(&earcon.clip()) {
+        Ok(done) => {
+            let _ = tokio::task::spawn_blocking(move || {
+                done.recv_timeout(std::time::Duration::from_secs(2))
+            })
+            .await;
+        }
+        Err(e) => tracing::debug!(error = %e, "earcon not played"),
     }
 }

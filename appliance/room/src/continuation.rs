@@ -24,38 +24,19 @@
 //! adds is not theirs.
 
 use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex, PoisonError},
+    sync::Arc,
     time::{Duration, SystemTime},
 };
 
 use hark_core::room::{Heard, Recorded};
-use tokio::sync::Notify;
 
 use crate::{
+    continuing::Continuing,
     floor::{Turn, Who},
     inbox::{BY_CONTINUATION, Message},
     listen::{self, After, Chime, Listen},
     state::ApplianceState,
 };
-
-/// Continuations heard in this run, kept whole for the agent's next
-/// listen (the inbox keeps the words; a restart keeps only those).
-const KEEP_HEARD: usize = 16;
-
-/// The continuations under way (a window open, a recording, a
-/// transcription) per agent, and those heard, whole: an agent's next
-/// listen waits for the first and returns the second.
-#[derive(Default)]
-pub struct Continuing {
-    under_way: Mutex<HashMap<String, usize>>,
-    settled: Notify,
-    /// By agent key.
-    heard: Mutex<Vec<(String, Heard)>>,
-    /// Where the person's going on after Home Assistant's last recording
-    /// arrives (`Record::record_more`).
-    handed: Mutex<Option<tokio::sync::oneshot::Receiver<Recorded>>>,
-}
 
 /// One continuation under way for an agent, until dropped.
 struct UnderWay {
@@ -65,79 +46,47 @@ struct UnderWay {
 
 impl Drop for UnderWay {
     fn drop(&mut self) {
-        let continuing = &self.state.continuing;
-        let mut under_way = lock(&continuing.under_way);
-        if let Some(n) = under_way.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                under_way.remove(&self.key);
-            }
-        }
-        drop(under_way);
-        continuing.settled.notify_waiters();
+        self.state.continuing.end(&self.key);
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+/// Counts a continuation under way for the agent `key` until the returned
+/// guard drops.
+fn begin(state: &Arc<ApplianceState>, key: String) -> UnderWay {
+    state.continuing.begin(&key);
+    UnderWay {
+        state: Arc::clone(state),
+        key,
+    }
 }
 
-impl Continuing {
-    /// Where the person's going on after Home Assistant's last recording
-    /// arrives.
-    pub fn handed(
-        &self,
-    ) -> std::sync::MutexGuard<'_, Option<tokio::sync::oneshot::Receiver<Recorded>>> {
-        lock(&self.handed)
-    }
-
-    fn begin(state: &Arc<ApplianceState>, key: String) -> UnderWay {
-        *lock(&state.continuing.under_way)
-            .entry(key.clone())
-            .or_default() += 1;
-        UnderWay {
-            state: Arc::clone(state),
-            key,
+/// A listen's [`After`] for an agent's listen: what the person goes on to
+/// say is kept for that agent (when the inbox keeps anything).
+pub fn keep(state: &Arc<ApplianceState>) -> After {
+    let state = Arc::clone(state);
+    After::then(move |left| match left.agent {
+        Some(agent) if may_follow(&state, left.ended) && state.inbox.is_some() => {
+            open(&state, left.turn, agent, left.language, left.from);
         }
-    }
+        _ => drop(left.turn),
+    })
+}
 
-    fn keep(&self, key: String, heard: Heard) {
-        let mut kept = lock(&self.heard);
-        if kept.len() >= KEEP_HEARD {
-            kept.remove(0);
+/// A listen's [`After`] for a recording for Home Assistant's pipeline:
+/// what the person goes on to say is recorded and handed to `to`.
+pub fn hand_over(state: &Arc<ApplianceState>, to: tokio::sync::oneshot::Sender<Recorded>) -> After {
+    let state = Arc::clone(state);
+    After::then(move |left| {
+        if may_follow(&state, left.ended) {
+            open_for(&state, left.turn, to, left.from);
         }
-        kept.push((key, heard));
-    }
-
-    /// The whole of what a kept message was heard as, when this run heard
-    /// it (the inbox keeps the words, not the listen's other fields).
-    fn whole(&self, message: &Message) -> Option<Heard> {
-        let key = message.new.addressed_key.as_deref()?;
-        let mut kept = lock(&self.heard);
-        let at = kept
-            .iter()
-            .position(|(k, h)| k == key && h.text == message.new.text)?;
-        Some(kept.remove(at).1)
-    }
-
-    /// Waits until no continuation is under way for the agent `key`.
-    async fn settled(&self, key: &str) {
-        loop {
-            let notified = self.settled.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if !lock(&self.under_way).contains_key(key) {
-                return;
-            }
-            notified.await;
-        }
-    }
+    })
 }
 
 /// Whether the turn a listen recorded may go on: one that ended at a
 /// pause (not by the button, a timeout or its length), with the window
 /// on (`audio.vad.continue_ms`).
-pub fn may_follow(state: &ApplianceState, ended: hark_core::room::EndReason) -> bool {
+fn may_follow(state: &ApplianceState, ended: hark_core::room::EndReason) -> bool {
     use hark_core::room::EndReason;
     window(state) > Duration::ZERO && matches!(ended, EndReason::EndOfTurn | EndReason::EndOfSpeech)
 }
@@ -153,19 +102,19 @@ fn window(state: &ApplianceState) -> Duration {
 /// Opens the window after `agent`'s listen ended the person's turn: the
 /// listen's floor is handed to the person now, and what they say from
 /// capture position `from` on is heard for `agent` (see the module docs).
-pub fn open(
+fn open(
     state: &Arc<ApplianceState>,
     turn: Turn,
     agent: String,
     language: Option<String>,
     from: u64,
 ) {
-    let under_way = Continuing::begin(state, state.agents.key(&agent));
+    let under_way = begin(state, state.agents.key(&agent));
     let mut request = going_on(state, turn, from);
     request.agent = Some(agent);
     request.language = language;
     // Cut again, it goes on the same way.
-    request.after = After::KeepForAgent;
+    request.after = keep(state);
     tokio::spawn(hear(Arc::clone(state), request, under_way));
 }
 
@@ -185,14 +134,14 @@ fn going_on(state: &ApplianceState, turn: Turn, from: u64) -> Listen {
         expect: listen::Expect::Anything,
         start_at: Some(from),
         continuation: true,
-        after: After::Nothing,
+        after: After::default(),
     }
 }
 
 /// Opens the window after a recording for Home Assistant's pipeline ended
 /// the person's turn: as [`open`], and what they go on to say is recorded
 /// and handed to `to` (nothing is sent when they do not).
-pub fn open_for(
+fn open_for(
     state: &Arc<ApplianceState>,
     turn: Turn,
     to: tokio::sync::oneshot::Sender<Recorded>,
@@ -201,12 +150,12 @@ pub fn open_for(
     let request = going_on(state, turn, from);
     let state = Arc::clone(state);
     tokio::spawn(async move {
-        let mut spoke = crate::follow::SpokeFlag::default();
+        let mut spoke = crate::window::SpokeFlag::default();
         let flag = spoke.flag();
         let recorded = tokio::select! {
             recorded = listen::record(&state, request, &mut spoke) => recorded,
             // Home Assistant's next recording is the person's.
-            () = crate::follow::wanted(&state, &flag, |p| p.who == "person") => return,
+            () = crate::window::wanted(&state.tts, &state.floor, &flag, |p| p.who == "person") => return,
         };
         match recorded {
             Ok(recorded) if recorded.speech => {
@@ -223,12 +172,12 @@ pub fn open_for(
 
 async fn hear(state: Arc<ApplianceState>, request: Listen, under_way: UnderWay) {
     let agent = request.agent.clone().unwrap_or_default();
-    let mut spoke = crate::follow::SpokeFlag::default();
+    let mut spoke = crate::window::SpokeFlag::default();
     let flag = spoke.flag();
     let opened = SystemTime::now();
     let heard = tokio::select! {
         heard = listen::listen(&state, request, &mut spoke) => heard,
-        () = crate::follow::wanted(&state, &flag, |p| {
+        () = crate::window::wanted(&state.tts, &state.floor, &flag, |p| {
             p.who == "person" || state.agents.key(&p.who) == under_way.key
         }) => {
             tracing::debug!(agent, "the window for the person to go on gave way");

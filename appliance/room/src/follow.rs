@@ -13,17 +13,11 @@
 
 use std::{
     collections::HashMap,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::{Arc, atomic::Ordering},
     time::Duration,
 };
 
-use hark_core::{
-    events::{Event, SpeechEnded},
-    room::{BoxFuture, Progress, Report},
-};
+use hark_core::events::{Event, SpeechEnded};
 use tokio::{sync::broadcast::error::RecvError, time::Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -34,9 +28,6 @@ use crate::{conductor::Start, state::ApplianceState};
 const ANSWER_WITHIN: Duration = Duration::from_secs(120);
 /// How long the end of an answer waits for the speech queue to empty.
 const SETTLE: Duration = Duration::from_millis(300);
-/// How often a window for the person (a follow-up, the moment after a
-/// turn to go on) looks whether someone wants the floor or the speaker.
-const LOOK_EVERY: Duration = Duration::from_millis(20);
 
 /// Watches the event stream for answers and opens the follow-up after
 /// each, until `token` is cancelled. `window`: how long it listens.
@@ -116,44 +107,4 @@ fn may_open(state: &ApplianceState) -> bool {
         && floor.queue.is_empty()
         && !state.muted.load(Ordering::Acquire)
         && !state.bus.snapshot().recording()
-}
-
-/// Resolves when, while a window for the person listens and they have not
-/// begun to speak (`spoke`), speech waits to be said or someone `yields_to`
-/// admits waits for the floor: the window then gives way. Once the person
-/// speaks, never.
-pub async fn wanted(
-    state: &ApplianceState,
-    spoke: &AtomicBool,
-    yields_to: impl Fn(&hark_core::room::Place) -> bool,
-) {
-    let mut tick = tokio::time::interval(LOOK_EVERY);
-    loop {
-        tick.tick().await;
-        if spoke.load(Ordering::Acquire) {
-            return std::future::pending().await;
-        }
-        if state.tts.pending() > 0 || state.floor.status().queue.iter().any(&yields_to) {
-            return;
-        }
-    }
-}
-
-/// The listen's progress, read for one thing: the person began to speak.
-#[derive(Default)]
-pub struct SpokeFlag(Arc<AtomicBool>);
-
-impl SpokeFlag {
-    pub fn flag(&self) -> Arc<AtomicBool> {
-        Arc::clone(&self.0)
-    }
-}
-
-impl Report for SpokeFlag {
-    fn report(&mut self, progress: Progress) -> BoxFuture<'_, ()> {
-        if matches!(progress, Progress::SpeechDetected) {
-            self.0.store(true, Ordering::Release);
-        }
-        Box::pin(async {})
-    }
 }

@@ -13,11 +13,14 @@
 //! - [`person`]: the person starts: a press records a message for the
 //!   agents;
 //! - [`continuation`]: the person goes on just after a listen ended their
-//!   turn: what they add is kept for the same agent;
+//!   turn: what they add is kept for the same agent ([`continuing`]: what
+//!   is under way and heard, in the room's state);
 //! - [`wake`]: the wake word detector's thread, which starts what a press
 //!   starts;
 //! - [`follow`]: the follow-up: after an agent answers, listen again
 //!   without the wake word;
+//! - [`window`]: a window for the person, which gives way to speech and
+//!   to the agents it yields to (the follow-up's, the continuation's);
 //! - [`schedule`]: speech and timers kept for later, said at their times;
 //! - [`board`]: the button, lights and mute switch (crate `hark-board`);
 //! - [`conductor`]: the one task that decides what a press, a hold or the
@@ -33,6 +36,7 @@ pub mod board;
 pub mod conductor;
 pub mod config;
 pub mod continuation;
+pub mod continuing;
 pub mod follow;
 pub mod listen;
 pub mod memory;
@@ -45,6 +49,7 @@ pub mod state;
 pub mod stt;
 pub mod tts;
 pub mod wake;
+pub mod window;
 
 // The core's parts, under the names the room's modules use.
 pub use hark_core::{agents, events, floor, words};

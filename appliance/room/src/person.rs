@@ -115,16 +115,16 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>, how: Start) {
         expect: listen::Expect::Anything,
         start_at,
         continuation: false,
-        after: listen::After::Nothing,
+        after: listen::After::default(),
     };
     let heard = match &how {
         Start::FollowUp { .. } => {
-            let mut spoke = crate::follow::SpokeFlag::default();
+            let mut spoke = crate::window::SpokeFlag::default();
             let flag = spoke.flag();
             tokio::select! {
                 heard = listen::listen(&state, request, &mut spoke) => heard,
                 // Anyone waiting for the floor: an agent wants the person.
-                () = crate::follow::wanted(&state, &flag, |_| true) => {
+                () = crate::window::wanted(&state.tts, &state.floor, &flag, |_| true) => {
                     tracing::info!("the follow-up gave way to an agent before the person spoke");
                     return;
                 }
@@ -216,7 +216,7 @@ pub async fn say(state: &ApplianceState, words: String) {
 pub async fn say_tracked(
     state: &ApplianceState,
     words: String,
-    events: Option<tokio::sync::mpsc::UnboundedSender<crate::tts::SpeechEvent>>,
+    events: Option<crate::tts::SpeechEvents>,
 ) -> Option<Arc<std::sync::atomic::AtomicBool>> {
     let tts = Some(Arc::clone(&state.tts)).filter(|tts| tts.enabled)?;
     let spoken = tokio::task::spawn_blocking(move || {

@@ -16,7 +16,7 @@
 use std::{
     collections::BTreeMap,
     sync::{
-        Arc, Mutex, PoisonError,
+        Arc, Mutex, PoisonError, Weak,
         atomic::{AtomicBool, Ordering},
     },
     time::{Duration, SystemTime},
@@ -31,7 +31,9 @@ use hark_store::schedule::{Entry, ScheduleStore};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::state::ApplianceState;
+use hark_audio::playback::Player;
+
+use crate::tts::TextToSpeech;
 
 /// Later than this, what was due while the appliance was off is dropped.
 pub const MISSED_AFTER: Duration = Duration::from_secs(10 * 60);
@@ -277,8 +279,14 @@ impl Scheduler {
     }
 
     /// Takes in what the store kept, then says each thing at its time
-    /// until `token` is cancelled.
-    pub async fn serve(self, state: Arc<ApplianceState>, token: CancellationToken) {
+    /// with `tts` (a timer rings on `player` too) until `token` is
+    /// cancelled.
+    pub async fn serve(
+        self,
+        tts: Arc<TextToSpeech>,
+        player: Weak<Player>,
+        token: CancellationToken,
+    ) {
         match self.0.store.all().await {
             Ok(kept) => {
                 if !kept.is_empty() {
@@ -311,7 +319,7 @@ impl Scheduler {
                     tracing::warn!(id = entry.id, text = %entry.text, late_s = late.as_secs(), "speech kept for later was due while the appliance was off; dropped");
                     continue;
                 }
-                self.say(&state, entry, &token).await;
+                self.say(&tts, &player, entry, &token).await;
                 continue;
             }
             let sleep = self
@@ -330,10 +338,16 @@ impl Scheduler {
     }
 
     /// Says `entry` now (and rings it, for a timer).
-    async fn say(&self, state: &Arc<ApplianceState>, entry: Entry, token: &CancellationToken) {
+    async fn say(
+        &self,
+        tts: &Arc<TextToSpeech>,
+        player: &Weak<Player>,
+        entry: Entry,
+        token: &CancellationToken,
+    ) {
         tracing::info!(id = entry.id, text = %entry.text, timer = entry.ring.is_some(), "speech kept for later is due");
         let Some(ring) = entry.ring else {
-            speak(state, &entry, false).await;
+            speak(tts, &entry, false).await;
             return;
         };
         let stop = Arc::new(AtomicBool::new(false));
@@ -345,7 +359,7 @@ impl Scheduler {
         });
         self.publish_timers();
         let started = tokio::time::Instant::now();
-        speak(state, &entry, true).await;
+        speak(tts, &entry, true).await;
         let ended = loop {
             if stop.load(Ordering::Acquire) {
                 break "stopped";
@@ -353,7 +367,7 @@ impl Scheduler {
             if started.elapsed() >= ring {
                 break "timed out";
             }
-            crate::listen::play_through(state, Earcon::Alarm).await;
+            crate::audio::play_through(player.upgrade(), Earcon::Alarm).await;
             tokio::select! {
                 () = token.cancelled() => break "shut down",
                 () = stopped.notified() => {}
@@ -368,8 +382,8 @@ impl Scheduler {
 
 /// Queues `entry`'s words for the speaker; with `wait`, until they have
 /// been said (or stopped).
-async fn speak(state: &Arc<ApplianceState>, entry: &Entry, wait: bool) {
-    let tts = Arc::clone(&state.tts);
+async fn speak(tts: &Arc<TextToSpeech>, entry: &Entry, wait: bool) {
+    let tts = Arc::clone(tts);
     if !tts.enabled {
         tracing::warn!(
             id = entry.id,
@@ -377,7 +391,7 @@ async fn speak(state: &Arc<ApplianceState>, entry: &Entry, wait: bool) {
         );
         return;
     }
-    let (events, mut heard) = tokio::sync::mpsc::unbounded_channel();
+    let (events, mut heard) = crate::tts::speech_events();
     let entry = entry.clone();
     let queued = tokio::task::spawn_blocking(move || {
         tts.speak(
@@ -392,7 +406,7 @@ async fn speak(state: &Arc<ApplianceState>, entry: &Entry, wait: bool) {
     .await;
     match queued {
         Ok(Ok(_)) if wait => {
-            while let Some(event) = heard.recv().await {
+            while let Some(event) = crate::tts::next_event(&mut heard).await {
                 if matches!(event, crate::tts::SpeechEvent::Finished(_)) {
                     break;
                 }

@@ -358,7 +358,7 @@ pub fn start_board(
     }
     // Speech and timers kept for later, at their times.
     if let Some(schedule) = state.schedule.clone() {
-        tokio::spawn(schedule.serve(Arc::clone(state), token.clone()));
+        tokio::spawn(schedule.serve(Arc::clone(&state.tts), state.weak_player(), token.clone()));
     }
     // The follow-up after an agent's answer (hands-free).
     if config.wake.follow_up_seconds > 0.0 {

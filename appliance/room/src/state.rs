@@ -49,7 +49,7 @@ pub struct ApplianceState {
     pub selftest: crate::selftest::Bench,
     /// What the person went on to say after agents' listens ended their
     /// turns, under way and kept.
-    pub continuing: crate::continuation::Continuing,
+    pub continuing: crate::continuing::Continuing,
 }
 
 /// What the room is made of, each started before it: the daemon starts
@@ -195,5 +195,11 @@ impl ApplianceState {
 
     pub fn player(&self) -> Option<Arc<hark_audio::playback::Player>> {
         self.player.upgrade()
+    }
+
+    /// The player, for a task that outlives no audio engine (it plays
+    /// while the player is there).
+    pub fn weak_player(&self) -> Weak<hark_audio::playback::Player> {
+        Weak::clone(&self.player)
     }
 }

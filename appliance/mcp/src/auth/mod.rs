@@ -8,6 +8,7 @@
 //! `auth.mode = "open"` trusts everyone, explicitly and loudly.
 
 pub mod limit;
+pub mod manage;
 pub mod pairing;
 pub mod scopes;
 
@@ -20,10 +21,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use hark_core::methods::TokenRequest;
-use rmcp::model::ErrorData;
 use serde::Serialize;
-use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 pub use scopes::{Scope, Scopes};
@@ -35,6 +33,10 @@ use crate::{
 };
 
 /// Who a client is to the appliance.
+/// Browser tokens' names start so: the status page's own, revoked at
+/// log-out, and not agents.
+pub const BROWSER_PREFIX: &str = "browser-";
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Principal {
     /// Trusted without a token; the reason is shown in `get_status`.
@@ -262,9 +264,10 @@ impl Auth {
             .clone()
     }
 
-    /// Ends what the token `name` was allowed: its calls in flight stop,
-    /// and its connections fall back to what they would be without it.
-    fn withdraw(&self, state: &crate::ServerState, name: &str) {
+    /// Stops the calls in flight under the token `name` (revoked or
+    /// replaced); its connections' grants are the caller's to reset
+    /// ([`manage`]).
+    pub fn stop_calls_of(&self, name: &str) {
         if let Some(signal) = self
             .revocations
             .lock()
@@ -272,16 +275,6 @@ impl Auth {
             .remove(&name.to_lowercase())
         {
             signal.cancel();
-        }
-        for connection in state.connections.connections() {
-            if connection
-                .grant()
-                .paired_name()
-                .is_some_and(|n| n.eq_ignore_ascii_case(name))
-            {
-                connection.set_grant(self.base(connection.transport, connection.address));
-                tracing::info!(token = name, peer = %connection.peer, "connection's token revoked");
-            }
         }
     }
 
@@ -358,46 +351,6 @@ impl Auth {
             warning,
             how_to_pair: (grant.principal == Principal::Unpaired).then_some(HOW_TO_PAIR),
             https_ca_sha256: None,
-        }
-    }
-}
-
-/// Serves a `hark/tokens` request.
-pub async fn manage(state: &crate::ServerState, params: Option<Value>) -> Result<Value, ErrorData> {
-    let invalid = |message: String| ErrorData::invalid_params(message, None);
-    let command: TokenRequest = serde_json::from_value(params.unwrap_or(Value::Null))
-        .map_err(|e| invalid(format!("hark/tokens: {e}")))?;
-    let auth = &state.auth;
-    let store = auth.store().map_err(|e| invalid(e.to_string()))?;
-    match command {
-        TokenRequest::Create {
-            name,
-            scopes,
-            replace,
-        } => {
-            let scopes = match scopes {
-                Some(text) => Scopes::parse(&text).map_err(|e| invalid(e.to_string()))?,
-                None => Scopes::DEFAULT,
-            };
-            let (token, info) = store
-                .create(&name, scopes, replace)
-                .await
-                .map_err(|e| invalid(e.to_string()))?;
-            if replace {
-                auth.withdraw(state, &info.name);
-            }
-            tracing::info!(token = %info.name, scopes = %scopes, "token created");
-            Ok(json!({ "token": token, "info": info }))
-        }
-        TokenRequest::List => Ok(json!({ "tokens": store.list() })),
-        TokenRequest::Revoke { name } => {
-            let info = store
-                .revoke(&name)
-                .await
-                .map_err(|e| invalid(e.to_string()))?;
-            auth.withdraw(state, &info.name);
-            tracing::info!(token = %info.name, "token revoked");
-            Ok(json!({ "revoked": info }))
         }
     }
 }

@@ -20,10 +20,11 @@ use tokio_util::sync::CancellationToken;
 
 use hark_core::room::{Pair, PairAsk, PairRefusal};
 
+use hark_store::tokens::{self, TokenError, TokenStore};
+
 use super::{
-    Scope, Scopes,
     limit::Failures,
-    tokens::{self, TokenError, TokenStore},
+    scopes::{Scope, Scopes},
 };
 
 /// The window `auth.max_pair_requests` counts in.

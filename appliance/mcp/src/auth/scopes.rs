@@ -23,7 +23,7 @@ mod tests {
 
     #[test]
     fn every_served_tool_has_its_scope() {
-        let tools: Vec<String> = crate::HarkServer::router()
+        let tools: Vec<String> = crate::server::HarkServer::router()
             .list_all()
             .into_iter()
             .map(|t| t.name.to_string())

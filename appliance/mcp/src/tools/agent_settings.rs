@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{ToolError, success};
-use crate::HarkServer;
+use crate::server::HarkServer;
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -42,7 +42,7 @@ pub struct AgentSettingsArgs {
 
 /// Shows or changes agents' settings: the tool's and the status page's.
 pub(crate) async fn apply(
-    server: &crate::ServerState,
+    server: &crate::state::ServerState,
     room: &hark_core::room::Capabilities,
     args: AgentSettingsArgs,
 ) -> Result<AgentSettingsList, ToolError> {
@@ -56,7 +56,7 @@ pub(crate) async fn apply(
         .unwrap_or_default()
         .into_iter()
         .map(|t| t.name)
-        .filter(|name| !name.starts_with(crate::transport::page::BROWSER_PREFIX))
+        .filter(|name| !name.starts_with(crate::auth::BROWSER_PREFIX))
         .collect();
     let Some(agent) = args.agent else {
         let changes = args.aliases.is_some()

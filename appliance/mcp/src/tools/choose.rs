@@ -18,7 +18,7 @@ use super::{
     report::{CallReport, Doing},
     success,
 };
-use crate::HarkServer;
+use crate::server::HarkServer;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct Choose {

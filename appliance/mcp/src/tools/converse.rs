@@ -19,7 +19,7 @@ use super::{
     report::{CallReport, Doing},
     success,
 };
-use crate::HarkServer;
+use crate::server::HarkServer;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct Converse {

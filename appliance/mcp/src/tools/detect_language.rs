@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{ToolError, success, transcribe_audio::audio_input};
-use crate::HarkServer;
+use crate::server::HarkServer;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct DetectLanguage {

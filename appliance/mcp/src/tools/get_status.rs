@@ -14,8 +14,8 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::{
-    HarkServer,
-    {ServerState, connections::TransportKind},
+    server::HarkServer,
+    {connections::TransportKind, state::ServerState},
 };
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -42,7 +42,7 @@ pub struct Status {
     /// Who has the turn with the person (the microphone) and who waits.
     pub floor: hark_core::room::FloorStatus,
     /// The event stream's `GET /events` clients.
-    pub events: crate::transport::scripts::EventClients,
+    pub events: crate::connections::EventClients,
     /// The capture thread's counters (null without audio): `periods` read
     /// since the start (50 a second at 20 ms periods, whatever else the
     /// appliance does), `overruns` recovered.

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ToolError, success};
-use crate::HarkServer;
+use crate::server::HarkServer;
 use hark_store::history::{self, Query};
 
 /// Most rows one call returns.

@@ -98,7 +98,7 @@ impl From<Failure> for ToolError {
 /// call ends first (see [`call_ended`]); dropping `call` cancels it in the
 /// room.
 pub async fn unless_ended<T>(
-    server: &crate::HarkServer,
+    server: &crate::server::HarkServer,
     context: &RequestContext<RoleServer>,
     call: impl std::future::Future<Output = Result<T, Failure>>,
     cancelled: &str,
@@ -111,7 +111,7 @@ pub async fn unless_ended<T>(
 
 /// Resolves when the call should stop: cancelled by the client
 /// (`notifications/cancelled`), or the client's connection ended.
-pub async fn call_ended(server: &crate::HarkServer, context: &RequestContext<RoleServer>) {
+pub async fn call_ended(server: &crate::server::HarkServer, context: &RequestContext<RoleServer>) {
     // A call made under a token ends when the token is revoked.
     let revoked = match server.grant(context).paired_name() {
         Some(name) => server.state.auth.revoked(name),
@@ -124,7 +124,7 @@ pub async fn call_ended(server: &crate::HarkServer, context: &RequestContext<Rol
 }
 
 async fn connection_or_call_ended(
-    server: &crate::HarkServer,
+    server: &crate::server::HarkServer,
     context: &RequestContext<RoleServer>,
 ) {
     // A task outlives the HTTP connection that started it (the client

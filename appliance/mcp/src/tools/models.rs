@@ -6,7 +6,7 @@ pub use hark_core::room::ModelList;
 use rmcp::{ErrorData, model::CallToolResult, tool, tool_router};
 
 use super::{ToolError, success};
-use crate::HarkServer;
+use crate::server::HarkServer;
 
 #[tool_router(router = models_router, vis = "pub(crate)")]
 impl HarkServer {

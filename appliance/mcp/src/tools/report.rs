@@ -11,7 +11,7 @@
 use hark_core::room::{BoxFuture, Progress, Report};
 use rmcp::{RoleServer, service::RequestContext};
 
-use crate::{HarkServer, connections::DoingGuard};
+use crate::{connections::DoingGuard, server::HarkServer};
 
 /// What the call shows itself doing once it has the person's turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ToolError, success};
-use crate::HarkServer;
+use crate::server::HarkServer;
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ScheduledList {

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::success;
-use crate::HarkServer;
+use crate::server::HarkServer;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SetVolume {

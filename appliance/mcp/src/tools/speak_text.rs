@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ToolError, report::CallReport, success};
-use crate::HarkServer;
+use crate::server::HarkServer;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SpeakText {

@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{ToolError, success};
-use crate::HarkServer;
+use crate::server::HarkServer;
 
 /// `text`, `json`, `srt` or `vtt`.
 pub use hark_core::room::TranscriptFormat as OutputFormat;

@@ -13,7 +13,7 @@ use serde_json::json;
 use hark_core::room::{AudioInput, Kind, TranscribeCall, TranscriptFormat};
 
 use super::{ToolError, success};
-use crate::HarkServer;
+use crate::server::HarkServer;
 
 /// Most files one call may name.
 pub const MAX_BATCH: usize = 64;

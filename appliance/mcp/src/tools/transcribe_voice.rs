@@ -17,7 +17,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{ToolError, report::CallReport, success};
-use crate::HarkServer;
+use crate::server::HarkServer;
 pub use hark_core::room::{Heard, NO_SPEECH};
 
 #[derive(Debug, Deserialize, JsonSchema)]

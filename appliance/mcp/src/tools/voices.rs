@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{ToolError, success};
-use crate::HarkServer;
+use crate::server::HarkServer;
 
 /// Most voices one `list_voices` call returns by default.
 const DEFAULT_LIMIT: usize = 100;

@@ -18,8 +18,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ToolError, success};
-use crate::HarkServer;
-use hark_store::inbox::{Inbox, Message, Wait, rfc3339};
+use crate::server::HarkServer;
+use hark_store::inbox::{Inbox, Wait};
+
+use crate::message::PersonMessage;
 
 /// Accepted range for `wait_for_person`'s `timeout_seconds`.
 pub const WAIT_RANGE: (f64, f64) = (0.0, 3600.0);
@@ -33,44 +35,6 @@ pub struct WaitForPerson {
     /// Seconds to wait for the person (0–3600; default 60). 0 only takes a
     /// message that is already waiting.
     pub timeout_seconds: Option<f64>,
-}
-
-/// One of the person's messages.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct PersonMessage {
-    /// The message's id in the inbox.
-    pub id: i64,
-    /// What the person said.
-    pub text: String,
-    /// When they began speaking (RFC 3339, UTC).
-    pub at: String,
-    /// When the words were transcribed (RFC 3339, UTC, microseconds).
-    pub transcribed_at: String,
-    /// Seconds of speech.
-    pub duration: f64,
-    /// The agent the person addressed (by name or as the default agent);
-    /// null: any agent.
-    pub addressed_to: Option<String>,
-    /// `name` (the person said it), `default` (`inbox.default_agent`) or
-    /// `anyone`.
-    pub addressed_by: String,
-    /// Mean token probability of the transcript, 0–1.
-    pub confidence: Option<f32>,
-}
-
-impl From<&Message> for PersonMessage {
-    fn from(m: &Message) -> Self {
-        Self {
-            id: m.id,
-            text: m.new.text.clone(),
-            at: rfc3339(m.new.spoken_at),
-            transcribed_at: humantime::format_rfc3339_micros(m.new.transcribed_at).to_string(),
-            duration: m.new.duration,
-            addressed_to: m.new.addressed_to.clone(),
-            addressed_by: m.new.addressed_by.clone(),
-            confidence: m.new.confidence,
-        }
-    }
 }
 
 /// `wait_for_person`'s structured result.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use http::{HeaderMap, Response, StatusCode, Uri, header};
 
-use super::http::{Body, text_response};
+use super::body::{Body, text_response};
 use crate::{
     auth::{Auth, AuthError, Denied, Grant, Scope},
     connections::ClientIdentity,

@@ -29,12 +29,12 @@ use rmcp::{
 use tokio::{sync::mpsc, time::Instant};
 use tracing::Instrument;
 
-use super::Shared;
+use super::shared::Shared;
 use crate::{
     connections::ConnectionGuard,
     {
-        HarkServer,
         framing::{self, Decoded},
+        server::HarkServer,
     },
 };
 

@@ -7,7 +7,7 @@ use std::{convert::Infallible, sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited, combinators::BoxBody};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::{body::Incoming, service::service_fn};
 use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
@@ -23,18 +23,23 @@ use rmcp::transport::streamable_http_server::{
 use tokio::{io::AsyncWriteExt, net::TcpListener};
 use tracing::Instrument;
 
-use super::{Shared, bearer, page, plain, scripts, ws};
+use super::{
+    bearer,
+    body::{Body, text_response},
+    page, plain, scripts,
+    shared::{Shared, accept_next, keepalive},
+    ws,
+};
 use crate::{
     auth::Scope,
     connections::{ClientIdentity, TransportKind, peer_of},
     {
-        HarkServer,
+        framing::METHODS,
         framing::{self, Decoded},
-        server::METHODS,
+        server::HarkServer,
     },
 };
 
-pub type Body = BoxBody<Bytes, Infallible>;
 type McpService = StreamableHttpService<HarkServer, LocalSessionManager>;
 
 /// rmcp's two ways of serving `/mcp`.
@@ -58,18 +63,6 @@ const HTTP_WRITE_BUFFER: usize = 64 * 1024;
 
 /// The one path MCP is served at.
 pub const MCP_PATH: &str = "/mcp";
-
-pub fn text_response(status: StatusCode, text: impl Into<String>) -> Response<Body> {
-    let mut body = text.into();
-    body.push('\n');
-    let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
-}
 
 fn mcp_services(shared: &Arc<Shared>) -> McpServices {
     McpServices {
@@ -425,9 +418,9 @@ async fn serve(shared: Arc<Shared>, listener: TcpListener, tls: Option<tokio_rus
         TransportKind::Http
     };
     let mcp = mcp_services(&shared);
-    while let Some((stream, addr)) = super::accept_next(&shared, kind, || listener.accept()).await {
+    while let Some((stream, addr)) = accept_next(&shared, kind, || listener.accept()).await {
         let _ = stream.set_nodelay(true);
-        super::keepalive(&stream);
+        keepalive(&stream);
         // A fixed send buffer instead of one the kernel grows to megabytes:
         // an event-stream client that stops reading is noticed (and
         // dropped) after a bounded amount, not after 4 MB. Ample for a LAN.

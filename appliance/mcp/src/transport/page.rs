@@ -24,9 +24,9 @@ use hyper::body::Incoming;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Shared, http::Body, scripts};
+use super::{body::Body, scripts, shared::Shared};
 use crate::{
-    auth::{Grant, Principal, Scope},
+    auth::{BROWSER_PREFIX, Grant, Principal, Scope},
     connections::{ClientIdentity, TransportKind},
 };
 
@@ -38,8 +38,6 @@ const STYLE: &str = include_str!("page/page.css");
 pub const COOKIE: &str = "hark_session";
 /// Largest body an `/api/` request may send.
 const MAX_BODY: usize = 16 * 1024;
-/// Browser tokens' names start so: the page's own, revoked at log-out.
-pub const BROWSER_PREFIX: &str = "browser-";
 
 /// Whether `path` is the page's.
 pub fn serves(path: &str) -> bool {
@@ -329,7 +327,7 @@ pub async fn handle(
             if let Some(name) = grant
                 .paired_name()
                 .filter(|n| n.starts_with(BROWSER_PREFIX))
-                && let Err(e) = crate::auth::manage(
+                && let Err(e) = crate::auth::manage::manage(
                     &shared.state,
                     Some(json!({ "action": "revoke", "name": name })),
                 )
@@ -360,7 +358,7 @@ pub async fn handle(
                 Ok(r) => r,
                 Err(r) => return *r,
             };
-            match crate::auth::manage(
+            match crate::auth::manage::manage(
                 &shared.state,
                 Some(json!({ "action": "revoke", "name": revoke.name })),
             )

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Response, header};
 use http_body_util::{BodyExt, Full};
 
-use super::http::Body;
+use super::body::Body;
 
 const EVENT_STREAM: &str = "text/event-stream";
 const JSON: &str = "application/json";

@@ -14,8 +14,8 @@ use tokio::{
 use tokio_util::codec::{Decoder, FramedRead};
 
 use super::{
-    Shared, TransportError,
     framed::{self, Frame, OUTBOUND_QUEUE, Outbound},
+    shared::{Shared, TransportError, accept_next, busy_error, keepalive},
 };
 use crate::connections::{ConnectionGuard, TransportKind, peer_of};
 
@@ -135,7 +135,7 @@ where
 
 /// Tells a client over the connection limit why it is being closed.
 async fn refuse_busy<S: AsyncWrite + Unpin>(mut stream: S, refusal: crate::budget::Refusal) {
-    let message = super::busy_error(&refusal);
+    let message = busy_error(&refusal);
     let mut line = serde_json::to_vec(&message).unwrap_or_default();
     line.push(b'\n');
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
@@ -147,10 +147,10 @@ async fn refuse_busy<S: AsyncWrite + Unpin>(mut stream: S, refusal: crate::budge
 
 pub async fn run_tcp(shared: Arc<Shared>, listener: TcpListener) {
     while let Some((stream, addr)) =
-        super::accept_next(&shared, TransportKind::Tcp, || listener.accept()).await
+        accept_next(&shared, TransportKind::Tcp, || listener.accept()).await
     {
         let _ = stream.set_nodelay(true);
-        super::keepalive(&stream);
+        keepalive(&stream);
         let admitted = match shared.admit(TransportKind::Tcp, Some(addr.ip()), false) {
             Ok(admitted) => admitted,
             Err(refusal) => {
@@ -169,7 +169,7 @@ pub async fn run_tcp(shared: Arc<Shared>, listener: TcpListener) {
 
 pub async fn run_unix(shared: Arc<Shared>, listener: UnixListener) {
     while let Some((stream, _)) =
-        super::accept_next(&shared, TransportKind::Unix, || listener.accept()).await
+        accept_next(&shared, TransportKind::Unix, || listener.accept()).await
     {
         let peer = match stream.peer_cred() {
             Ok(cred) => format!(

@@ -24,9 +24,9 @@ use tokio_tungstenite::{
 use tracing::Instrument;
 
 use super::{
-    Shared,
+    body::{Body, text_response},
     framed::{self, Frame, OUTBOUND_QUEUE, Outbound},
-    http::{Body, text_response},
+    shared::Shared,
 };
 use crate::connections::TransportKind;
 

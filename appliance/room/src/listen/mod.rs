@@ -181,17 +181,39 @@ pub struct Listen {
 }
 
 /// What becomes of what the person goes on to say just after a listen
-/// ended their turn at a pause (`audio.vad.continue_ms`).
-#[derive(Debug, Default)]
-pub enum After {
-    /// Nothing: the floor passes on at once.
-    #[default]
-    Nothing,
-    /// Kept for the listen's agent ([`crate::continuation`]).
-    KeepForAgent,
-    /// Recorded and handed over: Home Assistant's pipeline sends it as the
-    /// next run of the same conversation. Dropped: they did not go on.
-    HandOver(tokio::sync::oneshot::Sender<hark_core::room::Recorded>),
+/// ended their turn (`audio.vad.continue_ms`): given where the listen left
+/// them ([`Left`]) when the turn held speech. Made by
+/// [`crate::continuation`] (kept for the listen's agent, or recorded for
+/// Home Assistant's pipeline); the default lets the floor pass on at once.
+#[derive(Default)]
+pub struct After(Option<Box<dyn FnOnce(Left) + Send>>);
+
+impl After {
+    pub fn then(go_on: impl FnOnce(Left) + Send + 'static) -> Self {
+        Self(Some(Box::new(go_on)))
+    }
+}
+
+impl std::fmt::Debug for After {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "After(then)"
+        } else {
+            "After(nothing)"
+        })
+    }
+}
+
+/// Where a listen that heard speech left the person, for [`After`].
+pub struct Left {
+    /// The listen's floor, to hand on or let go.
+    pub turn: crate::floor::Turn,
+    /// Why the turn ended.
+    pub ended: Ended,
+    /// The capture position the recording ended at.
+    pub from: u64,
+    pub agent: Option<String>,
+    pub language: Option<String>,
 }
 
 /// What kind of answer the agent waits for.
@@ -292,19 +314,6 @@ pub fn play(state: &ApplianceState, earcon: Earcon) {
         && let Err(e) = player.play(&earcon.clip())
     {
         tracing::debug!(error = %e, "earcon not played");
-    }
-}
-
-/// Plays `earcon` and waits until it has been heard (at most 2 s): before
-/// a recording opens, since with half duplex the speaker mutes capture.
-pub async fn play_through(state: &ApplianceState, earcon: Earcon) {
-    let Some(player) = state.player() else { return };
-    match player.play(&earcon.clip()) {
-        Ok(done) => {
-            let _ = tokio::task::spawn_blocking(move || done.recv_timeout(Duration::from_secs(2)))
-                .await;
-        }
-        Err(e) => tracing::debug!(error = %e, "earcon not played"),
     }
 }
 
@@ -486,7 +495,7 @@ async fn record_turn(
         None => Earcon::ListenStart,
     };
     if request.chime == Chime::First {
-        play_through(state, chime).await;
+        crate::audio::play_through(state.player(), chime).await;
     }
     // The microphone shows open from here until the guard drops, whatever
     // ends the recording; the person's going on shows once their voice
@@ -607,22 +616,15 @@ async fn record_turn(
     }
     // The next caller may listen while this one transcribes; when the
     // person may go on, the floor is theirs for a moment first.
-    match (turn, request.after, &request.agent) {
-        (Some(turn), after, agent)
-            if utterance.speech.is_some() && crate::continuation::may_follow(state, reason) =>
-        {
-            match (after, agent) {
-                (After::KeepForAgent, Some(agent)) if state.inbox.is_some() => {
-                    let language = request.language.clone();
-                    crate::continuation::open(state, turn, agent.clone(), language, utterance.end);
-                }
-                (After::HandOver(to), _) => {
-                    crate::continuation::open_for(state, turn, to, utterance.end);
-                }
-                _ => drop(turn),
-            }
-        }
-        (turn, ..) => drop(turn),
+    match (turn, request.after.0) {
+        (Some(turn), Some(go_on)) if utterance.speech.is_some() => go_on(Left {
+            turn,
+            ended: reason,
+            from: utterance.end,
+            agent: request.agent.clone(),
+            language: request.language.clone(),
+        }),
+        (turn, _) => drop(turn),
     }
     if shown {
         play(state, Earcon::ListenStop);

@@ -199,7 +199,7 @@ impl<'a> Dialogue<'a> {
             expect,
             start_at: None,
             continuation: false,
-            after: listen::After::KeepForAgent,
+            after: crate::continuation::keep(self.state),
         }
     }
 

@@ -121,7 +121,7 @@ impl Pair for Room {
             };
             // The prompt; the time to answer runs from its end. It stops
             // when the pairing ends first (the agent left, or a long press).
-            let (progress, mut spoken) = tokio::sync::mpsc::unbounded_channel();
+            let (progress, mut spoken) = crate::tts::speech_events();
             let _prompt =
                 StopSpeech(crate::person::say_tracked(state, ask.prompt, Some(progress)).await);
             let decided = ask.decided;
@@ -144,7 +144,7 @@ impl Pair for Room {
             };
             let timeout = ask.timeout;
             let no_answer = async move {
-                while let Some(event) = spoken.recv().await {
+                while let Some(event) = crate::tts::next_event(&mut spoken).await {
                     if matches!(event, SpeechEvent::Finished(_)) {
                         break;
                     }

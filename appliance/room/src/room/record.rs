@@ -11,7 +11,7 @@ use hark_core::{
 };
 
 use super::{Room, failure};
-use crate::listen::{self, After, Chime, Listen};
+use crate::listen::{self, Chime, Listen};
 
 /// Where a recording's tool shows in the floor and `get_status`.
 const TOOL: &str = "satellite";
@@ -41,7 +41,7 @@ impl Record for Room {
                 expect: listen::Expect::Anything,
                 start_at: call.start_at,
                 continuation: false,
-                after: After::HandOver(more),
+                after: crate::continuation::hand_over(&self.state, more),
             };
             listen::record(&self.state, request, &mut Quiet)
                 .await

@@ -79,7 +79,7 @@ pub async fn say(
     if let Some(later) = call.later {
         return keep(state, &tts, call, later).await;
     }
-    let (events_tx, events) = tokio::sync::mpsc::unbounded_channel();
+    let (events_tx, events) = crate::tts::speech_events();
     let wait = call.wait;
     let (spoken, accepted) = queue(&tts, call, wait.then_some(events_tx)).await?;
     if !wait {
@@ -162,7 +162,7 @@ async fn through(
     state: &crate::state::ApplianceState,
     mut spoken: Spoken,
     accepted: &Accepted,
-    mut events: tokio::sync::mpsc::UnboundedReceiver<SpeechEvent>,
+    mut events: tokio::sync::mpsc::Receiver<SpeechEvent>,
     deadline: Option<Instant>,
     report: &mut dyn Report,
 ) -> Result<Spoken, Failure> {
@@ -174,7 +174,7 @@ async fn through(
         .await;
     let finished = loop {
         let event = tokio::select! {
-            event = events.recv() => event,
+            event = crate::tts::next_event(&mut events) => event,
             () = async {
                 match deadline {
                     Some(deadline) => tokio::time::sleep_until(deadline).await,
@@ -216,7 +216,7 @@ async fn through(
 async fn queue(
     tts: &Arc<TextToSpeech>,
     call: SpeakCall,
-    events: Option<tokio::sync::mpsc::UnboundedSender<SpeechEvent>>,
+    events: Option<crate::tts::SpeechEvents>,
 ) -> Result<(Spoken, Accepted), Failure> {
     let SpeakCall {
         agent,
@@ -349,7 +349,7 @@ impl Play for Room {
             .await
             .map_err(|e| failure::task(Kind::AudioFormat, "decoding the audio", e))?
             .map_err(|e| Failure::new(Kind::AudioFormat, e.to_string()))?;
-            let (events_tx, events) = tokio::sync::mpsc::unbounded_channel();
+            let (events_tx, events) = crate::tts::speech_events();
             // Queueing takes no planning: nothing here blocks.
             let accepted = tts
                 .play_recording(

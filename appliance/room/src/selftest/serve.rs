@@ -242,7 +242,7 @@ async fn speak(state: &Arc<ApplianceState>, text: String) -> Result<Spoken, Step
             )
         })?;
     let _turn = take_floor(state).await?;
-    let (progress, mut heard) = tokio::sync::mpsc::unbounded_channel();
+    let (progress, mut heard) = crate::tts::speech_events();
     // Planning reads the voice's model when it is not loaded: off the
     // runtime.
     let accepted = tokio::task::spawn_blocking(move || {
@@ -253,7 +253,7 @@ async fn speak(state: &Arc<ApplianceState>, text: String) -> Result<Spoken, Step
     .map_err(|e| StepError::NotSpoken(e.to_string()))?;
     let _stop = SetOnDrop(Arc::clone(&accepted.cancel));
     let finished = tokio::time::timeout(SPEECH_WAIT, async {
-        while let Some(event) = heard.recv().await {
+        while let Some(event) = crate::tts::next_event(&mut heard).await {
             if let SpeechEvent::Finished(finished) = event {
                 return Some(finished);
             }
@@ -300,7 +300,7 @@ async fn record(state: &Arc<ApplianceState>, ms: u32, chime: bool) -> Result<Rec
     }
     let _turn = take_floor(state).await?;
     if chime {
-        crate::listen::play_through(state, Earcon::ListenStart).await;
+        crate::audio::play_through(state.player(), Earcon::ListenStart).await;
     }
     // The microphone shows open (the listening light) while it records.
     let mut recording = state.start_recording(None);

@@ -54,7 +54,7 @@ use hark_audio::{
     playback::{Outcome, PlaybackError, Player},
 };
 use hark_tts::synth::{EngineKind, Lead, Synthesizer, TtsError, Utterance};
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::mpsc;
 
 use hark_core::status::{Subsystem, SubsystemState};
 pub use queue::Priority;
@@ -67,6 +67,28 @@ use crate::{agents::Agents, config::RoomConfig, floor::Who};
 /// sentences an agent sends one by one, short enough that the memory is back
 /// before the person has finished answering.
 pub const IDLE_RELEASE: Duration = Duration::from_secs(2);
+
+/// Where a speech request's progress goes: a bounded channel the speech
+/// thread never waits on. It keeps the last place for the end, so a caller
+/// that falls behind misses progress, never the end. Made by
+/// [`speech_events`], read with [`next_event`].
+pub type SpeechEvents = mpsc::Sender<SpeechEvent>;
+
+/// Events a request's channel holds: two a piece (made, playing) and the
+/// end, for a reply of 30 pieces unread.
+pub const SPEECH_EVENTS: usize = 64;
+
+/// A request's progress: the sender for the speech thread, the receiver for
+/// whoever waits.
+pub fn speech_events() -> (SpeechEvents, mpsc::Receiver<SpeechEvent>) {
+    mpsc::channel(SPEECH_EVENTS)
+}
+
+/// The next of a request's events; `None` when the speech thread let the
+/// request go without another.
+pub async fn next_event(events: &mut mpsc::Receiver<SpeechEvent>) -> Option<SpeechEvent> {
+    events.recv().await
+}
 
 /// What happens to a speech request, in order. `wait: true` callers turn
 /// these into progress notifications.
@@ -119,7 +141,7 @@ struct Job {
     utterance: Utterance,
     generation: u64,
     cancel: Arc<AtomicBool>,
-    events: Option<UnboundedSender<SpeechEvent>>,
+    events: Option<SpeechEvents>,
     /// For the event stream: which request, whose, what it says.
     id: u64,
     agent: Option<String>,
@@ -367,7 +389,7 @@ impl TextToSpeech {
         voice: Option<&str>,
         rate: Option<f32>,
         priority: Priority,
-        events: Option<UnboundedSender<SpeechEvent>>,
+        events: Option<SpeechEvents>,
         agent: Option<String>,
     ) -> Result<Accepted, SpeakError> {
         self.ready()?;
@@ -399,7 +421,7 @@ impl TextToSpeech {
         label: &str,
         samples: Vec<f32>,
         rate: u32,
-        events: Option<UnboundedSender<SpeechEvent>>,
+        events: Option<SpeechEvents>,
         agent: Option<String>,
     ) -> Result<Accepted, SpeakError> {
         self.ready()?;
@@ -422,7 +444,7 @@ impl TextToSpeech {
         &self,
         utterance: hark_tts::synth::Utterance,
         priority: Priority,
-        events: Option<UnboundedSender<SpeechEvent>>,
+        events: Option<SpeechEvents>,
         agent: Option<String>,
     ) -> Result<Accepted, SpeakError> {
         let cancel = Arc::new(AtomicBool::new(false));
@@ -730,7 +752,8 @@ impl Worker {
             "speech ended"
         );
         if let Some(events) = &job.events {
-            let _ = events.send(SpeechEvent::Finished(finished));
+            // The last place is kept for this (see `send`).
+            let _ = events.try_send(SpeechEvent::Finished(finished));
         }
         self.queued.fetch_sub(1, Ordering::AcqRel);
     }
@@ -992,7 +1015,11 @@ fn send(worker: &Worker, job: &mut Job, event: SpeechEvent) {
             text: job.text.clone(),
         });
     }
-    if let Some(events) = &job.events {
-        let _ = events.send(event);
+    // Never waits: progress goes only while a place beyond the one kept
+    // for the end is free.
+    if let Some(events) = &job.events
+        && events.capacity() > 1
+    {
+        let _ = events.try_send(event);
     }
 }
