@@ -71,12 +71,12 @@ impl BoardService {
         let board = Arc::new(board);
         let shown = Arc::new(Mutex::new((Status::Idle, None)));
         {
-            // The mute flag, not the whole state: the state holds this
+            // The event stream, not the whole state: the state holds this
             // closure, and must not be kept alive by it.
-            let (board, shown, muted) = (
+            let (board, shown, bus) = (
                 Arc::downgrade(&board),
                 Arc::clone(&shown),
-                Arc::clone(&state.muted),
+                state.bus.clone(),
             );
             state.subsystems.set(
                 Subsystem::Board,
@@ -91,11 +91,7 @@ impl BoardService {
                     SubsystemState::Running(format!(
                         "{}; lights: {status}; mute {}{countdown}",
                         board.describe(),
-                        if muted.load(Ordering::Acquire) {
-                            "on"
-                        } else {
-                            "off"
-                        }
+                        if bus.snapshot().muted { "on" } else { "off" }
                     ))
                 }),
             );
@@ -398,7 +394,7 @@ impl crate::conductor::Stage for Arc<ApplianceState> {
     }
 
     fn set_muted(&self, on: bool) {
-        self.muted.store(on, Ordering::Release);
+        self.capture_muted.store(on, Ordering::Release);
     }
 
     fn publish(&self, event: Event) {

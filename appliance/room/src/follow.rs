@@ -11,11 +11,7 @@
 //! closes at once, keeping nothing, if an agent asks for the floor or to
 //! speak before the person has begun to speak.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, atomic::Ordering},
-    time::Duration,
-};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use hark_core::events::{Event, SpeechEnded};
 use tokio::{sync::broadcast::error::RecvError, time::Instant};
@@ -105,6 +101,6 @@ fn may_open(state: &ApplianceState) -> bool {
         && state.tts.pending() == 0
         && floor.holder.is_none()
         && floor.queue.is_empty()
-        && !state.muted.load(Ordering::Acquire)
+        && !state.bus.snapshot().muted
         && !state.bus.snapshot().recording()
 }

@@ -10,7 +10,7 @@
 //! message light shows until an agent takes it.
 
 use std::{
-    sync::{Arc, atomic::Ordering},
+    sync::Arc,
     time::{Duration, SystemTime},
 };
 
@@ -37,7 +37,7 @@ pub fn pressed(state: &Arc<ApplianceState>, how: Start) {
         Start::WakeWord { .. } => "wake word heard",
         Start::FollowUp { .. } => "follow-up",
     };
-    if state.muted.load(Ordering::Acquire) {
+    if state.bus.snapshot().muted {
         tracing::info!("{what} while muted: nothing is recorded");
         listen::play(state, Earcon::Error);
         return;

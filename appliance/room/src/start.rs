@@ -204,7 +204,7 @@ async fn start_wake(
 ) -> Result<Option<crate::wake::WakeService>, StartError> {
     let ears = state.microphone.as_ref().map(|mic| crate::wake::Ears {
         ring: Arc::clone(&mic.ring),
-        muted: Arc::clone(&state.muted),
+        muted: Arc::clone(&state.capture_muted),
         closed_while_speaking: config
             .audio
             .closes_while_speaking()

@@ -25,7 +25,12 @@ pub struct ApplianceState {
     /// Speech and timers kept for later (none when its store could not
     /// open: the log says why).
     pub schedule: Option<crate::schedule::Scheduler>,
-    pub muted: Arc<AtomicBool>,
+    /// The mute switch for the threads that cannot wait on the event
+    /// stream (capture, which records silence while it is on, and the wake
+    /// word's): written by the conductor alone. Everyone else reads the
+    /// event stream's snapshot (`muted`), which the conductor publishes
+    /// right after.
+    pub capture_muted: Arc<AtomicBool>,
     pub speaking: Arc<AtomicBool>,
     pub subsystems: hark_core::status::Subsystems,
     /// Weak: the audio engine owns the player and stops it at shutdown.
@@ -158,7 +163,7 @@ impl ApplianceState {
             agent_store: parts.agent_store,
             history: parts.history,
             schedule: parts.schedule,
-            muted: parts.muted,
+            capture_muted: parts.muted,
             speaking: parts.speaking,
             subsystems: parts.subsystems,
             player: parts

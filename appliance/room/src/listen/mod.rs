@@ -15,7 +15,7 @@
 //! text.
 
 use std::{
-    sync::{Arc, PoisonError, atomic::Ordering},
+    sync::{Arc, PoisonError},
     time::Duration,
 };
 
@@ -486,7 +486,7 @@ async fn record_turn(
     let max_hold = state.floor.max_hold.as_secs();
     // Watched from before the check, so a mute between the two is seen.
     let mut mute = state.bus.watch();
-    if state.muted.load(Ordering::Acquire) || mute.borrow_and_update().muted {
+    if mute.borrow_and_update().muted {
         return Err(ListenError::Muted);
     }
     // Each agent's own chime, so the person hears who listens.

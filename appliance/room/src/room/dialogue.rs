@@ -105,7 +105,7 @@ impl<'a> Dialogue<'a> {
         let state = &room.state;
         let default = state.stt.record_timeout;
         let timeout = check_timeout(timeout, default, RECORD_TIMEOUT_RANGE)?;
-        if listens && state.muted.load(std::sync::atomic::Ordering::Acquire) {
+        if listens && state.bus.snapshot().muted {
             // Nothing could be heard: say so before speaking, not after.
             return Err(failure::listen(ListenError::Muted));
         }

@@ -394,7 +394,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(names(&switched), ["mute_on", "mute_off"]);
-        assert!(!state.muted.load(std::sync::atomic::Ordering::Acquire));
+        assert!(!state.bus.snapshot().muted);
         // Nobody presses: the step fails naming the button, in time.
         let missed = wait_for_hand(&state, Expect::LongPress, false, 300)
             .await

@@ -104,7 +104,7 @@ async fn run(state: &Arc<ApplianceState>, request: Request) -> Result<Value, Ste
             simulate,
             timeout_ms,
         } => {
-            let from = state.muted.load(Ordering::Acquire);
+            let from = state.bus.snapshot().muted;
             value(wait_for_hand(state, Expect::Mute { from }, simulate, timeout_ms).await)
         }
         Request::Link => value(link(state).await),
@@ -292,7 +292,7 @@ async fn record(state: &Arc<ApplianceState>, ms: u32, chime: bool) -> Result<Rec
                 .to_string(),
         )
     })?;
-    if state.muted.load(Ordering::Acquire) {
+    if state.bus.snapshot().muted {
         return Err(StepError::Muted);
     }
     if mic.stats.state() != CaptureState::Capturing {
@@ -306,14 +306,14 @@ async fn record(state: &Arc<ApplianceState>, ms: u32, chime: bool) -> Result<Rec
     let mut recording = state.start_recording(None);
     let stop = Arc::new(AtomicBool::new(false));
     let _stop = SetOnDrop(Arc::clone(&stop));
-    let (ring, muted, stats) = (
+    let (ring, bus, stats) = (
         Arc::clone(&mic.ring),
-        Arc::clone(&state.muted),
+        state.bus.clone(),
         Arc::clone(&mic.stats),
     );
     let wanted = RATE as usize * ms as usize / 1000;
     let samples = tokio::task::spawn_blocking(move || {
-        read_ring(&ring, wanted, &muted, &stop).map_err(|got| match got {
+        read_ring(&ring, wanted, &bus, &stop).map_err(|got| match got {
             Cut::Muted => StepError::Muted,
             Cut::Stopped => StepError::Cancelled,
             Cut::Stalled(got) => StepError::Stalled {
@@ -347,7 +347,7 @@ enum Cut {
 fn read_ring(
     ring: &Ring,
     wanted: usize,
-    muted: &AtomicBool,
+    bus: &crate::events::Bus,
     stop: &AtomicBool,
 ) -> Result<Vec<f32>, Cut> {
     let mut reader = ring.reader(0);
@@ -358,7 +358,7 @@ fn read_ring(
         if stop.load(Ordering::Acquire) {
             return Err(Cut::Stopped);
         }
-        if muted.load(Ordering::Acquire) {
+        if bus.snapshot().muted {
             return Err(Cut::Muted);
         }
         let room = (wanted - samples.len()).min(chunk.len());
