@@ -305,9 +305,18 @@ impl Daemon {
     /// The times of the lines in the daemon's log since `after` that
     /// contain `needle` (its timestamps are the wall clock's, in µs).
     pub fn logged(&self, needle: &str, after: std::time::SystemTime) -> Vec<std::time::SystemTime> {
+        self.logged_where(|l| l.contains(needle), after)
+    }
+
+    /// The times of the log lines `keep` picks, from `after` on.
+    pub fn logged_where(
+        &self,
+        keep: impl Fn(&str) -> bool,
+        after: std::time::SystemTime,
+    ) -> Vec<std::time::SystemTime> {
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         log.lines()
-            .filter(|l| l.contains(needle))
+            .filter(|l| keep(l))
             .filter_map(|l| l.split_whitespace().next())
             .filter_map(|t| humantime::parse_rfc3339(t).ok())
             .filter(|t| *t >= after)

@@ -64,14 +64,8 @@ pub struct FilesArgs {
     /// added to the shipped ones (`fitted=[stt];fit_audio_ctx = true`).
     #[arg(long = "config")]
     configs: Vec<String>,
-    /// Threads and beam width for faster-whisper (Hark's as configured).
-    #[arg(long, default_value_t = 2)]
-    threads: u16,
-    #[arg(long, default_value_t = 5)]
-    beam: u8,
-    /// Skip faster-whisper.
-    #[arg(long)]
-    no_peer: bool,
+    #[command(flatten)]
+    peer: turn::PeerSettings,
     /// Write every clip's answers, one JSON object a line, to this file.
     #[arg(long)]
     detail: Option<PathBuf>,
@@ -192,20 +186,13 @@ pub fn main(args: FilesArgs) -> anyhow::Result<()> {
             },
         });
     }
-    let mut peer = if args.no_peer {
-        None
-    } else {
+    let mut peer = args.peer.start(&args.peers, &args.live.ct2)?;
+    if peer.is_some() {
         systems.push(System {
             label: "faster-whisper tiny.en int8 (peer)".into(),
             asks: Asks::Peer,
         });
-        Some(turn::Peer::start(
-            &args.peers,
-            &args.live.ct2,
-            args.threads,
-            args.beam,
-        )?)
-    };
+    }
 
     let clips = write_clips(&set, &dirs, &scratch.0)?;
     let load_start = procfs::loadavg();
@@ -383,8 +370,8 @@ fn report(
         sources.len(),
         args.per_source,
         speech::HELD_OUT.join(", "),
-        args.threads,
-        args.beam,
+        args.peer.threads,
+        args.peer.beam,
         load.0,
         load.1,
         took,

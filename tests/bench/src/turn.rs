@@ -86,20 +86,14 @@ pub struct TurnArgs {
     live: stt::LivePaths,
     #[command(flatten)]
     peers: stt::PeerVenv,
-    /// Threads and beam width for faster-whisper (Hark's whisper: 2 and 5).
-    #[arg(long, default_value_t = 2)]
-    threads: u16,
-    #[arg(long, default_value_t = 5)]
-    beam: u8,
+    #[command(flatten)]
+    peer: PeerSettings,
     /// The pause inside the pause set's sentences, ms.
     #[arg(long, default_value_t = 700)]
     pause_ms: u64,
     /// `speak_text` calls timed for the first sound.
     #[arg(long, default_value_t = 10)]
     replies: usize,
-    /// Skip faster-whisper.
-    #[arg(long)]
-    no_peer: bool,
     /// The daemons' log level (their logs stay in the scratch directory
     /// with `--keep`).
     #[arg(long, default_value = "info")]
@@ -304,16 +298,7 @@ pub fn main(args: TurnArgs) -> anyhow::Result<()> {
     // texts are the same; the lengths differ by tens of ms).
     let (clips, paused) = &takes[0];
 
-    let mut peer = if args.no_peer {
-        None
-    } else {
-        Some(Peer::start(
-            &args.peers,
-            &args.live.ct2,
-            args.threads,
-            args.beam,
-        )?)
-    };
+    let mut peer = args.peer.start(&args.peers, &args.live.ct2)?;
 
     let mut systems = [live, default, whisper];
     // [system][clip] → turns; the peer's per clip.
@@ -630,7 +615,7 @@ fn turn(system: &mut System, clip: &Clip) -> anyhow::Result<Turn> {
         "{}: transcribe_voice failed: {result}",
         system.name
     );
-    let turn = Turn {
+    let mut turn = Turn {
         continued: false,
         latency_ms: since(answered),
         recorded_ms: since(recorded),
@@ -648,7 +633,6 @@ fn turn(system: &mut System, clip: &Clip) -> anyhow::Result<Turn> {
             kept < (at - clip.start).as_secs_f64()
         }),
     };
-    let mut turn = turn;
     // The listen-stop chime and the lights: quiet before the next turn.
     system
         .status
@@ -703,14 +687,17 @@ fn went_on(system: &System, recorded: SystemTime) -> bool {
         if log("the person went on after the turn ended") {
             return true;
         }
-        let rest = std::fs::read_to_string(&system.daemon.log)
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| !l.contains("tool=transcribe_voice"))
-            .filter(|l| l.contains("utterance recorded") && l.contains("speech=Some"))
-            .filter_map(|l| l.split_whitespace().next())
-            .filter_map(|t| humantime::parse_rfc3339(t).ok())
-            .any(|t| t >= recorded);
+        let rest = !system
+            .daemon
+            .logged_where(
+                |l| {
+                    l.contains("utterance recorded")
+                        && l.contains("speech=Some")
+                        && !l.contains("tool=transcribe_voice")
+                },
+                recorded,
+            )
+            .is_empty();
         if !rest && log("reason=timeout speech=None") {
             return false;
         }
@@ -764,6 +751,31 @@ pub struct Peer {
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     versions: Value,
+}
+
+/// faster-whisper beside Hark in a bench that asks Hark over MCP (`turn`,
+/// `files`).
+#[derive(Debug, Args)]
+pub struct PeerSettings {
+    /// Threads and beam width for faster-whisper (Hark's whisper: 2 and 5).
+    #[arg(long, default_value_t = 2)]
+    pub threads: u16,
+    #[arg(long, default_value_t = 5)]
+    pub beam: u8,
+    /// Skip faster-whisper.
+    #[arg(long)]
+    pub no_peer: bool,
+}
+
+impl PeerSettings {
+    /// faster-whisper on the CTranslate2 folder `ct2`, started; `None` with
+    /// `--no-peer`.
+    pub fn start(&self, venv: &stt::PeerVenv, ct2: &Path) -> anyhow::Result<Option<Peer>> {
+        if self.no_peer {
+            return Ok(None);
+        }
+        Peer::start(venv, ct2, self.threads, self.beam).map(Some)
+    }
 }
 
 impl Peer {
