@@ -309,6 +309,10 @@ impl Core {
                 waiting,
             });
         }
+        // Whether anyone listens is decided before anyone is told: a
+        // listening agent may react to the news (end its listen) before
+        // this thread runs again.
+        let reachable = self.reachable(message.addressed_key.as_deref());
         bus.publish(Event::InboxArrived {
             id: message_id,
             listen: message.listen,
@@ -316,7 +320,6 @@ impl Core {
             waiting,
         });
         self.shared.arrived.notify_one();
-        let reachable = self.reachable(message.addressed_key.as_deref());
         tracing::info!(id = message_id, addressed_to = ?message.addressed_to, reachable, "message kept in the inbox");
         Ok(Delivered::Kept { reachable })
     }
@@ -834,6 +837,34 @@ mod tests {
             Some("Claude, third")
         );
         assert_eq!(take(&inbox, "claude").await, None, "each is taken once");
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_that_stops_once_told_was_still_listening_when_it_arrived() {
+        let dir = tempfile::tempdir().unwrap();
+        let bus = Bus::default();
+        let inbox = Arc::new(Inbox::open(dir.path(), settings(), bus.clone()).expect("inbox"));
+        // The agent ends its subscription as soon as it hears of a message
+        // (as an SDK client closes its listen): it counted as listening
+        // until then.
+        let news = Mutex::new(bus.subscribe());
+        let stopped = std::sync::atomic::AtomicBool::new(false);
+        let _present = inbox.present(
+            "cursor",
+            Box::new(move || {
+                let mut news = news.lock().unwrap_or_else(PoisonError::into_inner);
+                if hark_core::events::received(&mut news)
+                    .any(|e| matches!(e.event, Event::InboxArrived { .. }))
+                {
+                    stopped.store(true, Ordering::Relaxed);
+                }
+                !stopped.load(Ordering::Relaxed)
+            }),
+        );
+        assert_eq!(
+            inbox.deliver(message(&inbox, "hello")).await.unwrap(),
+            Delivered::Kept { reachable: true }
+        );
     }
 
     #[tokio::test]
