@@ -96,15 +96,32 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     };
     let health = Arc::new(Health::default());
     let mut room_config = config.room();
+    // The person's starts Home Assistant's pipeline takes, when Hark is its
+    // satellite: the room is made with them.
+    let starts = esphome.as_ref().map(|_| {
+        hark_esphome::pipeline::Starts::new(
+            config.esphome.run_on_wake_word,
+            config.esphome.run_on_press,
+        )
+    });
     let Started {
         state,
         board,
+        conductor,
         audio,
         wake,
         history,
-    } = start_room(&mut room_config, &health, &token).await?;
+    } = start_room(
+        &mut room_config,
+        &health,
+        &token,
+        starts
+            .clone()
+            .map(|s| s as Arc<dyn hark_core::room::TakeStarts>),
+    )
+    .await?;
     let state = Arc::new(state);
-    let board = start_board(&state, &room_config, board, &token);
+    let board = start_board(&state, &room_config, board, conductor, &token);
     let mut serving = listeners
         .addresses()
         .iter()
@@ -123,7 +140,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let room = hark_room::room::Room::new(Arc::clone(&state));
     // What the satellite advertises on the LAN: its node name, port and MAC.
     let mut esphome_advert = None;
-    if let Some(listener) = esphome {
+    if let (Some(listener), Some(starts)) = (esphome, starts) {
         let device = satellite(&config, room.as_ref()).await;
         esphome_advert = esphome_address.filter(|a| !a.ip().is_loopback()).map(|a| {
             hark_mcp::discovery::EsphomeAdvert {
@@ -133,13 +150,6 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
                 friendly_name: device.friendly_name.clone(),
             }
         });
-        // The person's starts Home Assistant's pipeline takes.
-        let starts = hark_esphome::pipeline::Starts::new(
-            config.esphome.run_on_wake_word,
-            config.esphome.run_on_press,
-        );
-        let taker: Arc<dyn hark_core::room::TakeStarts> = starts.clone();
-        let _ = state.starts.set(taker);
         let services = hark_esphome::server::Room {
             speak: room.clone(),
             fetch: hark_esphome::media::over_http(),

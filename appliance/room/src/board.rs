@@ -45,30 +45,73 @@ pub struct BoardService {
     task: JoinHandle<()>,
 }
 
-impl BoardService {
+/// The board opened, before the room is made of its parts: the room gets
+/// its simulated controls and the self-test's way to it from here, the
+/// conductor its button and switch, and its lights task starts once the
+/// room it shows is there ([`Opened::serve`]).
+pub struct Opened {
+    board: Arc<Board>,
+    contacts: Option<tokio::sync::mpsc::Receiver<BoardEvent>>,
+    /// `hark selftest` asks the lights task for light cycles; one at a time.
+    cycles: tokio::sync::mpsc::Sender<LightsRequest>,
+    cycle_requests: tokio::sync::mpsc::Receiver<LightsRequest>,
+}
+
+impl Opened {
     /// Opens the board the config names (inside the runtime). A board that
     /// cannot be opened is reported in `get_status` and the logs, and the
     /// appliance runs without it rather than not at all.
-    pub fn start(
+    pub fn open(
         config: &RoomConfig,
         resolved: Resolved,
-        state: &Arc<ApplianceState>,
-        token: &CancellationToken,
-    ) -> Option<(
-        BoardService,
-        Option<tokio::sync::mpsc::Receiver<BoardEvent>>,
-    )> {
+        subsystems: &hark_core::status::Subsystems,
+    ) -> Option<Self> {
         let mut board = match Board::start(&config.board.board(), resolved) {
             Ok(board) => board,
             Err(e) => {
-                unavailable(&state.subsystems, &e);
+                unavailable(subsystems, &e);
                 return None;
             }
         };
         tracing::info!(board = %board.describe(), "board ready");
-        // The button and the switch are the conductor's.
-        let events = board.take_events();
-        let board = Arc::new(board);
+        let contacts = board.take_events();
+        let (cycles, cycle_requests) = tokio::sync::mpsc::channel(1);
+        Some(Self {
+            board: Arc::new(board),
+            contacts,
+            cycles,
+            cycle_requests,
+        })
+    }
+
+    /// The simulated board's controls, when that is the board.
+    pub fn simulated(&self) -> Option<hark_board::sim::SimControl> {
+        self.board.simulated_control().cloned()
+    }
+
+    /// The self-test's side, reaching this board (weakly: it still goes
+    /// at shutdown while a step runs) and its lights task.
+    pub fn bench(&self) -> crate::selftest::Bench {
+        crate::selftest::Bench::with_board(Arc::downgrade(&self.board), self.cycles.clone())
+    }
+
+    /// Starts the lights task on the room's state, reports the board in
+    /// its subsystem and hands over the button and switch (the
+    /// conductor's).
+    pub fn serve(
+        self,
+        state: &Arc<ApplianceState>,
+        token: &CancellationToken,
+    ) -> (
+        BoardService,
+        Option<tokio::sync::mpsc::Receiver<BoardEvent>>,
+    ) {
+        let Self {
+            board,
+            contacts,
+            cycle_requests,
+            ..
+        } = self;
         let shown = Arc::new(Mutex::new((Status::Idle, None)));
         {
             // The event stream, not the whole state: the state holds this
@@ -96,9 +139,6 @@ impl BoardService {
                 }),
             );
         }
-        // `hark selftest` asks the task for light cycles; one at a time.
-        let (cycles, cycle_requests) = tokio::sync::mpsc::channel(1);
-        state.selftest.attach(Arc::downgrade(&board), cycles);
         let task = tokio::spawn(serve(
             Arc::clone(&board),
             cycle_requests,
@@ -106,14 +146,11 @@ impl BoardService {
             shown,
             token.clone(),
         ));
-        Some((BoardService { board, task }, events))
+        (BoardService { board, task }, contacts)
     }
+}
 
-    /// The simulated board's controls, when that is the board.
-    pub fn simulated(&self) -> Option<hark_board::sim::SimControl> {
-        self.board.simulated_control().cloned()
-    }
-
+impl BoardService {
     /// Stops the task; the LEDs go dark and the pins are released when the
     /// last reference to the board goes (here, once the task has ended).
     pub async fn shutdown(self) {
@@ -383,7 +420,7 @@ impl crate::conductor::Stage for Arc<ApplianceState> {
 
     fn wake_heard(&self, word: String, score: f32, started: bool) {
         let score = (score * 1000.0).round() / 1000.0;
-        if let Some(wake) = self.wake.get() {
+        if let Some(wake) = &self.wake {
             wake.record(&word, score, started);
         }
         self.bus.publish(Event::WakeWord {

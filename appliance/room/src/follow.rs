@@ -95,7 +95,7 @@ async fn settled(state: &ApplianceState) -> bool {
 /// Whether a follow-up may open now: hands-free is on, nothing waits to
 /// be said or for the floor, the microphone is free and not muted.
 fn may_open(state: &ApplianceState) -> bool {
-    let hands_free = state.wake.get().is_some_and(crate::wake::Wake::on);
+    let hands_free = state.wake.as_ref().is_some_and(crate::wake::Wake::on);
     let floor = state.floor.status();
     hands_free
         && state.tts.pending() == 0

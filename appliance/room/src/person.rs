@@ -52,7 +52,7 @@ pub fn pressed(state: &Arc<ApplianceState>, how: Start) {
         // Hark's own follow-up to what an agent said: the agents'.
         Start::FollowUp { .. } => None,
     };
-    if let (Some(start), Some(taker)) = (start, state.starts.get())
+    if let (Some(start), Some(taker)) = (start, state.starts.as_ref())
         && taker.take(start)
     {
         tracing::info!("{what}: Home Assistant's pipeline runs");

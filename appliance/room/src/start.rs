@@ -1,7 +1,10 @@
 //! Start-up: the room's engines in order — the board's profile (it names
 //! the sound card), audio, speech to text, text to speech, the floor, the
 //! stores — each reporting to the event stream and the subsystems, then
-//! the room made of them. Nothing in the room is filled in later.
+//! the room made of them. Nothing in the room is filled in later: the
+//! board is opened and the wake word started before it; only the tasks
+//! that act on the room (the board's lights, the conductor, the schedule,
+//! the follow-up) start after, in [`start_board`].
 
 use std::{sync::Arc, time::Duration};
 
@@ -23,11 +26,13 @@ pub enum StartError {
     },
 }
 
-/// The room made, the board it will serve (resolved, not yet started: its
-/// lights read the room) and the audio engine, which shutdown stops last.
+/// The room made, the board it will serve (opened, its lights task not yet
+/// started: it reads the room), the conductor's task, and the audio engine,
+/// which shutdown stops last.
 pub struct Started {
     pub state: ApplianceState,
-    pub board: Option<hark_board::board::Resolved>,
+    pub board: Option<crate::board::Opened>,
+    pub conductor: crate::conductor::ConductorTask,
     pub audio: crate::audio::AudioEngine,
     /// The wake word's thread, while it runs: stop it before the audio.
     pub wake: Option<crate::wake::WakeService>,
@@ -54,11 +59,14 @@ impl HistoryRecorder {
 }
 
 /// Starts the room's engines in order, each reporting to the event
-/// stream and the subsystems, and makes the room of them.
+/// stream and the subsystems, and makes the room of them. `starts`: who
+/// else takes the person's own starts (Home Assistant's pipeline, when Hark
+/// is its satellite).
 pub async fn start_room(
     config: &mut RoomConfig,
     health: &Health,
     token: &CancellationToken,
+    starts: Option<Arc<dyn hark_core::room::TakeStarts>>,
 ) -> Result<Started, StartError> {
     let bus = crate::events::Bus::default();
     // Built once: speech, the inbox and the room share them.
@@ -89,7 +97,8 @@ pub async fn start_room(
     let (muted, speaking) = (Arc::default(), Arc::default());
     // Which board this is, first: its profile names the sound card the
     // audio engine opens (unless the config names one).
-    let board = crate::board::resolve(config, &subsystems);
+    let board = crate::board::resolve(config, &subsystems)
+        .and_then(|resolved| crate::board::Opened::open(config, resolved, &subsystems));
     // Capture starts before READY=1; a missing device is a state it reports
     // and retries, not a reason to fail.
     let mut audio = crate::audio::AudioEngine::start(
@@ -169,7 +178,26 @@ pub async fn start_room(
             }
         }
     };
+    // The wake word hands what it hears to the conductor.
+    let (conductor, conductor_task) = crate::conductor::Conductor::new();
+    let ears = microphone.as_ref().map(|mic| crate::wake::Ears {
+        ring: Arc::clone(&mic.ring),
+        muted: Arc::clone(&muted),
+        closed_while_speaking: config
+            .audio
+            .closes_while_speaking()
+            .then(|| Arc::clone(&speaking)),
+    });
+    let (wake, wake_service) = start_wake(config, ears, conductor.clone(), &subsystems).await?;
     let state = ApplianceState::new(crate::state::Parts {
+        simulated_board: board.as_ref().and_then(crate::board::Opened::simulated),
+        selftest: board
+            .as_ref()
+            .map(crate::board::Opened::bench)
+            .unwrap_or_default(),
+        conductor,
+        wake: Some(wake),
+        starts,
         agent_store,
         bus,
         subsystems,
@@ -186,31 +214,25 @@ pub async fn start_room(
         yes_no: config.yes_no(),
         agents,
     });
-    let wake = start_wake(config, &state).await?;
     Ok(Started {
         state,
         board,
+        conductor: conductor_task,
         audio,
-        wake,
+        wake: wake_service,
         history: recorder,
     })
 }
 
-/// The wake word detector on the room's microphone, handing detections to
-/// its conductor; its subsystem says how it is.
+/// The wake word detector on `ears` (none without a microphone), handing
+/// detections to `conductor`; its subsystem says how it is.
 async fn start_wake(
     config: &RoomConfig,
-    state: &ApplianceState,
-) -> Result<Option<crate::wake::WakeService>, StartError> {
-    let ears = state.microphone.as_ref().map(|mic| crate::wake::Ears {
-        ring: Arc::clone(&mic.ring),
-        muted: Arc::clone(&state.capture_muted),
-        closed_while_speaking: config
-            .audio
-            .closes_while_speaking()
-            .then(|| Arc::clone(&state.speaking)),
-    });
-    let (wake_config, conductor) = (config.wake.clone(), state.conductor.clone());
+    ears: Option<crate::wake::Ears>,
+    conductor: crate::conductor::Conductor,
+    subsystems: &hark_core::status::Subsystems,
+) -> Result<(crate::wake::Wake, Option<crate::wake::WakeService>), StartError> {
+    let wake_config = config.wake.clone();
     // Loading reads the models and the runtime: off the runtime's threads.
     let (wake, service) =
         tokio::task::spawn_blocking(move || crate::wake::start(&wake_config, ears, conductor))
@@ -221,7 +243,7 @@ async fn start_wake(
             })?;
     let status = wake.clone();
     let enabled = config.wake.enabled;
-    state.subsystems.set(
+    subsystems.set(
         Subsystem::Wake,
         Arc::new(move || match status.why_unavailable() {
             Some(_) if !enabled => SubsystemState::Disabled,
@@ -247,8 +269,7 @@ async fn start_wake(
             }
         }),
     );
-    let _ = state.wake.set(wake);
-    Ok(service)
+    Ok((wake, service))
 }
 
 /// The voice inbox, when it is on and opens; its subsystem says which.
@@ -330,32 +351,23 @@ async fn open_store<T: Send + 'static, E: std::fmt::Display + Send + 'static>(
     }
 }
 
-/// Starts the board the room resolved (its lights read the room), the
-/// conductor that decides what its button and switch mean, and hands the
-/// room the simulated board's controls when that is the board. A board
-/// that cannot start is reported in its subsystem; the room runs without.
+/// Starts the tasks that act on the room: the opened board's lights (they
+/// read the room), the conductor that decides what its button and switch
+/// mean, the schedule and the follow-up.
 pub fn start_board(
     state: &Arc<ApplianceState>,
     config: &RoomConfig,
-    resolved: Option<hark_board::board::Resolved>,
+    opened: Option<crate::board::Opened>,
+    conductor: crate::conductor::ConductorTask,
     token: &CancellationToken,
 ) -> Option<crate::board::BoardService> {
     // The lights show from here on (listening, muted …), before READY.
-    let (board, contacts) = match resolved
-        .and_then(|resolved| crate::board::BoardService::start(config, resolved, state, token))
-    {
+    let (board, contacts) = match opened.map(|opened| opened.serve(state, token)) {
         Some((board, contacts)) => (Some(board), contacts),
         None => (None, None),
     };
     // What the button and the mute switch mean, from here on.
-    let conductor = state
-        .conductor_task
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .take();
-    if let Some(conductor) = conductor {
-        tokio::spawn(conductor.run(Arc::clone(state), contacts, token.clone()));
-    }
+    tokio::spawn(conductor.run(Arc::clone(state), contacts, token.clone()));
     // Speech and timers kept for later, at their times.
     if let Some(schedule) = state.schedule.clone() {
         tokio::spawn(schedule.serve(Arc::clone(&state.tts), state.weak_player(), token.clone()));
@@ -368,9 +380,6 @@ pub fn start_board(
             window,
             token.clone(),
         ));
-    }
-    if let Some(control) = board.as_ref().and_then(|b| b.simulated()) {
-        let _ = state.simulated_board.set(control);
     }
     board
 }

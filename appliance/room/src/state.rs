@@ -1,12 +1,11 @@
 //! The room's state: what its engines share at run time — the event
 //! stream, the floor, the microphone and speaker, speech both ways, the
 //! board, the person's stores — and where each subsystem reports how it
-//! is. The daemon starts the engines first ([`Parts`]) and makes the room
-//! of them: nothing here is filled in later, so no call ever finds an
-//! engine "starting". Only the simulated board's controls come after, with
-//! the board, which reads the room.
+//! is. The daemon starts the engines and opens the board first
+//! ([`Parts`]) and makes the room of them: nothing here is filled in
+//! later, so no call ever finds an engine "starting".
 
-use std::sync::{Arc, Mutex, OnceLock, Weak, atomic::AtomicBool};
+use std::sync::{Arc, Weak, atomic::AtomicBool};
 
 pub struct ApplianceState {
     pub bus: crate::events::Bus,
@@ -39,18 +38,17 @@ pub struct ApplianceState {
     pub microphone: Option<crate::stt::Microphone>,
     pub stt: Arc<crate::stt::SpeechToText>,
     pub tts: Arc<crate::tts::TextToSpeech>,
-    /// The simulated board's controls: set when the board starts, which
-    /// is after the room (its lights read the room), before anyone is
-    /// served.
-    pub simulated_board: OnceLock<hark_board::sim::SimControl>,
-    /// The wake word detector's handle: set as the room starts, after the
-    /// conductor it hands detections to.
-    pub wake: OnceLock<crate::wake::Wake>,
+    /// The simulated board's controls, when that is the board.
+    pub simulated_board: Option<hark_board::sim::SimControl>,
+    /// The wake word detector's handle (none without the room's engines:
+    /// tests).
+    pub wake: Option<crate::wake::Wake>,
     /// Who else takes the person's own starts (Home Assistant's pipeline,
-    /// when Hark is its satellite): set once the satellite serves.
-    pub starts: OnceLock<Arc<dyn hark_core::room::TakeStarts>>,
+    /// when Hark is its satellite).
+    pub starts: Option<Arc<dyn hark_core::room::TakeStarts>>,
+    /// Where the button, the switch and the wake word are told; its task
+    /// is started with the board ([`crate::start::start_board`]).
     pub conductor: crate::conductor::Conductor,
-    pub conductor_task: Mutex<Option<crate::conductor::ConductorTask>>,
     pub selftest: crate::selftest::Bench,
     /// What the person went on to say after agents' listens ended their
     /// turns, under way and kept.
@@ -77,11 +75,17 @@ pub struct Parts {
     pub agents: crate::agents::Agents,
     /// Where agents' settings changed at run time are kept.
     pub agent_store: Option<Arc<hark_store::agents::AgentStore>>,
+    pub conductor: crate::conductor::Conductor,
+    pub wake: Option<crate::wake::Wake>,
+    pub simulated_board: Option<hark_board::sim::SimControl>,
+    pub starts: Option<Arc<dyn hark_core::room::TakeStarts>>,
+    pub selftest: crate::selftest::Bench,
 }
 
 impl Parts {
     /// A room with no engines: no audio, no speech either way, the
-    /// default floor, no stores (tests).
+    /// default floor, no stores, no board, and a conductor whose task does
+    /// not run (tests).
     pub fn quiet() -> Self {
         let bus = crate::events::Bus::default();
         let defaults = crate::config::FloorConfig::default();
@@ -105,6 +109,11 @@ impl Parts {
             yes_no: Default::default(),
             agents: Default::default(),
             agent_store: None,
+            conductor: crate::conductor::Conductor::new().0,
+            wake: None,
+            simulated_board: None,
+            starts: None,
+            selftest: Default::default(),
         }
     }
 }
@@ -152,7 +161,6 @@ impl Default for ApplianceState {
 
 impl ApplianceState {
     pub fn new(parts: Parts) -> Self {
-        let (conductor, conductor_task) = crate::conductor::Conductor::new();
         Self {
             bus: parts.bus,
             floor: parts.floor,
@@ -174,12 +182,11 @@ impl ApplianceState {
             microphone: parts.microphone,
             stt: parts.stt,
             tts: parts.tts,
-            simulated_board: OnceLock::new(),
-            wake: OnceLock::new(),
-            starts: OnceLock::new(),
-            conductor,
-            conductor_task: Mutex::new(Some(conductor_task)),
-            selftest: Default::default(),
+            simulated_board: parts.simulated_board,
+            wake: parts.wake,
+            starts: parts.starts,
+            conductor: parts.conductor,
+            selftest: parts.selftest,
             continuing: Default::default(),
         }
     }

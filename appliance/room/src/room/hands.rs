@@ -22,7 +22,7 @@ impl Hands for Room {
     fn control(&self, control: BoardControl) -> BoxFuture<'_, Result<Value, Refusal>> {
         Box::pin(async move {
             let state = &self.state;
-            let Some(board) = state.simulated_board.get() else {
+            let Some(board) = state.simulated_board.as_ref() else {
                 let status = state.subsystems.get(Subsystem::Board);
                 return Err(Refusal::Unavailable(if status.is_unavailable() {
                     format!("there is no simulated board to control: the board is {status}")

@@ -61,12 +61,12 @@ impl Observe for Room {
                 }
             }),
             lights: crate::board::lights_name(&state.bus.snapshot()),
-            simulated_board: state.simulated_board.get().is_some(),
+            simulated_board: state.simulated_board.as_ref().is_some(),
             subsystems: Subsystem::ALL
                 .into_iter()
                 .map(|s| (s, state.subsystems.get(s)))
                 .collect(),
-            wake: state.wake.get().map(crate::wake::Wake::status),
+            wake: state.wake.as_ref().map(crate::wake::Wake::status),
             scheduled: state
                 .schedule
                 .as_ref()
@@ -107,7 +107,7 @@ impl WakeWord for Room {
         on: Option<bool>,
         sensitivity: Option<Sensitivity>,
     ) -> Result<WakeStatus, Failure> {
-        let wake = self.state.wake.get().ok_or_else(|| {
+        let wake = self.state.wake.as_ref().ok_or_else(|| {
             Failure::new(
                 Kind::ModelNotLoaded,
                 "there is no wake word: the audio engine is off (audio.enabled = false)",

@@ -142,7 +142,7 @@ impl PcmSpeech for Room {
                     })
                     .collect();
             }
-            if let Some(wake) = self.state.wake.get() {
+            if let Some(wake) = self.state.wake.as_ref() {
                 let files = wake.files().clone();
                 offer.words = tokio::task::spawn_blocking(move || offered_words(&files))
                     .await
@@ -157,7 +157,7 @@ impl PcmSpeech for Room {
         words: Option<Vec<String>>,
     ) -> BoxFuture<'_, Result<Box<dyn PcmSpotter>, Failure>> {
         Box::pin(async move {
-            let wake = self.state.wake.get().ok_or_else(|| {
+            let wake = self.state.wake.as_ref().ok_or_else(|| {
                 Failure::new(Kind::WakeWord, "there is no wake word detector here")
             })?;
             let (files, sensitivity) = (wake.files().clone(), wake.sensitivity());

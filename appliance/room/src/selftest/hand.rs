@@ -366,18 +366,23 @@ mod tests {
 
     #[tokio::test]
     async fn the_simulated_hand_moves_the_board_and_the_classified_events_come_back() {
-        let state = Arc::new(ApplianceState::default());
-        let token = tokio_util::sync::CancellationToken::new();
-        let (board, contacts) = crate::board::BoardService::start(
+        let opened = crate::board::Opened::open(
             &crate::config::RoomConfig::default(),
             hark_board::board::Resolved::Simulated("a test".into()),
-            &state,
-            &token,
+            &Default::default(),
         )
-        .expect("the simulated board starts");
+        .expect("the simulated board opens");
+        let (conductor, conductor_task) = crate::conductor::Conductor::new();
+        let state = Arc::new(ApplianceState::new(crate::state::Parts {
+            simulated_board: opened.simulated(),
+            selftest: opened.bench(),
+            conductor,
+            ..crate::state::Parts::quiet()
+        }));
+        let token = tokio_util::sync::CancellationToken::new();
+        let (board, contacts) = opened.serve(&state, &token);
         // The conductor publishes what the contacts do.
-        let conductor = state.conductor_task.lock().unwrap().take().unwrap();
-        tokio::spawn(conductor.run(Arc::clone(&state), contacts, token.clone()));
+        tokio::spawn(conductor_task.run(Arc::clone(&state), contacts, token.clone()));
         let names = |moved: &Moved| -> Vec<String> {
             moved.events.iter().map(|e| e.event.clone()).collect()
         };

@@ -20,7 +20,7 @@ pub mod signal;
 pub mod step;
 
 use std::sync::{
-    Mutex, OnceLock, PoisonError, Weak,
+    Mutex, PoisonError, Weak,
     atomic::{AtomicU64, AtomicUsize, Ordering},
 };
 
@@ -33,7 +33,8 @@ pub use lights::LightsRequest;
 /// The daemon's side of the self-test, in `ApplianceState`.
 #[derive(Default)]
 pub struct Bench {
-    board: OnceLock<BoardAccess>,
+    /// None without a board.
+    board: Option<BoardAccess>,
     /// Button steps waiting now: while any does, presses are the test's.
     button: AtomicUsize,
     /// The last recording and its number (one at a time: a second replaces
@@ -50,10 +51,13 @@ struct BoardAccess {
 }
 
 impl Bench {
-    /// The board is running (`crate::board::BoardService::start`); light
-    /// cycles go to its task through `lights`.
-    pub fn attach(&self, board: Weak<Board>, lights: mpsc::Sender<LightsRequest>) {
-        let _ = self.board.set(BoardAccess { board, lights });
+    /// The self-test of a room with `board`, whose lights task takes
+    /// light cycles through `lights`.
+    pub fn with_board(board: Weak<Board>, lights: mpsc::Sender<LightsRequest>) -> Self {
+        Self {
+            board: Some(BoardAccess { board, lights }),
+            ..Self::default()
+        }
     }
 
     /// Whether a button step holds the button now.
@@ -68,11 +72,13 @@ impl Bench {
     }
 
     fn board(&self) -> Option<std::sync::Arc<Board>> {
-        self.board.get().and_then(|access| access.board.upgrade())
+        self.board
+            .as_ref()
+            .and_then(|access| access.board.upgrade())
     }
 
     fn lights(&self) -> Option<mpsc::Sender<LightsRequest>> {
-        self.board.get().map(|access| access.lights.clone())
+        self.board.as_ref().map(|access| access.lights.clone())
     }
 
     /// Keeps `clip`, replacing the last one; returns its number.
