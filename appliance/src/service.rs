@@ -214,7 +214,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     // The wake word's thread (it reads the capture ring), the speech
     // thread (it feeds the player), then the audio threads (each wakes
     // within one period).
-    let tts = Arc::clone(&state.tts);
+    let tts = Arc::clone(&state.voice.tts);
     let _ = tokio::task::spawn_blocking(move || {
         drop(wake);
         tts.shutdown();
@@ -280,9 +280,9 @@ async fn serve(
     };
     let room = hark_core::room::Capabilities::of(hark_room::room::Room::new(Arc::clone(state)));
     let served = Arc::new(hark_mcp::ServerState {
-        agents_seen: Arc::clone(&state.agents_seen),
-        inbox: state.inbox.clone(),
-        history: state.history.clone(),
+        agents_seen: Arc::clone(&state.keeping.agents_seen),
+        inbox: state.keeping.inbox.clone(),
+        history: state.keeping.history.clone(),
         tls,
         shutdown: token.clone(),
         ..hark_mcp::ServerState::new(state.bus.clone(), Arc::new(auth), started)

@@ -381,19 +381,20 @@ pub fn lights_name(now: &crate::events::Snapshot) -> &'static str {
 /// self-test, the person's recording, the mute and the event stream.
 impl crate::conductor::Stage for Arc<ApplianceState> {
     fn speech_pending(&self) -> usize {
-        self.tts.pending()
+        self.voice.tts.pending()
     }
 
     fn speaker_playing(&self) -> bool {
-        self.speaking.load(Ordering::Acquire)
+        self.voice.speaking.load(Ordering::Acquire)
     }
 
     fn stop_speech(&self) -> usize {
-        self.tts.stop()
+        self.voice.tts.stop()
     }
 
     fn stop_ringing(&self) -> bool {
-        self.schedule
+        self.keeping
+            .schedule
             .as_ref()
             .is_some_and(crate::schedule::Scheduler::stop_ringing)
     }
@@ -420,7 +421,7 @@ impl crate::conductor::Stage for Arc<ApplianceState> {
 
     fn wake_heard(&self, word: String, score: f32, started: bool) {
         let score = (score * 1000.0).round() / 1000.0;
-        if let Some(wake) = &self.wake {
+        if let Some(wake) = &self.ears.wake {
             wake.record(&word, score, started);
         }
         self.bus.publish(Event::WakeWord {
@@ -431,7 +432,7 @@ impl crate::conductor::Stage for Arc<ApplianceState> {
     }
 
     fn set_muted(&self, on: bool) {
-        self.capture_muted.store(on, Ordering::Release);
+        self.ears.capture_muted.store(on, Ordering::Release);
     }
 
     fn publish(&self, event: Event) {

@@ -35,27 +35,27 @@ use crate::{
     floor::{Turn, Who},
     inbox::{BY_CONTINUATION, Message},
     listen::{self, After, Chime, Listen},
-    state::ApplianceState,
+    state::{ApplianceState, Ears, Keeping},
 };
 
 /// One continuation under way for an agent, until dropped.
 struct UnderWay {
-    state: Arc<ApplianceState>,
+    ears: Arc<Ears>,
     key: String,
 }
 
 impl Drop for UnderWay {
     fn drop(&mut self) {
-        self.state.continuing.end(&self.key);
+        self.ears.continuing.end(&self.key);
     }
 }
 
 /// Counts a continuation under way for the agent `key` until the returned
 /// guard drops.
-fn begin(state: &Arc<ApplianceState>, key: String) -> UnderWay {
-    state.continuing.begin(&key);
+fn begin(ears: &Arc<Ears>, key: String) -> UnderWay {
+    ears.continuing.begin(&key);
     UnderWay {
-        state: Arc::clone(state),
+        ears: Arc::clone(ears),
         key,
     }
 }
@@ -65,7 +65,7 @@ fn begin(state: &Arc<ApplianceState>, key: String) -> UnderWay {
 pub fn keep(state: &Arc<ApplianceState>) -> After {
     let state = Arc::clone(state);
     After::then(move |left| match left.agent {
-        Some(agent) if may_follow(&state, left.ended) && state.inbox.is_some() => {
+        Some(agent) if may_follow(&state.ears, left.ended) && state.keeping.inbox.is_some() => {
             open(&state, left.turn, agent, left.language, left.from);
         }
         _ => drop(left.turn),
@@ -77,7 +77,7 @@ pub fn keep(state: &Arc<ApplianceState>) -> After {
 pub fn hand_over(state: &Arc<ApplianceState>, to: tokio::sync::oneshot::Sender<Recorded>) -> After {
     let state = Arc::clone(state);
     After::then(move |left| {
-        if may_follow(&state, left.ended) {
+        if may_follow(&state.ears, left.ended) {
             open_for(&state, left.turn, to, left.from);
         }
     })
@@ -86,13 +86,13 @@ pub fn hand_over(state: &Arc<ApplianceState>, to: tokio::sync::oneshot::Sender<R
 /// Whether the turn a listen recorded may go on: one that ended at a
 /// pause (not by the button, a timeout or its length), with the window
 /// on (`audio.vad.continue_ms`).
-fn may_follow(state: &ApplianceState, ended: hark_core::room::EndReason) -> bool {
+fn may_follow(ears: &Ears, ended: hark_core::room::EndReason) -> bool {
     use hark_core::room::EndReason;
-    window(state) > Duration::ZERO && matches!(ended, EndReason::EndOfTurn | EndReason::EndOfSpeech)
+    window(ears) > Duration::ZERO && matches!(ended, EndReason::EndOfTurn | EndReason::EndOfSpeech)
 }
 
-fn window(state: &ApplianceState) -> Duration {
-    let ms = state
+fn window(ears: &Ears) -> Duration {
+    let ms = ears
         .microphone
         .as_ref()
         .map_or(0, |mic| mic.vad.continue_ms);
@@ -109,8 +109,8 @@ fn open(
     language: Option<String>,
     from: u64,
 ) {
-    let under_way = begin(state, state.agents.key(&agent));
-    let mut request = going_on(state, turn, from);
+    let under_way = begin(&state.ears, state.keeping.agents.key(&agent));
+    let mut request = going_on(&state.ears, turn, from);
     request.agent = Some(agent);
     request.language = language;
     // Cut again, it goes on the same way.
@@ -121,10 +121,10 @@ fn open(
 /// The listen for the person's going on: from `from`, on the floor handed
 /// over from `turn`, for as long as the window lasts, showing nothing
 /// unless the voice begins.
-fn going_on(state: &ApplianceState, turn: Turn, from: u64) -> Listen {
+fn going_on(ears: &Ears, turn: Turn, from: u64) -> Listen {
     Listen {
         agent: None,
-        timeout: window(state),
+        timeout: window(ears),
         language: None,
         chime: Chime::None,
         // A press is the person starting anew (the window gives way to
@@ -147,7 +147,7 @@ fn open_for(
     to: tokio::sync::oneshot::Sender<Recorded>,
     from: u64,
 ) {
-    let request = going_on(state, turn, from);
+    let request = going_on(&state.ears, turn, from);
     let state = Arc::clone(state);
     tokio::spawn(async move {
         let mut spoke = crate::window::SpokeFlag::default();
@@ -155,7 +155,7 @@ fn open_for(
         let recorded = tokio::select! {
             recorded = listen::record(&state, request, &mut spoke) => recorded,
             // Home Assistant's next recording is the person's.
-            () = crate::window::wanted(&state.tts, &state.floor, &flag, |p| p.who == "person") => return,
+            () = crate::window::wanted(&state.voice.tts, &state.floor, &flag, |p| p.who == "person") => return,
         };
         match recorded {
             Ok(recorded) if recorded.speech => {
@@ -177,8 +177,8 @@ async fn hear(state: Arc<ApplianceState>, request: Listen, under_way: UnderWay) 
     let opened = SystemTime::now();
     let heard = tokio::select! {
         heard = listen::listen(&state, request, &mut spoke) => heard,
-        () = crate::window::wanted(&state.tts, &state.floor, &flag, |p| {
-            p.who == "person" || state.agents.key(&p.who) == under_way.key
+        () = crate::window::wanted(&state.voice.tts, &state.floor, &flag, |p| {
+            p.who == "person" || state.keeping.agents.key(&p.who) == under_way.key
         }) => {
             tracing::debug!(agent, "the window for the person to go on gave way");
             return;
@@ -192,7 +192,7 @@ async fn hear(state: Arc<ApplianceState>, request: Listen, under_way: UnderWay) 
             return;
         }
     };
-    let Some(inbox) = state.inbox.as_ref() else {
+    let Some(inbox) = state.keeping.inbox.as_ref() else {
         return;
     };
     tracing::info!(agent, text = %heard.text, "the person went on after the turn ended; kept for the agent");
@@ -208,7 +208,7 @@ async fn hear(state: Arc<ApplianceState>, request: Listen, under_way: UnderWay) 
             BY_CONTINUATION,
         ),
     );
-    state.continuing.keep(under_way.key.clone(), heard);
+    state.ears.continuing.keep(under_way.key.clone(), heard);
     if let Err(e) = inbox.deliver(message).await {
         tracing::error!(error = %e, agent, "what the person went on to say could not be kept");
     }
@@ -218,9 +218,9 @@ async fn hear(state: Arc<ApplianceState>, request: Listen, under_way: UnderWay) 
 /// The rest of `agent`'s last turn, if the person went on: waits for a
 /// continuation under way to be kept, then takes the oldest kept for the
 /// agent. `None`: nothing to return; the listen opens the microphone.
-pub async fn take(state: &ApplianceState, agent: &str) -> Option<Heard> {
-    let inbox = state.inbox.as_ref()?;
-    state.continuing.settled(&state.agents.key(agent)).await;
+pub async fn take(ears: &Ears, keeping: &Keeping, agent: &str) -> Option<Heard> {
+    let inbox = keeping.inbox.as_ref()?;
+    ears.continuing.settled(&keeping.agents.key(agent)).await;
     let message = match inbox.take_continuation(agent).await {
         Ok(message) => message?,
         Err(e) => {
@@ -233,7 +233,7 @@ pub async fn take(state: &ApplianceState, agent: &str) -> Option<Heard> {
         id = message.id,
         "the listen returns what the person went on to say"
     );
-    Some(whole(&state.continuing, message))
+    Some(whole(&ears.continuing, message))
 }
 
 /// A kept continuation as a listen's result: as heard, or (heard before a
@@ -257,4 +257,98 @@ fn whole(continuing: &Continuing, message: Message) -> Heard {
     });
     heard.continuation = true;
     heard
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keeping(dir: &std::path::Path) -> Keeping {
+        let agents = crate::agents::Agents::default();
+        let settings = crate::config::RoomConfig::default().inbox_settings(agents.clone());
+        let inbox =
+            crate::inbox::Inbox::open(dir, settings, crate::events::Bus::default()).expect("inbox");
+        Keeping {
+            inbox: Some(Arc::new(inbox)),
+            agents,
+            ..Keeping::default()
+        }
+    }
+
+    fn heard(text: &str) -> Heard {
+        Heard {
+            text: text.into(),
+            speech: true,
+            end_reason: hark_core::room::EndReason::EndOfSpeech,
+            duration: 2.5,
+            language: Some("en".into()),
+            speech_start: Some(0.1),
+            speech_end: Some(2.3),
+            segments: Vec::new(),
+            confidence: Some(0.9),
+            model: Some("small.en".into()),
+            transcribe_ms: Some(420),
+            speculative: false,
+            continuation: false,
+            listen: 7,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_next_listen_waits_for_what_the_person_is_still_saying_and_gets_it_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ears, keeping) = (Arc::new(Ears::default()), Arc::new(keeping(dir.path())));
+        assert!(
+            take(&ears, &keeping, "claude").await.is_none(),
+            "nothing under way, nothing kept: the listen opens the microphone"
+        );
+        // The person goes on after claude's listen ended their turn.
+        let key = keeping.agents.key("claude");
+        let under_way = begin(&ears, key.clone());
+        let taking = {
+            let (ears, keeping) = (Arc::clone(&ears), Arc::clone(&keeping));
+            tokio::spawn(async move { take(&ears, &keeping, "claude").await })
+        };
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!taking.is_finished(), "it waits while the person speaks");
+        // Heard and kept, as `hear` keeps it, then no longer under way.
+        let said = heard("and the red one too");
+        let inbox = keeping.inbox.as_ref().unwrap();
+        let message = crate::person::message(
+            inbox,
+            &said,
+            SystemTime::now(),
+            Duration::ZERO,
+            (Some("claude".into()), Some(key.clone()), BY_CONTINUATION),
+        );
+        ears.continuing.keep(key, said.clone());
+        inbox.deliver(message).await.unwrap();
+        drop(under_way);
+        let got = tokio::time::timeout(Duration::from_secs(30), taking)
+            .await
+            .expect("the wait ends once it is kept")
+            .unwrap()
+            .expect("what the person went on to say");
+        assert_eq!(got.text, said.text);
+        assert!(got.continuation);
+        assert_eq!(got.model, said.model, "whole, not only the words");
+        assert!(
+            take(&ears, &keeping, "claude").await.is_none(),
+            "taken once"
+        );
+        assert!(inbox.waiting_for(None).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn another_agents_listen_does_not_wait_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ears, keeping) = (Arc::new(Ears::default()), keeping(dir.path()));
+        let _under_way = begin(&ears, keeping.agents.key("claude"));
+        let other = tokio::time::timeout(Duration::from_secs(30), take(&ears, &keeping, "cursor"))
+            .await
+            .expect("cursor's listen does not wait for claude's continuation");
+        assert!(other.is_none());
+    }
 }

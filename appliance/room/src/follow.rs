@@ -42,25 +42,25 @@ pub async fn serve(state: Arc<ApplianceState>, window: Duration, token: Cancella
         };
         match &event.event {
             Event::InboxTaken { agent, .. } => {
-                heard.insert(state.agents.key(agent), Instant::now());
+                heard.insert(state.keeping.agents.key(agent), Instant::now());
             }
             Event::UtteranceTranscribed {
                 agent: Some(agent),
                 text,
                 ..
             } if !text.trim().is_empty() => {
-                heard.insert(state.agents.key(agent), Instant::now());
+                heard.insert(state.keeping.agents.key(agent), Instant::now());
             }
             Event::SpeakingEnded {
                 agent: Some(agent),
                 outcome: SpeechEnded::Spoken,
                 ..
             } => {
-                let key = state.agents.key(agent);
+                let key = state.keeping.agents.key(agent);
                 let answered = heard
                     .get(&key)
                     .is_some_and(|at| at.elapsed() <= ANSWER_WITHIN);
-                if answered && settled(&state).await && may_open(&state) {
+                if answered && settled(&state.voice.tts).await && may_open(&state) {
                     heard.remove(&key);
                     tracing::info!(agent, "the agent answered the person: following up");
                     crate::person::pressed(
@@ -81,9 +81,9 @@ pub async fn serve(state: Arc<ApplianceState>, window: Duration, token: Cancella
 /// Whether the speech queue empties within [`SETTLE`]: the speech thread
 /// publishes the end of a request a moment before it counts it done, and
 /// a request queued behind it keeps it busy (the agent speaks on).
-async fn settled(state: &ApplianceState) -> bool {
+async fn settled(tts: &crate::tts::TextToSpeech) -> bool {
     let until = Instant::now() + SETTLE;
-    while state.tts.pending() > 0 {
+    while tts.pending() > 0 {
         if Instant::now() >= until {
             return false;
         }
@@ -95,10 +95,10 @@ async fn settled(state: &ApplianceState) -> bool {
 /// Whether a follow-up may open now: hands-free is on, nothing waits to
 /// be said or for the floor, the microphone is free and not muted.
 fn may_open(state: &ApplianceState) -> bool {
-    let hands_free = state.wake.as_ref().is_some_and(crate::wake::Wake::on);
+    let hands_free = state.ears.wake.as_ref().is_some_and(crate::wake::Wake::on);
     let floor = state.floor.status();
     hands_free
-        && state.tts.pending() == 0
+        && state.voice.tts.pending() == 0
         && floor.holder.is_none()
         && floor.queue.is_empty()
         && !state.bus.snapshot().muted

@@ -39,7 +39,7 @@ pub fn pressed(state: &Arc<ApplianceState>, how: Start) {
     };
     if state.bus.snapshot().muted {
         tracing::info!("{what} while muted: nothing is recorded");
-        listen::play(state, Earcon::Error);
+        state.voice.play(Earcon::Error);
         return;
     }
     // An agent waiting for the person has it first.
@@ -58,15 +58,15 @@ pub fn pressed(state: &Arc<ApplianceState>, how: Start) {
         tracing::info!("{what}: Home Assistant's pipeline runs");
         return;
     }
-    let Some(inbox) = state.inbox.as_ref() else {
+    let Some(inbox) = state.keeping.inbox.as_ref() else {
         tracing::info!(
             "{what} with nobody listening; the voice inbox is off (inbox.enabled = false), so nothing is recorded"
         );
         return;
     };
-    if let Err(why) = state.stt.engine() {
+    if let Err(why) = state.ears.stt.engine() {
         tracing::warn!(why, "{what}, but nothing can hear the person");
-        listen::play(state, Earcon::Error);
+        state.voice.play(Earcon::Error);
         return;
     }
     tracing::info!("{what} with nobody listening: recording a message for the agents");
@@ -82,14 +82,18 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>, how: Start) {
     let opened = SystemTime::now();
     // How far back the recording's first sample is: the pre-roll after a
     // press, the word's end after the wake word.
-    let preroll = state.microphone.as_ref().map_or(Duration::ZERO, |mic| {
-        let from = match how {
-            Start::WakeWord { at } => at,
-            _ => return mic.preroll,
-        };
-        let back = mic.ring.written().saturating_sub(from);
-        Duration::from_secs_f64(back as f64 / f64::from(hark_audio::config::PIPELINE_RATE))
-    });
+    let preroll = state
+        .ears
+        .microphone
+        .as_ref()
+        .map_or(Duration::ZERO, |mic| {
+            let from = match how {
+                Start::WakeWord { at } => at,
+                _ => return mic.preroll,
+            };
+            let back = mic.ring.written().saturating_sub(from);
+            Duration::from_secs_f64(back as f64 / f64::from(hark_audio::config::PIPELINE_RATE))
+        });
     let (start_at, chime, tool) = match &how {
         Start::Press => (None, Chime::Alongside, "button"),
         Start::WakeWord { at } => (Some(*at), Chime::Alongside, "wake word"),
@@ -101,7 +105,7 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>, how: Start) {
         Ok(turn) => turn,
         Err(e) => {
             tracing::warn!(error = %e, "the person's press found the floor busy");
-            listen::play(&state, Earcon::Error);
+            state.voice.play(Earcon::Error);
             return;
         }
     };
@@ -124,7 +128,7 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>, how: Start) {
             tokio::select! {
                 heard = listen::listen(&state, request, &mut spoke) => heard,
                 // Anyone waiting for the floor: an agent wants the person.
-                () = crate::window::wanted(&state.tts, &state.floor, &flag, |_| true) => {
+                () = crate::window::wanted(&state.voice.tts, &state.floor, &flag, |_| true) => {
                     tracing::info!("the follow-up gave way to an agent before the person spoke");
                     return;
                 }
@@ -140,7 +144,7 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>, how: Start) {
         }
         Err(e) => {
             tracing::error!(error = %e, "the person's message could not be heard");
-            listen::play(&state, Earcon::Error);
+            state.voice.play(Earcon::Error);
             return;
         }
     };
@@ -148,7 +152,7 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>, how: Start) {
         tracing::info!(end_reason = %heard.end_reason, "no speech after the press; nothing kept");
         return;
     }
-    let known = state.agents_seen.names();
+    let known = state.keeping.agents_seen.names();
     let (addressed_to, addressed_key, by) = match &how {
         Start::FollowUp { agent, .. } => inbox.address_follow_up(&heard.text, &known, agent),
         _ => inbox.address(&heard.text, &known),
@@ -168,13 +172,17 @@ async fn record(state: Arc<ApplianceState>, inbox: Arc<Inbox>, how: Start) {
                     Some(agent) => format!("{agent} isn't listening; I'll keep that."),
                     None => KEPT.to_owned(),
                 };
-                say(&state, words).await;
+                say(&state.voice, words).await;
             }
         }
         Err(e) => {
             tracing::error!(error = %e, text = %heard.text, "the person's message could not be kept");
-            listen::play(&state, Earcon::Error);
-            say(&state, "Sorry, I couldn't keep that message.".to_owned()).await;
+            state.voice.play(Earcon::Error);
+            say(
+                &state.voice,
+                "Sorry, I couldn't keep that message.".to_owned(),
+            )
+            .await;
         }
     }
 }
@@ -207,18 +215,18 @@ pub fn message(
 }
 
 /// Hark's own words to the person (not an agent's).
-pub async fn say(state: &ApplianceState, words: String) {
-    say_tracked(state, words, None).await;
+pub async fn say(voice: &crate::state::Voice, words: String) {
+    say_tracked(voice, words, None).await;
 }
 
 /// [`say`], with the request's progress sent to `events`; returns the
 /// request's stop flag (`None`: nothing will be said).
 pub async fn say_tracked(
-    state: &ApplianceState,
+    voice: &crate::state::Voice,
     words: String,
     events: Option<crate::tts::SpeechEvents>,
 ) -> Option<Arc<std::sync::atomic::AtomicBool>> {
-    let tts = Some(Arc::clone(&state.tts)).filter(|tts| tts.enabled)?;
+    let tts = Some(Arc::clone(&voice.tts)).filter(|tts| tts.enabled)?;
     let spoken = tokio::task::spawn_blocking(move || {
         tts.speak(
             &words,
@@ -237,5 +245,101 @@ pub async fn say_tracked(
             None
         }
         Err(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use hark_core::{events::Event, room::TakeStarts};
+
+    use super::*;
+
+    /// Home Assistant's side, as the room sees it: it takes the starts it
+    /// is offered (or declines them), and says which.
+    struct Pipeline {
+        takes: bool,
+        offered: Mutex<Vec<PersonStart>>,
+    }
+
+    impl TakeStarts for Pipeline {
+        fn take(&self, start: PersonStart) -> bool {
+            self.offered.lock().unwrap().push(start);
+            self.takes
+        }
+    }
+
+    fn room(takes: bool) -> (Arc<ApplianceState>, Arc<Pipeline>) {
+        let pipeline = Arc::new(Pipeline {
+            takes,
+            offered: Mutex::default(),
+        });
+        let state = ApplianceState {
+            starts: Some(Arc::clone(&pipeline) as Arc<dyn TakeStarts>),
+            ..ApplianceState::default()
+        };
+        (Arc::new(state), pipeline)
+    }
+
+    fn offered(pipeline: &Pipeline) -> Vec<PersonStart> {
+        pipeline.offered.lock().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn home_assistant_is_offered_the_press_and_the_wake_word_but_not_the_follow_up() {
+        let (state, pipeline) = room(true);
+        pressed(&state, Start::Press);
+        pressed(&state, Start::WakeWord { at: 4800 });
+        pressed(
+            &state,
+            Start::FollowUp {
+                agent: "claude".into(),
+                window: Duration::from_secs(5),
+            },
+        );
+        assert_eq!(
+            offered(&pipeline),
+            [PersonStart::Press, PersonStart::WakeWord { at: 4800 }],
+            "the follow-up after an agent's answer is the agents'"
+        );
+    }
+
+    #[tokio::test]
+    async fn nothing_starts_while_muted_or_while_the_person_is_already_recorded() {
+        let (state, pipeline) = room(true);
+        state.bus.publish(Event::Mute { on: true });
+        pressed(&state, Start::Press);
+        pressed(&state, Start::WakeWord { at: 1 });
+        assert_eq!(offered(&pipeline), [], "muted: nothing is offered");
+        state.bus.publish(Event::Mute { on: false });
+        // The person's own recording is open (a press just before).
+        let recording = crate::state::RecordingGuard::open(&state.bus, None);
+        pressed(&state, Start::Press);
+        assert_eq!(
+            offered(&pipeline),
+            [],
+            "one recording of the person at a time"
+        );
+        drop(recording);
+        pressed(&state, Start::Press);
+        assert_eq!(offered(&pipeline), [PersonStart::Press]);
+    }
+
+    #[tokio::test]
+    async fn a_start_home_assistant_declines_records_nothing_without_an_inbox() {
+        let (state, pipeline) = room(false);
+        let mut events = state.bus.subscribe();
+        pressed(&state, Start::Press);
+        assert_eq!(offered(&pipeline), [PersonStart::Press]);
+        // No inbox here (`inbox.enabled = false`): the microphone stays
+        // closed.
+        tokio::task::yield_now().await;
+        assert!(
+            !hark_core::events::received(&mut events)
+                .any(|e| matches!(e.event, Event::ListeningStarted { .. })),
+            "nothing was recorded"
+        );
+        assert!(state.bus.snapshot().listening.is_empty());
     }
 }

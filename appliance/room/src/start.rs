@@ -189,31 +189,35 @@ pub async fn start_room(
             .then(|| Arc::clone(&speaking)),
     });
     let (wake, wake_service) = start_wake(config, ears, conductor.clone(), &subsystems).await?;
-    let state = ApplianceState::new(crate::state::Parts {
-        simulated_board: board.as_ref().and_then(crate::board::Opened::simulated),
+    let state = ApplianceState {
+        bus,
+        floor,
+        subsystems,
+        ears: Arc::new(crate::state::Ears {
+            microphone,
+            stt: Arc::new(stt),
+            capture_muted: muted,
+            wake: Some(wake),
+            yes_no: config.yes_no(),
+            continuing: Default::default(),
+        }),
+        voice: Arc::new(crate::state::Voice::new(tts, player.as_ref(), speaking)),
+        keeping: Arc::new(crate::state::Keeping {
+            inbox,
+            history,
+            schedule,
+            agents,
+            agent_store,
+            agents_seen: Default::default(),
+        }),
+        conductor,
         selftest: board
             .as_ref()
             .map(crate::board::Opened::bench)
             .unwrap_or_default(),
-        conductor,
-        wake: Some(wake),
+        simulated_board: board.as_ref().and_then(crate::board::Opened::simulated),
         starts,
-        agent_store,
-        bus,
-        subsystems,
-        muted,
-        speaking,
-        player,
-        microphone,
-        stt: Arc::new(stt),
-        tts,
-        floor,
-        inbox,
-        history,
-        schedule,
-        yes_no: config.yes_no(),
-        agents,
-    });
+    };
     Ok(Started {
         state,
         board,
@@ -369,8 +373,12 @@ pub fn start_board(
     // What the button and the mute switch mean, from here on.
     tokio::spawn(conductor.run(Arc::clone(state), contacts, token.clone()));
     // Speech and timers kept for later, at their times.
-    if let Some(schedule) = state.schedule.clone() {
-        tokio::spawn(schedule.serve(Arc::clone(&state.tts), state.weak_player(), token.clone()));
+    if let Some(schedule) = state.keeping.schedule.clone() {
+        tokio::spawn(schedule.serve(
+            Arc::clone(&state.voice.tts),
+            state.voice.weak_player(),
+            token.clone(),
+        ));
     }
     // The follow-up after an agent's answer (hands-free).
     if config.wake.follow_up_seconds > 0.0 {

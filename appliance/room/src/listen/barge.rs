@@ -20,8 +20,6 @@ use std::{
 
 use hark_audio::vad::{Event, Segmenter};
 
-use crate::state::ApplianceState;
-
 /// A watch over the microphone while Hark speaks.
 pub struct Watch {
     stop: Arc<AtomicBool>,
@@ -32,16 +30,20 @@ pub struct Watch {
 impl Watch {
     /// Starts watching, when echo cancellation lets the microphone hear
     /// the person over Hark.
-    pub fn start(state: &Arc<ApplianceState>) -> Option<Self> {
-        let mic = state.microphone.as_ref()?;
+    pub fn start(
+        ears: &crate::state::Ears,
+        tts: &Arc<crate::tts::TextToSpeech>,
+        bus: &crate::events::Bus,
+    ) -> Option<Self> {
+        let mic = ears.microphone.as_ref()?;
         let barge_in = mic.barge_in.clone()?;
         let stop = Arc::new(AtomicBool::new(false));
         let heard = Arc::new(AtomicU64::new(0));
         let config = hark_audio::echo::barge_in_rule(&mic.vad, barge_in.ms);
-        let (ring, tts) = (barge_in.ring, Arc::clone(&state.tts));
+        let (ring, tts) = (barge_in.ring, Arc::clone(tts));
         let (stopped, found) = (Arc::clone(&stop), Arc::clone(&heard));
         // Subscribed now: the question's first sound is not missed.
-        let mut events = state.bus.subscribe();
+        let mut events = bus.subscribe();
         let spawned = std::thread::Builder::new()
             .name("hark-barge-in".into())
             .spawn(move || {

@@ -292,7 +292,7 @@ impl Drop for CancelOnDrop {
 /// Tells the event stream and the listening call what the person has said
 /// so far.
 async fn so_far_heard(
-    state: &ApplianceState,
+    bus: &crate::events::Bus,
     agent: &Option<String>,
     listen: u64,
     text: &str,
@@ -301,20 +301,12 @@ async fn so_far_heard(
     if text.is_empty() {
         return;
     }
-    state.bus.publish(Event::UtterancePartial {
+    bus.publish(Event::UtterancePartial {
         listen,
         agent: agent.clone(),
         text: text.to_owned(),
     });
     progress.report(Progress::Partial(text.to_owned())).await;
-}
-
-pub fn play(state: &ApplianceState, earcon: Earcon) {
-    if let Some(player) = state.player()
-        && let Err(e) = player.play(&earcon.clip())
-    {
-        tracing::debug!(error = %e, "earcon not played");
-    }
 }
 
 /// The tone an agent's chime is played in.
@@ -341,7 +333,7 @@ pub async fn listen(
     request: Listen,
     progress: &mut dyn Report,
 ) -> Result<Heard, ListenError> {
-    let stt = &state.stt;
+    let stt = &state.ears.stt;
     let language = request.language.clone();
     let agent = request.agent.clone();
     let Turn {
@@ -379,7 +371,7 @@ pub async fn listen(
             (range.start, utterance.samples[range].to_vec(), None)
         }
     };
-    if let Some(history) = state.history.as_ref() {
+    if let Some(history) = state.keeping.history.as_ref() {
         history.stash_audio(listen_id, &clip);
     }
     let (transcript, from_early) = transcribe(stt, engine, clip, early, language).await?;
@@ -440,7 +432,7 @@ pub async fn record(
     request: Listen,
     progress: &mut dyn Report,
 ) -> Result<hark_core::room::Recorded, ListenError> {
-    let turn = record_turn(state, request, progress, state.stt.speculative).await?;
+    let turn = record_turn(state, request, progress, state.ears.stt.speculative).await?;
     let samples = turn
         .utterance
         .samples
@@ -474,13 +466,17 @@ async fn record_turn(
     progress: &mut dyn Report,
     speculative: bool,
 ) -> Result<Turn, ListenError> {
-    let stt = &state.stt;
+    let stt = &state.ears.stt;
     // The live engine for English, whisper otherwise.
     let engine = Arc::clone(
         stt.microphone(request.language.as_deref())
             .map_err(|why| ListenError::NoEngine(why.to_owned()))?,
     );
-    let mic = state.microphone.as_ref().ok_or(ListenError::NoMicrophone)?;
+    let mic = state
+        .ears
+        .microphone
+        .as_ref()
+        .ok_or(ListenError::NoMicrophone)?;
     let turn = request.turn;
     let deadline = turn.as_ref().map(|t| t.deadline);
     let max_hold = state.floor.max_hold.as_secs();
@@ -491,19 +487,19 @@ async fn record_turn(
     }
     // Each agent's own chime, so the person hears who listens.
     let chime = match &request.agent {
-        Some(agent) => Earcon::ListenStartIn(tone(state.agents.earcon(agent))),
+        Some(agent) => Earcon::ListenStartIn(tone(state.keeping.agents.earcon(agent))),
         None => Earcon::ListenStart,
     };
     if request.chime == Chime::First {
-        crate::audio::play_through(state.player(), chime).await;
+        crate::audio::play_through(state.voice.player(), chime).await;
     }
     // The microphone shows open from here until the guard drops, whatever
     // ends the recording; the person's going on shows once their voice
     // begins.
-    let mut recording =
-        (!request.continuation).then(|| state.start_recording(request.agent.clone()));
+    let mut recording = (!request.continuation)
+        .then(|| crate::state::RecordingGuard::open(&state.bus, request.agent.clone()));
     if request.chime == Chime::Alongside {
-        play(state, chime);
+        state.voice.play(chime);
     }
     progress.report(Progress::Listening).await;
     let control = Arc::new(Control::default());
@@ -517,7 +513,14 @@ async fn record_turn(
     options.start_at = request.start_at;
     let live = stt.live().is_some_and(|live| Arc::ptr_eq(live, &engine));
     let at_pause: AtPause = Arc::default();
-    if let Some(end_of_turn) = end_of_turn(state, mic, stt, live, &at_pause, &request.expect) {
+    if let Some(end_of_turn) = end_of_turn(
+        &state.ears.yes_no,
+        mic,
+        stt,
+        live,
+        &at_pause,
+        &request.expect,
+    ) {
         // The model and the words decide at pauses; the detector's own
         // hang-over becomes the longest pause inside a turn.
         options.end_of_turn = Some(end_of_turn);
@@ -582,14 +585,14 @@ async fn record_turn(
                 if control.speech_started() {
                     announced = true;
                     recording
-                        .get_or_insert_with(|| state.start_recording(request.agent.clone()))
+                        .get_or_insert_with(|| crate::state::RecordingGuard::open(&state.bus, request.agent.clone()))
                         .speech_detected();
                     progress.report(Progress::SpeechDetected).await;
                 }
             }
             done = ahead.done() => {
                 if let (Some(text), Some(recording)) = (ahead.settle(done), recording.as_ref()) {
-                    so_far_heard(state, &request.agent, recording.id, &text, progress).await;
+                    so_far_heard(&state.bus, &request.agent, recording.id, &text, progress).await;
                 }
             }
         }
@@ -607,7 +610,10 @@ async fn record_turn(
     };
     // Speech the ticks did not see begin (it ended within one) shows too.
     if utterance.speech.is_some() && recording.is_none() {
-        recording = Some(state.start_recording(request.agent.clone()));
+        recording = Some(crate::state::RecordingGuard::open(
+            &state.bus,
+            request.agent.clone(),
+        ));
     }
     let shown = recording.is_some();
     let listen_id = recording.as_ref().map_or(0, |r| r.id);
@@ -627,7 +633,7 @@ async fn record_turn(
         (turn, _) => drop(turn),
     }
     if shown {
-        play(state, Earcon::ListenStop);
+        state.voice.play(Earcon::ListenStop);
     }
     tracing::info!(%reason, speech = ?utterance.speech,
         seconds = seconds_of(utterance.samples.len()), "utterance recorded");
@@ -647,7 +653,7 @@ async fn record_turn(
 /// asked at pauses, and (with the live engine's words at a pause, in
 /// `at_pause`) the words may hold a pause open.
 fn end_of_turn(
-    state: &ApplianceState,
+    yes_no: &crate::words::YesNo,
     mic: &crate::stt::Microphone,
     stt: &crate::stt::SpeechToText,
     live: bool,
@@ -660,7 +666,7 @@ fn end_of_turn(
     let model = Arc::clone(stt.turn.as_ref()?);
     let words = (live && stt.speculative).then(|| {
         let at_pause = Arc::clone(at_pause);
-        let (expect, yes_no) = (expect.clone(), state.yes_no.clone());
+        let (expect, yes_no) = (expect.clone(), yes_no.clone());
         let check: utterance::WordsCheck = Arc::new(move |span| {
             let heard = at_pause.lock().unwrap_or_else(PoisonError::into_inner);
             heard

@@ -58,7 +58,7 @@ impl Room {
                     aliases.len()
                 )));
             }
-            let own = self.state.agents.key(name);
+            let own = self.state.keeping.agents.key(name);
             let mut seen: Vec<String> = vec![plain(name)];
             let mut kept = Vec::new();
             for alias in aliases.iter().map(|a| a.trim()) {
@@ -69,7 +69,7 @@ impl Room {
                 }
                 // Another agent's name or alias would make "Claude, …"
                 // mean two agents.
-                if let Some(Effective { name: other, .. }) = self.state.agents.get(alias)
+                if let Some(Effective { name: other, .. }) = self.state.keeping.agents.get(alias)
                     && plain(&other) != own
                 {
                     return Err(invalid(format!(
@@ -120,7 +120,7 @@ impl Room {
             }
             return Ok(Some(voice.to_owned()));
         }
-        let tts = Arc::clone(&self.state.tts);
+        let tts = Arc::clone(&self.state.voice.tts);
         let installed = tokio::task::spawn_blocking(move || {
             VoiceStore::open(&tts.voices_dir).and_then(|store| store.list())
         })
@@ -152,13 +152,14 @@ impl AgentSettings for Room {
             Ok(AgentSettingsList {
                 agents: self
                     .state
+                    .keeping
                     .agents
                     .all()
                     .into_iter()
                     .map(|e| AgentSettingsView::of(&e.name.clone(), Some(e)))
                     .collect(),
-                default_voice: self.state.tts.default_voice.clone(),
-                kept: self.state.agent_store.as_ref().map_or_else(
+                default_voice: self.state.voice.tts.default_voice.clone(),
+                kept: self.state.keeping.agent_store.as_ref().map_or_else(
                     || "in memory only: the agent store did not open".to_owned(),
                     |s| s.kept.clone(),
                 ),
@@ -173,7 +174,7 @@ impl AgentSettings for Room {
         Box::pin(async move {
             let asked = change.agent.trim();
             check_name("the agent", asked)?;
-            let agents = &self.state.agents;
+            let agents = &self.state.keeping.agents;
             // The agent as it stands: by name or alias; a new name keeps
             // the spelling given.
             let found = agents.get(asked);
@@ -186,7 +187,7 @@ impl AgentSettings for Room {
                 .map(|e| e.name)
                 .chain(std::iter::once(name.clone()))
                 .collect();
-            let store = self.state.agent_store.clone();
+            let store = self.state.keeping.agent_store.clone();
             if change.reset {
                 if let Some(store) = &store {
                     store

@@ -39,17 +39,17 @@ use crate::{
 /// Marks an agent's question as waiting for the person on the event
 /// stream (the "asking" light) until it drops.
 struct Asking<'a> {
-    state: &'a ApplianceState,
+    bus: &'a crate::events::Bus,
     id: u64,
     answer: hark_core::events::Answered,
 }
 
 impl<'a> Asking<'a> {
-    fn new(state: &'a ApplianceState, agent: String) -> Self {
-        let id = state.bus.next_id();
-        state.bus.publish(Event::AnswerAwaited { ask: id, agent });
+    fn new(bus: &'a crate::events::Bus, agent: String) -> Self {
+        let id = bus.next_id();
+        bus.publish(Event::AnswerAwaited { ask: id, agent });
         Self {
-            state,
+            bus,
             id,
             answer: hark_core::events::Answered::Cancelled,
         }
@@ -62,7 +62,7 @@ impl<'a> Asking<'a> {
 
 impl Drop for Asking<'_> {
     fn drop(&mut self) {
-        self.state.bus.publish(Event::AnswerEnded {
+        self.bus.publish(Event::AnswerEnded {
             ask: self.id,
             answer: self.answer,
         });
@@ -103,7 +103,7 @@ impl<'a> Dialogue<'a> {
         report: &'a mut dyn Report,
     ) -> Result<Dialogue<'a>, Failure> {
         let state = &room.state;
-        let default = state.stt.record_timeout;
+        let default = state.ears.stt.record_timeout;
         let timeout = check_timeout(timeout, default, RECORD_TIMEOUT_RANGE)?;
         if listens && state.bus.snapshot().muted {
             // Nothing could be heard: say so before speaking, not after.
@@ -158,15 +158,24 @@ impl<'a> Dialogue<'a> {
 
     /// Step 2: the asking light while the call lasts.
     fn ask(&self) -> Asking<'a> {
-        Asking::new(self.state.as_ref(), self.agent.clone())
+        Asking::new(&self.state.bus, self.agent.clone())
     }
 
     /// Step 3: says `call` (in the agent's voice) to the end.
     async fn say(&mut self, mut call: SpeakCall) -> Result<Spoken, Failure> {
         call.agent = Some(self.agent.clone());
         call.wait = true;
-        let deadline = self.turn.as_ref().map(|t| t.deadline);
-        speech::say(self.state, call, deadline, self.report).await
+        let deadline = self.turn.as_ref().map(|t| speech::Deadline {
+            at: t.deadline,
+            max_hold: self.state.floor.max_hold,
+        });
+        speech::say(
+            (&self.state.voice, &self.state.keeping),
+            call,
+            deadline,
+            self.report,
+        )
+        .await
     }
 
     /// Whether the person pressed the button since the dialogue opened.
@@ -206,7 +215,7 @@ impl<'a> Dialogue<'a> {
     /// Before step 3: what the person went on to say after this agent's
     /// last listen ended their turn, if they did ([`crate::continuation`]).
     async fn went_on(&mut self) -> Option<Heard> {
-        crate::continuation::take(self.state, &self.agent).await
+        crate::continuation::take(&self.state.ears, &self.state.keeping, &self.agent).await
     }
 
     /// Step 4: listens (push-to-talk holds the recording).
@@ -313,7 +322,9 @@ impl Ask for Room {
             }
             // With echo cancellation, the person's voice over the question
             // stops it too.
-            let watch = listen.then(|| Watch::start(&self.state)).flatten();
+            let watch = listen
+                .then(|| Watch::start(&self.state.ears, &self.state.voice.tts, &self.state.bus))
+                .flatten();
             let spoken = dialogue
                 .say(SpeakCall {
                     language: None,
@@ -357,7 +368,7 @@ impl Ask for Room {
             // The answer from where the voice began, with the pre-roll a
             // listen keeps before its detector fires.
             request.start_at = voice.map(|at| {
-                let preroll = self.state.microphone.as_ref().map_or(0, |mic| {
+                let preroll = self.state.ears.microphone.as_ref().map_or(0, |mic| {
                     (mic.preroll.as_secs_f64() * f64::from(hark_audio::config::PIPELINE_RATE))
                         as u64
                 });
@@ -414,7 +425,7 @@ impl Ask for Room {
                 asking.answered(YesNo::NoAnswer);
                 return Ok(Confirmed::no_answer());
             }
-            let answer = self.state.yes_no.classify(&heard.text);
+            let answer = self.state.ears.yes_no.classify(&heard.text);
             let confirmed = Confirmed::by_voice(answer, heard);
             asking.answered(confirmed.answer);
             Ok(confirmed)

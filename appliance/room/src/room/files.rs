@@ -68,7 +68,7 @@ fn load_audio(stt: &SpeechToText, audio: AudioInput) -> Result<(Decoded, Value),
 
 /// Speech to text and its file engine, or why they are not there.
 pub(super) fn engine(room: &Room) -> Result<(Arc<SpeechToText>, Arc<Engine>), Failure> {
-    let stt = Arc::clone(&room.state.stt);
+    let stt = Arc::clone(&room.state.ears.stt);
     let engine = Arc::clone(
         stt.engine()
             .map_err(|why| Failure::new(Kind::ModelNotLoaded, why))?,
@@ -119,7 +119,7 @@ fn write_atomically(target: &Path, bytes: &[u8], kind: Kind) -> Result<(), Failu
 impl Files for Room {
     fn models(&self) -> BoxFuture<'_, Result<ModelList, Failure>> {
         Box::pin(async move {
-            let stt = Arc::clone(&self.state.stt);
+            let stt = Arc::clone(&self.state.ears.stt);
             tokio::task::spawn_blocking(move || {
                 let live = stt.live().map(|live| live.info().name.clone());
                 stt.models.list(live.as_deref())
@@ -256,7 +256,7 @@ impl Files for Room {
 
     fn synthesize(&self, call: SynthesizeCall) -> BoxFuture<'_, Result<Synthesized, Failure>> {
         Box::pin(async move {
-            let tts = speech::tts(&self.state)?;
+            let tts = speech::tts(&self.state.voice)?;
             let speakable = speech::check_text(&call.text, tts.max_chars)?;
             let rate = hark_core::room::check_rate(call.rate)?.unwrap_or(1.0);
             let target = match &call.output_path {
@@ -274,7 +274,7 @@ impl Files for Room {
                     .unwrap_or(Format::Wav),
             };
             let voice = speech::language_voice(
-                &self.state,
+                &self.state.keeping.agents,
                 &tts,
                 None,
                 call.voice.clone(),
@@ -347,7 +347,7 @@ impl Files for Room {
         limit: usize,
     ) -> BoxFuture<'_, Result<Voices, Failure>> {
         Box::pin(async move {
-            let tts = speech::tts(&self.state)?;
+            let tts = speech::tts(&self.state.voice)?;
             let default = tts.default_voice.clone();
             // The synthesiser's lock may be held for a whole sentence (or a
             // voice loading): off the async runtime.
@@ -413,7 +413,7 @@ impl Files for Room {
 
     fn install_voice(&self, call: InstallCall) -> BoxFuture<'_, Result<InstalledVoice, Failure>> {
         Box::pin(async move {
-            let tts = speech::tts(&self.state)?;
+            let tts = speech::tts(&self.state.voice)?;
             let dir = tts.voices_dir.clone();
             let installed = match (call.url, call.path) {
                 (Some(url), None) => {
@@ -470,7 +470,7 @@ impl Files for Room {
 
     fn remove_voice(&self, id: String) -> BoxFuture<'_, Result<RemovedVoice, Failure>> {
         Box::pin(async move {
-            let tts = speech::tts(&self.state)?;
+            let tts = speech::tts(&self.state.voice)?;
             let synth = Arc::clone(tts.synthesizer());
             let (dir, default) = (tts.voices_dir.clone(), tts.default_voice.clone());
             let key = hark_tts::catalog::id_key;

@@ -122,8 +122,9 @@ impl Pair for Room {
             // The prompt; the time to answer runs from its end. It stops
             // when the pairing ends first (the agent left, or a long press).
             let (progress, mut spoken) = crate::tts::speech_events();
-            let _prompt =
-                StopSpeech(crate::person::say_tracked(state, ask.prompt, Some(progress)).await);
+            let _prompt = StopSpeech(
+                crate::person::say_tracked(&state.voice, ask.prompt, Some(progress)).await,
+            );
             let decided = ask.decided;
             let decided = async move {
                 match decided {
@@ -164,7 +165,7 @@ impl Pair for Room {
                     requested.outcome = hark_core::events::PairingOutcome::Refused;
                     drop(requested);
                     drop(turn);
-                    crate::person::say(state, "Refused.".to_owned()).await;
+                    crate::person::say(&state.voice, "Refused.".to_owned()).await;
                     Err(PairRefusal::Refused)
                 }
                 None => {
@@ -176,7 +177,7 @@ impl Pair for Room {
     }
 
     fn say(&self, words: String) {
-        let state = Arc::clone(&self.state);
-        tokio::spawn(async move { crate::person::say(&state, words).await });
+        let voice = Arc::clone(&self.state.voice);
+        tokio::spawn(async move { crate::person::say(&voice, words).await });
     }
 }

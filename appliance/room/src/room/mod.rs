@@ -48,12 +48,12 @@ impl Observe for Room {
         let state = &self.state;
         RoomStatus {
             floor: state.floor.status(),
-            volume: state.player().map(|p| p.volume()),
-            capture: state.microphone.as_ref().map(|mic| CaptureCounters {
+            volume: state.voice.player().map(|p| p.volume()),
+            capture: state.ears.microphone.as_ref().map(|mic| CaptureCounters {
                 periods: mic.stats.periods.load(Ordering::Relaxed),
                 overruns: mic.stats.overruns.load(Ordering::Relaxed),
             }),
-            playback: state.player().map(|p| {
+            playback: state.voice.player().map(|p| {
                 let stats = p.stats();
                 PlaybackCounters {
                     clips: stats.clips_played.load(Ordering::Relaxed),
@@ -66,8 +66,9 @@ impl Observe for Room {
                 .into_iter()
                 .map(|s| (s, state.subsystems.get(s)))
                 .collect(),
-            wake: state.wake.as_ref().map(crate::wake::Wake::status),
+            wake: state.ears.wake.as_ref().map(crate::wake::Wake::status),
             scheduled: state
+                .keeping
                 .schedule
                 .as_ref()
                 .map(crate::schedule::Scheduler::list)
@@ -92,7 +93,7 @@ impl Schedule for Room {
 
 impl Room {
     fn schedule(&self) -> Result<&crate::schedule::Scheduler, Failure> {
-        self.state.schedule.as_ref().ok_or_else(|| {
+        self.state.keeping.schedule.as_ref().ok_or_else(|| {
             Failure::new(
                 Kind::Schedule,
                 "nothing can be kept for later: the schedule store could not open (see the log)",
@@ -107,7 +108,7 @@ impl WakeWord for Room {
         on: Option<bool>,
         sensitivity: Option<Sensitivity>,
     ) -> Result<WakeStatus, Failure> {
-        let wake = self.state.wake.as_ref().ok_or_else(|| {
+        let wake = self.state.ears.wake.as_ref().ok_or_else(|| {
             Failure::new(
                 Kind::ModelNotLoaded,
                 "there is no wake word: the audio engine is off (audio.enabled = false)",
@@ -129,13 +130,13 @@ impl WakeWord for Room {
 
 impl Volume for Room {
     fn volume(&self) -> Option<u8> {
-        self.state.player().map(|p| p.volume())
+        self.state.voice.player().map(|p| p.volume())
     }
 
     fn set_volume(&self, volume: i64) -> BoxFuture<'_, Result<VolumeSet, Failure>> {
         Box::pin(async move {
             let volume = hark_core::room::check_volume(volume)?;
-            let player = self.state.player().ok_or_else(|| {
+            let player = self.state.voice.player().ok_or_else(|| {
                 Failure::new(
                     Kind::Speech,
                     "there is no speaker: the audio engine is not running (audio.enabled = false)",

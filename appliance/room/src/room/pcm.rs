@@ -72,7 +72,7 @@ impl PcmSpeech for Room {
         Box::pin(async move {
             // The live engine hears English only, and serves the room's
             // microphone first: a draft for a client waits for nothing.
-            let Some(live) = self.state.stt.live() else {
+            let Some(live) = self.state.ears.stt.live() else {
                 return Ok(None);
             };
             if language.as_deref().is_some_and(|l| l != "en") || live.busy() || live.queued() > 0 {
@@ -92,7 +92,7 @@ impl PcmSpeech for Room {
         voice: Option<String>,
     ) -> BoxFuture<'_, Result<PcmVoice, Failure>> {
         Box::pin(async move {
-            let tts = speech::tts(&self.state)?;
+            let tts = speech::tts(&self.state.voice)?;
             let speakable = speech::check_text(&text, tts.max_chars)?;
             let rendered = {
                 let tts = Arc::clone(&tts);
@@ -126,7 +126,7 @@ impl PcmSpeech for Room {
                     languages: languages(multilingual),
                 });
             }
-            if let Ok(tts) = speech::tts(&self.state) {
+            if let Ok(tts) = speech::tts(&self.state.voice) {
                 offer.voice = Some(tts.default_voice.clone());
                 let dir = tts.voices_dir.clone();
                 let listing = tokio::task::spawn_blocking(move || VoiceStore::open(&dir)?.list())
@@ -142,7 +142,7 @@ impl PcmSpeech for Room {
                     })
                     .collect();
             }
-            if let Some(wake) = self.state.wake.as_ref() {
+            if let Some(wake) = self.state.ears.wake.as_ref() {
                 let files = wake.files().clone();
                 offer.words = tokio::task::spawn_blocking(move || offered_words(&files))
                     .await
@@ -157,7 +157,7 @@ impl PcmSpeech for Room {
         words: Option<Vec<String>>,
     ) -> BoxFuture<'_, Result<Box<dyn PcmSpotter>, Failure>> {
         Box::pin(async move {
-            let wake = self.state.wake.as_ref().ok_or_else(|| {
+            let wake = self.state.ears.wake.as_ref().ok_or_else(|| {
                 Failure::new(Kind::WakeWord, "there is no wake word detector here")
             })?;
             let (files, sensitivity) = (wake.files().clone(), wake.sensitivity());

@@ -30,7 +30,7 @@ impl Record for Room {
             // What the person goes on to say after the turn comes back
             // through `record_more`.
             let (more, rest) = tokio::sync::oneshot::channel();
-            *self.state.continuing.handed() = Some(rest);
+            *self.state.ears.continuing.handed() = Some(rest);
             let request = Listen {
                 agent: None,
                 timeout,
@@ -51,7 +51,7 @@ impl Record for Room {
 
     fn record_more(&self) -> BoxFuture<'_, Option<Recorded>> {
         Box::pin(async move {
-            let rest = self.state.continuing.handed().take()?;
+            let rest = self.state.ears.continuing.handed().take()?;
             rest.await.ok()
         })
     }

@@ -19,8 +19,8 @@ use super::{Room, failure};
 use crate::tts::{Accepted, SpeakError, SpeechEvent, SpeechOutcome, TextToSpeech};
 
 /// The text-to-speech service, or why it is not there.
-pub fn tts(state: &crate::state::ApplianceState) -> Result<Arc<TextToSpeech>, Failure> {
-    let tts = Arc::clone(&state.tts);
+pub fn tts(voice: &crate::state::Voice) -> Result<Arc<TextToSpeech>, Failure> {
+    let tts = Arc::clone(&voice.tts);
     if !tts.enabled {
         return Err(failure::speak(SpeakError::Disabled));
     }
@@ -62,14 +62,14 @@ impl Drop for StopOnDrop {
 /// `deadline` (the floor's `max_hold` of a call that holds it while it
 /// speaks), speech still playing then is stopped and the call fails.
 pub async fn say(
-    state: &crate::state::ApplianceState,
+    (voice, keeping): (&crate::state::Voice, &crate::state::Keeping),
     mut call: SpeakCall,
-    deadline: Option<Instant>,
+    deadline: Option<Deadline>,
     report: &mut dyn Report,
 ) -> Result<Spoken, Failure> {
-    let tts = tts(state)?;
+    let tts = tts(voice)?;
     call.voice = language_voice(
-        state,
+        &keeping.agents,
         &tts,
         call.agent.as_deref(),
         call.voice.take(),
@@ -77,7 +77,7 @@ pub async fn say(
     )
     .await?;
     if let Some(later) = call.later {
-        return keep(state, &tts, call, later).await;
+        return keep(keeping, &tts, call, later).await;
     }
     let (events_tx, events) = crate::tts::speech_events();
     let wait = call.wait;
@@ -85,7 +85,15 @@ pub async fn say(
     if !wait {
         return Ok(spoken);
     }
-    through(state, spoken, &accepted, events, deadline, report).await
+    through(spoken, &accepted, events, deadline, report).await
+}
+
+/// When a call that holds the floor while it speaks is cut off: at `at`,
+/// the floor's `max_hold` after it took it.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    pub at: Instant,
+    pub max_hold: std::time::Duration,
 }
 
 /// The voice a call is spoken in when it gives a language and no voice:
@@ -93,7 +101,7 @@ pub async fn say(
 /// installed piper voice of it, else espeak-ng's voice for it. Without a
 /// language, the call's voice as it is.
 pub(super) async fn language_voice(
-    state: &crate::state::ApplianceState,
+    agents: &crate::agents::Agents,
     tts: &Arc<TextToSpeech>,
     agent: Option<&str>,
     voice: Option<String>,
@@ -115,7 +123,7 @@ pub(super) async fn language_voice(
     }
     // Who would speak otherwise, first: the agent's voice, the appliance's.
     let preferred: Vec<String> = agent
-        .and_then(|a| state.agents.voice(a))
+        .and_then(|a| agents.voice(a))
         .into_iter()
         .chain(std::iter::once(tts.default_voice.clone()))
         .collect();
@@ -159,11 +167,10 @@ pub(super) async fn language_voice(
 /// Follows queued speech until it has been played (or stopped),
 /// reporting each piece made and heard; dropped, it stops the speech.
 async fn through(
-    state: &crate::state::ApplianceState,
     mut spoken: Spoken,
     accepted: &Accepted,
     mut events: tokio::sync::mpsc::Receiver<SpeechEvent>,
-    deadline: Option<Instant>,
+    deadline: Option<Deadline>,
     report: &mut dyn Report,
 ) -> Result<Spoken, Failure> {
     let mut stop = StopOnDrop(Some(Arc::clone(&accepted.cancel)));
@@ -177,11 +184,11 @@ async fn through(
             event = crate::tts::next_event(&mut events) => event,
             () = async {
                 match deadline {
-                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    Some(deadline) => tokio::time::sleep_until(deadline.at).await,
                     None => std::future::pending().await,
                 }
             } => {
-                let max = state.floor.max_hold.as_secs();
+                let max = deadline.map_or(0, |d| d.max_hold.as_secs());
                 return Err(Failure::new(Kind::FloorTimeout, format!(
                     "this call held the floor longer than floor.max_hold_seconds ({max} s) and was cut off; its speech was stopped"
                 )));
@@ -255,12 +262,12 @@ async fn queue(
 
 /// Checks `call` and keeps it to be said `later`.
 async fn keep(
-    state: &crate::state::ApplianceState,
+    keeping: &crate::state::Keeping,
     tts: &Arc<TextToSpeech>,
     call: SpeakCall,
     later: hark_core::room::Later,
 ) -> Result<Spoken, Failure> {
-    let schedule = state.schedule.as_ref().ok_or_else(|| {
+    let schedule = keeping.schedule.as_ref().ok_or_else(|| {
         Failure::new(
             Kind::Schedule,
             "speech cannot be kept for later: the schedule store could not open (see the log)",
@@ -280,7 +287,7 @@ async fn keep(
         .clone()
         .or_else(|| {
             let agent = call.agent.as_deref()?;
-            state.agents.voice(agent)
+            keeping.agents.voice(agent)
         })
         .unwrap_or_else(|| tts.default_voice.clone());
     let known = {
@@ -335,7 +342,7 @@ const PLAY_LIMITS: hark_audio::decode::Limits = hark_audio::decode::Limits {
 impl Play for Room {
     fn play<'a>(&'a self, call: PlayCall) -> BoxFuture<'a, Result<Spoken, Failure>> {
         Box::pin(async move {
-            let tts = tts(&self.state)?;
+            let tts = tts(&self.state.voice)?;
             let PlayCall {
                 agent,
                 label,
@@ -372,15 +379,7 @@ impl Play for Room {
                 scheduled: None,
                 speech: Some(accepted.id),
             };
-            through(
-                &self.state,
-                spoken,
-                &accepted,
-                events,
-                None,
-                &mut hark_core::room::Quiet,
-            )
-            .await
+            through(spoken, &accepted, events, None, &mut hark_core::room::Quiet).await
         })
     }
 }
@@ -391,16 +390,21 @@ impl Speak for Room {
         call: SpeakCall,
         report: &'a mut dyn Report,
     ) -> BoxFuture<'a, Result<Spoken, Failure>> {
-        Box::pin(say(&self.state, call, None, report))
+        Box::pin(say(
+            (&self.state.voice, &self.state.keeping),
+            call,
+            None,
+            report,
+        ))
     }
 
     fn stop(&self) -> Result<usize, Failure> {
-        Ok(tts(&self.state)?.stop())
+        Ok(tts(&self.state.voice)?.stop())
     }
 
     fn sentences<'a>(&'a self, text: String) -> BoxFuture<'a, Result<Vec<String>, Failure>> {
         Box::pin(async move {
-            let tts = tts(&self.state)?;
+            let tts = tts(&self.state.voice)?;
             if text.chars().count() > tts.max_chars {
                 return Err(Failure::invalid(format!(
                     "text is longer than {} characters (tts.max_chars)",
@@ -429,4 +433,110 @@ pub(super) fn language_matches(code: &str, wanted: &str) -> bool {
     let norm = |s: &str| s.to_ascii_lowercase().replace('-', "_");
     let (code, wanted) = (norm(code), norm(wanted));
     code == wanted || code.split('_').next() == Some(wanted.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        collections::BTreeMap,
+        time::{Duration, SystemTime},
+    };
+
+    use hark_core::room::{Priority, Quiet};
+
+    use super::*;
+    use crate::state::{Keeping, Voice};
+
+    /// The voice and the keeping `say` is given: espeak-ng (nothing to
+    /// load), no speaker, the schedule in `dir`, and an agent `claude`
+    /// whose own voice is espeak-ng's German.
+    fn parts(dir: &std::path::Path) -> (Voice, Keeping) {
+        let bus = crate::events::Bus::default();
+        let agents = crate::agents::Agents::new(BTreeMap::from([(
+            "claude".to_owned(),
+            hark_core::agents::AgentConfig {
+                voice: Some("espeak:de".into()),
+                ..Default::default()
+            },
+        )]));
+        let mut config = crate::config::RoomConfig::default();
+        config.tts.engine = "espeak".into();
+        config.tts.voices_dir = dir.join("voices");
+        let tts = TextToSpeech::start(&config, &bus, &Default::default(), None, agents.clone());
+        let keeping = Keeping {
+            schedule: Some(crate::schedule::Scheduler::open(dir, bus).expect("schedule")),
+            agents,
+            ..Keeping::default()
+        };
+        (Voice::new(Arc::new(tts), None, Arc::default()), keeping)
+    }
+
+    fn later(agent: Option<&str>, voice: Option<&str>, wait: bool) -> SpeakCall {
+        let now = SystemTime::now();
+        SpeakCall {
+            agent: agent.map(str::to_owned),
+            text: "The tea is ready.".into(),
+            voice: voice.map(str::to_owned),
+            language: None,
+            rate: None,
+            priority: Priority::Normal,
+            wait,
+            later: Some(hark_core::room::Later {
+                set: now,
+                due: now + Duration::from_secs(600),
+                ring: None,
+            }),
+        }
+    }
+
+    async fn said(parts: (&Voice, &Keeping), call: SpeakCall) -> Result<Spoken, Failure> {
+        say(parts, call, None, &mut Quiet).await
+    }
+
+    #[tokio::test]
+    async fn speech_for_later_is_kept_in_its_agents_voice_and_not_said_now() {
+        let dir = tempfile::tempdir().unwrap();
+        let (voice, keeping) = parts(dir.path());
+        let spoken = said((&voice, &keeping), later(Some("claude"), None, false))
+            .await
+            .expect("kept");
+        assert_eq!(spoken.status, SpeechStatus::Scheduled);
+        assert_eq!(spoken.voice, "espeak:de", "the agent's own voice");
+        assert_eq!(spoken.engine, Engine::Espeak);
+        assert_eq!(spoken.speech, None, "nothing was queued to speak");
+        let kept = keeping.schedule.as_ref().unwrap().list();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].text, "The tea is ready.");
+        assert_eq!(kept[0].agent.as_deref(), Some("claude"));
+        assert_eq!(Some(kept[0].id), spoken.scheduled.map(|s| s.id));
+        assert_eq!(voice.tts.pending(), 0);
+    }
+
+    #[tokio::test]
+    async fn speech_for_later_that_could_never_be_said_is_refused_and_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (voice, keeping) = parts(dir.path());
+        // A voice that is not installed.
+        let refused = said((&voice, &keeping), later(None, Some("nl_NL-nobody"), false))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.kind, Kind::VoiceNotFound, "{refused:?}");
+        assert!(refused.message.contains("nl_NL-nobody"), "{refused:?}");
+        // Waiting for it to be played would outlast the call.
+        let refused = said((&voice, &keeping), later(None, None, true))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.kind, Kind::InvalidArgument, "{refused:?}");
+        assert!(keeping.schedule.as_ref().unwrap().list().is_empty());
+    }
+
+    #[tokio::test]
+    async fn speech_now_without_a_speaker_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (voice, keeping) = parts(dir.path());
+        let mut call = later(None, None, false);
+        call.later = None;
+        let refused = said((&voice, &keeping), call).await.unwrap_err();
+        assert!(refused.message.contains("speaker"), "{refused:?}");
+    }
 }

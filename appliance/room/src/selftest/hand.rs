@@ -223,7 +223,7 @@ pub(super) async fn wait_for_hand(
     timeout_ms: u32,
 ) -> Result<Moved, StepError> {
     let (on, sim) = {
-        let board = board(state)?;
+        let board = board(&state.selftest, &state.subsystems)?;
         let (what, pin): (&'static str, fn(&Profile) -> Option<InputPin>) = match expect {
             Expect::Mute { .. } => ("mute switch", |p| p.mute),
             _ => ("push-to-talk button", |p| p.button),
@@ -243,7 +243,7 @@ pub(super) async fn wait_for_hand(
         };
         (on, sim)
     };
-    let _turn = take_floor(state).await?;
+    let _turn = take_floor(&state.floor).await?;
     // The mute switch does what it always does; a press is the test's.
     let _taken = (!matches!(expect, Expect::Mute { .. })).then(|| state.selftest.take_button());
     // Subscribed before the hand moves: every event from here on counts.
@@ -373,12 +373,12 @@ mod tests {
         )
         .expect("the simulated board opens");
         let (conductor, conductor_task) = crate::conductor::Conductor::new();
-        let state = Arc::new(ApplianceState::new(crate::state::Parts {
+        let state = Arc::new(ApplianceState {
             simulated_board: opened.simulated(),
             selftest: opened.bench(),
             conductor,
-            ..crate::state::Parts::quiet()
-        }));
+            ..ApplianceState::default()
+        });
         let token = tokio_util::sync::CancellationToken::new();
         let (board, contacts) = opened.serve(&state, &token);
         // The conductor publishes what the contacts do.

@@ -23,9 +23,11 @@ use std::{
 use hark_audio::{CaptureState, clip::Clip, earcon::Earcon, playback::Outcome, ring::Ring};
 use hark_board::{Board, profile::Leds};
 use hark_core::selftest::{BoardInfo, LinkState, Played, Press, Recorded, Request, Shown, Spoken};
+use hark_core::status::Subsystems;
 use serde_json::Value;
 
 use super::{
+    Bench,
     hand::{Expect, wait_for_hand},
     lights::{LightsError, LightsRequest},
     signal::{self, RATE},
@@ -76,19 +78,34 @@ pub async fn serve(
 async fn run(state: &Arc<ApplianceState>, request: Request) -> Result<Value, StepError> {
     request.check().map_err(StepError::Invalid)?;
     match request {
-        Request::Board => value(board_info(state)),
+        Request::Board => value(board_info(&state.selftest, &state.subsystems)),
         Request::Tone { hz, ms } => {
-            let _turn = take_floor(state).await?;
-            value(play(state, &signal::tone(hz, ms, TONE_AMPLITUDE), "tone").await)
+            let _turn = take_floor(&state.floor).await?;
+            value(
+                play(
+                    &state.voice,
+                    &state.subsystems,
+                    &signal::tone(hz, ms, TONE_AMPLITUDE),
+                    "tone",
+                )
+                .await,
+            )
         }
         Request::Speak { text } => value(speak(state, text).await),
         Request::Record { ms, chime } => value(record(state, ms, chime).await),
         Request::Play { clip } => {
             let clip = state.selftest.clip(clip).ok_or(StepError::ClipGone)?;
-            let _turn = take_floor(state).await?;
-            value(play(state, &clip, "recording").await)
+            let _turn = take_floor(&state.floor).await?;
+            value(play(&state.voice, &state.subsystems, &clip, "recording").await)
         }
-        Request::Lights { ms } => value(lights(state, Duration::from_millis(u64::from(ms))).await),
+        Request::Lights { ms } => value(
+            lights(
+                &state.selftest,
+                &state.subsystems,
+                Duration::from_millis(u64::from(ms)),
+            )
+            .await,
+        ),
         Request::Button {
             expect,
             simulate,
@@ -107,7 +124,7 @@ async fn run(state: &Arc<ApplianceState>, request: Request) -> Result<Value, Ste
             let from = state.bus.snapshot().muted;
             value(wait_for_hand(state, Expect::Mute { from }, simulate, timeout_ms).await)
         }
-        Request::Link => value(link(state).await),
+        Request::Link => value(link(&state.selftest, &state.subsystems).await),
     }
 }
 
@@ -156,8 +173,8 @@ fn lights_name(board: &Board) -> (Option<String>, bool) {
     }
 }
 
-fn board_info(state: &ApplianceState) -> Result<BoardInfo, StepError> {
-    let board = board(state)?;
+fn board_info(bench: &Bench, subsystems: &Subsystems) -> Result<BoardInfo, StepError> {
+    let board = board(bench, subsystems)?;
     let (lights, lights_drawn) = lights_name(&board);
     Ok(BoardInfo {
         board: board.describe().to_owned(),
@@ -171,8 +188,7 @@ fn board_info(state: &ApplianceState) -> Result<BoardInfo, StepError> {
             .profile()
             .and_then(|p| p.link.as_ref())
             .map(|l| l.device.display().to_string()),
-        audio: state
-            .subsystems
+        audio: subsystems
             .get(hark_core::status::Subsystem::Audio)
             .to_string(),
     })
@@ -180,14 +196,14 @@ fn board_info(state: &ApplianceState) -> Result<BoardInfo, StepError> {
 
 /// Plays `clip` and waits until it has been heard.
 async fn play(
-    state: &ApplianceState,
+    voice: &crate::state::Voice,
+    subsystems: &Subsystems,
     clip: &Clip,
     what: &'static str,
 ) -> Result<Played, StepError> {
-    let player = state.player().ok_or_else(|| {
+    let player = voice.player().ok_or_else(|| {
         StepError::NoSpeaker(
-            state
-                .subsystems
+            subsystems
                 .get(hark_core::status::Subsystem::Audio)
                 .to_string(),
         )
@@ -231,7 +247,7 @@ impl Drop for SetOnDrop {
 }
 
 async fn speak(state: &Arc<ApplianceState>, text: String) -> Result<Spoken, StepError> {
-    let tts = Some(Arc::clone(&state.tts))
+    let tts = Some(Arc::clone(&state.voice.tts))
         .filter(|tts| tts.enabled)
         .ok_or_else(|| {
             StepError::NotSpoken(
@@ -241,7 +257,7 @@ async fn speak(state: &Arc<ApplianceState>, text: String) -> Result<Spoken, Step
                     .to_string(),
             )
         })?;
-    let _turn = take_floor(state).await?;
+    let _turn = take_floor(&state.floor).await?;
     let (progress, mut heard) = crate::tts::speech_events();
     // Planning reads the voice's model when it is not loaded: off the
     // runtime.
@@ -284,7 +300,7 @@ async fn speak(state: &Arc<ApplianceState>, text: String) -> Result<Spoken, Step
 }
 
 async fn record(state: &Arc<ApplianceState>, ms: u32, chime: bool) -> Result<Recorded, StepError> {
-    let mic = state.microphone.as_ref().ok_or_else(|| {
+    let mic = state.ears.microphone.as_ref().ok_or_else(|| {
         StepError::NoMicrophone(
             state
                 .subsystems
@@ -298,12 +314,12 @@ async fn record(state: &Arc<ApplianceState>, ms: u32, chime: bool) -> Result<Rec
     if mic.stats.state() != CaptureState::Capturing {
         return Err(StepError::NoMicrophone(mic.stats.describe()));
     }
-    let _turn = take_floor(state).await?;
+    let _turn = take_floor(&state.floor).await?;
     if chime {
-        crate::audio::play_through(state.player(), Earcon::ListenStart).await;
+        crate::audio::play_through(state.voice.player(), Earcon::ListenStart).await;
     }
     // The microphone shows open (the listening light) while it records.
-    let mut recording = state.start_recording(None);
+    let mut recording = crate::state::RecordingGuard::open(&state.bus, None);
     let stop = Arc::new(AtomicBool::new(false));
     let _stop = SetOnDrop(Arc::clone(&stop));
     let (ring, bus, stats) = (
@@ -376,12 +392,15 @@ fn read_ring(
     Ok(samples)
 }
 
-async fn lights(state: &ApplianceState, each: Duration) -> Result<Shown, StepError> {
-    let leds = board(state)?.shown().frame.len();
-    let tasks = state.selftest.lights().ok_or_else(|| {
+async fn lights(
+    bench: &Bench,
+    subsystems: &Subsystems,
+    each: Duration,
+) -> Result<Shown, StepError> {
+    let leds = board(bench, subsystems)?.shown().frame.len();
+    let tasks = bench.lights().ok_or_else(|| {
         StepError::NoBoard(
-            state
-                .subsystems
+            subsystems
                 .get(hark_core::status::Subsystem::Board)
                 .to_string(),
         )
@@ -397,9 +416,9 @@ async fn lights(state: &ApplianceState, each: Duration) -> Result<Shown, StepErr
     Ok(Shown { leds, statuses })
 }
 
-async fn link(state: &ApplianceState) -> Result<LinkState, StepError> {
+async fn link(bench: &Bench, subsystems: &Subsystems) -> Result<LinkState, StepError> {
     let (device, profile, connected) = {
-        let board = board(state)?;
+        let board = board(bench, subsystems)?;
         let connected = board.link_connected();
         let Some((link, profile)) = board
             .profile()

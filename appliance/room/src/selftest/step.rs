@@ -11,10 +11,7 @@ use hark_board::{
 };
 
 use super::lights::LightsError;
-use crate::{
-    floor::{FloorError, Turn, Who},
-    state::ApplianceState,
-};
+use crate::floor::{Floor, FloorError, Turn, Who};
 
 /// Longest a step waits for the floor (an agent's call in progress).
 const FLOOR_WAIT: Duration = Duration::from_secs(10);
@@ -79,18 +76,17 @@ pub enum StepError {
     Cancelled,
 }
 
-pub async fn take_floor(state: &ApplianceState) -> Result<Turn, StepError> {
-    Ok(state
-        .floor
-        .take(Who::Hark, "selftest", true, FLOOR_WAIT)
-        .await?)
+pub async fn take_floor(floor: &Arc<Floor>) -> Result<Turn, StepError> {
+    Ok(floor.take(Who::Hark, "selftest", true, FLOOR_WAIT).await?)
 }
 
-pub fn board(state: &ApplianceState) -> Result<Arc<Board>, StepError> {
-    state.selftest.board().ok_or_else(|| {
+pub fn board(
+    bench: &super::Bench,
+    subsystems: &hark_core::status::Subsystems,
+) -> Result<Arc<Board>, StepError> {
+    bench.board().ok_or_else(|| {
         StepError::NoBoard(
-            state
-                .subsystems
+            subsystems
                 .get(hark_core::status::Subsystem::Board)
                 .to_string(),
         )
