@@ -26,7 +26,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::{
     events::{Bus, Event},
-    room::{Failure, Kind},
+    room::{Context, Failure, Kind},
 };
 
 /// Who wants the floor.
@@ -86,9 +86,18 @@ impl From<FloorError> for Failure {
         let context = match &e {
             FloorError::Busy {
                 holder, waiting, ..
-            } => serde_json::json!({ "holder": holder, "waiting": waiting }),
-            FloorError::QueueFull { waiting } => serde_json::json!({ "waiting": waiting }),
-            FloorError::TimedOut { holder } => serde_json::json!({ "holder": holder }),
+            } => Context::Floor {
+                holder: Some(holder.clone()),
+                waiting: Some(*waiting),
+            },
+            FloorError::QueueFull { waiting } => Context::Floor {
+                holder: None,
+                waiting: Some(*waiting),
+            },
+            FloorError::TimedOut { holder } => Context::Floor {
+                holder: Some(holder.clone()),
+                waiting: None,
+            },
         };
         Failure::new(Kind::Busy, e.to_string()).with_context(context)
     }

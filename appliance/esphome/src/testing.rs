@@ -92,7 +92,7 @@ impl Schedule for Recording {
             Err(hark_core::room::Failure {
                 kind: hark_core::room::Kind::InvalidArgument,
                 message: "noted".into(),
-                context: serde_json::Value::Null,
+                context: hark_core::room::Context::None,
             })
         })
     }

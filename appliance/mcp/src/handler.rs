@@ -19,11 +19,15 @@ use rmcp::{
 };
 use tracing::Instrument;
 
-use hark_core::{methods, room::Refusal};
+use hark_core::{
+    methods,
+    room::{Context, Failure, Refusal},
+};
 
 use crate::{
     hearers, resources,
     server::{HarkServer, refused},
+    tools::ToolResult as _,
 };
 
 /// What agents are told about the appliance in `initialize` / `server/discover`.
@@ -364,15 +368,13 @@ impl ServerHandler for HarkServer {
         {
             let _span = self.tool_span(&request.name, &context).entered();
             tracing::info!(kind = denied.kind().name(), "tool call refused");
-            return Ok(
-                crate::tools::ToolError::new(denied.kind(), denied.to_string())
-                    .with_context(serde_json::json!({
-                        "tool": request.name,
-                        "scope": scope.as_str(),
-                    }))
-                    .into_result()
-                    .into(),
-            );
+            return Ok(Failure::new(denied.kind(), denied.to_string())
+                .with_context(Context::Scope {
+                    tool: request.name.to_string(),
+                    scope: scope.as_str().to_owned(),
+                })
+                .into_result()
+                .into());
         }
         if let Some(tool) = self.tools.get(&request.name)
             && let Err(wrong) =
@@ -490,7 +492,7 @@ impl HarkServer {
             && revoked.is_cancelled()
             && matches!(&result, Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true))
         {
-            result = Ok(crate::tools::ToolError::new(
+            result = Ok(Failure::new(
                 hark_core::room::Kind::NotPaired,
                 format!(
                     "the token `{name}` was revoked during this call, which ended; {}",
@@ -518,7 +520,7 @@ impl HarkServer {
                 .iter()
                 .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
                 .collect();
-            result = Ok(crate::tools::ToolError::new(
+            result = Ok(Failure::new(
                 hark_core::room::Kind::ShuttingDown,
                 format!(
                     "the appliance is shutting down (a restart, an update or power off), so this call ended ({}); call again once it is back",
@@ -540,9 +542,7 @@ impl HarkServer {
                 .iter()
                 .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
                 .collect();
-            result = Ok(crate::tools::ToolError::invalid(text.join(" "))
-                .into_result()
-                .into());
+            result = Ok(Failure::invalid(text.join(" ")).into_result().into());
         }
         // Answers at debug: agents may poll get_status many times a
         // minute. Failures are worth a line at info.
@@ -595,12 +595,11 @@ impl HarkServer {
                     task,
                 )))
             }
-            Err(full @ crate::tasks::TaskError::Full { .. }) => Ok(crate::tools::ToolError::new(
-                hark_core::room::Kind::Busy,
-                full.to_string(),
-            )
-            .into_result()
-            .into()),
+            Err(full @ crate::tasks::TaskError::Full { .. }) => {
+                Ok(Failure::new(hark_core::room::Kind::Busy, full.to_string())
+                    .into_result()
+                    .into())
+            }
             Err(other) => Err(other.into()),
         }
     }

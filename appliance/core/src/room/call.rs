@@ -1,7 +1,7 @@
 //! What every capability shares: the boxed future, the typed failure and
 //! its kinds, the checks of call arguments, and a call's progress.
 
-use serde_json::Value;
+use serde::Serialize;
 use std::{future::Future, pin::Pin, time::Duration};
 
 /// A capability's future: boxed, so the traits can be used as objects.
@@ -15,8 +15,8 @@ pub struct Failure {
     pub kind: Kind,
     pub message: String,
     /// Facts about the failure a program can use (the microphone's holder,
-    /// a limit), or `Value::Null`.
-    pub context: Value,
+    /// a limit), or none.
+    pub context: Context,
 }
 
 impl Failure {
@@ -24,7 +24,7 @@ impl Failure {
         Self {
             kind,
             message: message.into(),
-            context: Value::Null,
+            context: Context::None,
         }
     }
 
@@ -32,10 +32,52 @@ impl Failure {
         Self::new(Kind::InvalidArgument, message)
     }
 
-    pub fn with_context(mut self, context: Value) -> Self {
+    pub fn cancelled(message: impl Into<String>) -> Self {
+        Self::new(Kind::Cancelled, message)
+    }
+
+    pub fn with_context(mut self, context: Context) -> Self {
         self.context = context;
         self
     }
+}
+
+/// The facts a failure carries, each kind with its own fields: on the
+/// wire (a tool error's `context`) an object of those fields, or `null`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Context {
+    None,
+    /// An argument over its limit, in characters.
+    Length {
+        characters: usize,
+        limit: usize,
+    },
+    /// The floor refused: who holds the microphone, how many wait (each
+    /// when known).
+    Floor {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        holder: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        waiting: Option<usize>,
+    },
+    /// The audio file a call named.
+    AudioPath {
+        audio_path: String,
+    },
+    /// The file a call asked to write.
+    OutputFile {
+        output_file: String,
+    },
+    /// An argument of the wrong JSON type.
+    Field {
+        field: String,
+    },
+    /// A tool the caller's grant does not reach, and the scope it needs.
+    Scope {
+        tool: String,
+        scope: String,
+    },
 }
 
 /// The kinds of failure (seed 004's error types, and the appliance's own).
@@ -153,7 +195,10 @@ pub fn check_question(question: &str) -> Result<String, Failure> {
         return Err(Failure::invalid(format!(
             "question is {chars} characters; a question may have at most {QUESTION_MAX_CHARS}: say the details with speak_text first"
         ))
-        .with_context(serde_json::json!({ "characters": chars, "limit": QUESTION_MAX_CHARS })));
+        .with_context(Context::Length {
+            characters: chars,
+            limit: QUESTION_MAX_CHARS,
+        }));
     }
     Ok(trimmed.to_owned())
 }
@@ -189,7 +234,10 @@ pub fn check_text(text: &str, max_chars: usize) -> Result<(), Failure> {
         return Err(Failure::invalid(format!(
             "text is {chars} characters; the limit is {max_chars} (tts.max_chars): split it into several calls"
         ))
-        .with_context(serde_json::json!({ "characters": chars, "limit": max_chars })));
+        .with_context(Context::Length {
+            characters: chars,
+            limit: max_chars,
+        }));
     }
     Ok(())
 }

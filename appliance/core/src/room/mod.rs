@@ -197,4 +197,29 @@ mod tests {
         assert!(check_volume(101).is_err());
         assert!(check_volume(-1).is_err());
     }
+
+    #[test]
+    fn a_failures_context_is_an_object_of_its_fields_or_null() {
+        let wire = |c: Context| serde_json::to_value(c).unwrap();
+        assert_eq!(wire(Context::None), serde_json::Value::Null);
+        assert_eq!(
+            wire(Context::Floor {
+                holder: Some("cursor".into()),
+                waiting: Some(2)
+            }),
+            serde_json::json!({ "holder": "cursor", "waiting": 2 })
+        );
+        assert_eq!(
+            wire(Context::Floor {
+                holder: None,
+                waiting: Some(8)
+            }),
+            serde_json::json!({ "waiting": 8 })
+        );
+        let long = check_text(&"a".repeat(12), 10).unwrap_err();
+        assert_eq!(
+            wire(long.context),
+            serde_json::json!({ "characters": 12, "limit": 10 })
+        );
+    }
 }

@@ -3,6 +3,7 @@
 //! in place of `hark.toml`'s `[agents.NAME]` until reset. The status page
 //! changes them through the same function (`POST /api/agent-settings`).
 
+use hark_core::room::Failure;
 use hark_core::{
     agents::Chime,
     room::{AgentChange, AgentSettingsList, AgentSettingsView},
@@ -13,7 +14,7 @@ use rmcp::{
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{ToolError, success};
+use super::{ToolResult as _, success};
 use crate::server::HarkServer;
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -45,7 +46,7 @@ pub(crate) async fn apply(
     server: &crate::state::ServerState,
     room: &hark_core::room::Capabilities,
     args: AgentSettingsArgs,
-) -> Result<AgentSettingsList, ToolError> {
+) -> Result<AgentSettingsList, Failure> {
     use hark_core::agents::plain;
     let mut list = room.agents.agents().await?;
     // The paired agents (not the status page's browsers), by token name.
@@ -66,7 +67,7 @@ pub(crate) async fn apply(
             || args.announce.is_some()
             || args.reset;
         if changes {
-            return Err(ToolError::invalid(
+            return Err(Failure::invalid(
                 "name the agent to change (`agent`)".to_owned(),
             ));
         }

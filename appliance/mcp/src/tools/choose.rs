@@ -6,6 +6,7 @@
 //! why.
 
 pub use hark_core::room::Chosen;
+use hark_core::room::Failure;
 use rmcp::{
     ErrorData, RoleServer, handler::server::wrapper::Parameters, model::CallToolResult,
     service::RequestContext, tool, tool_router,
@@ -14,7 +15,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{
-    ToolError,
+    ToolResult as _,
     report::{CallReport, Doing},
     success,
 };
@@ -76,7 +77,7 @@ impl HarkServer {
         &self,
         args: Choose,
         context: &RequestContext<RoleServer>,
-    ) -> Result<Chosen, ToolError> {
+    ) -> Result<Chosen, Failure> {
         let question = self.question(
             context,
             args.question,

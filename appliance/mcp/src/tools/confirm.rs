@@ -7,6 +7,7 @@
 //! `unclear`, with the transcript — never a guess.
 
 pub use hark_core::room::Confirmed;
+use hark_core::room::Failure;
 use rmcp::{
     ErrorData, RoleServer, handler::server::wrapper::Parameters, model::CallToolResult,
     service::RequestContext, tool, tool_router,
@@ -15,7 +16,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{
-    ToolError,
+    ToolResult as _,
     report::{CallReport, Doing},
     success,
 };
@@ -69,7 +70,7 @@ impl HarkServer {
         &self,
         args: Confirm,
         context: &RequestContext<RoleServer>,
-    ) -> Result<Confirmed, ToolError> {
+    ) -> Result<Confirmed, Failure> {
         let question = self.question(
             context,
             args.question,

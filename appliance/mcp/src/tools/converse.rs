@@ -6,6 +6,7 @@
 //! button stays down).
 
 pub use hark_core::room::Conversed;
+use hark_core::room::Failure;
 use hark_core::room::{ConverseCall, Priority};
 use rmcp::{
     ErrorData, RoleServer, handler::server::wrapper::Parameters, model::CallToolResult,
@@ -15,7 +16,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{
-    ToolError,
+    ToolResult as _,
     report::{CallReport, Doing},
     success,
 };
@@ -82,7 +83,7 @@ impl HarkServer {
         &self,
         args: Converse,
         context: &RequestContext<RoleServer>,
-    ) -> Result<Conversed, ToolError> {
+    ) -> Result<Conversed, Failure> {
         let call = ConverseCall {
             question: self.question(
                 context,

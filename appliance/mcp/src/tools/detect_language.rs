@@ -3,6 +3,7 @@
 //! English-only one answers with an error naming the model.
 
 pub use hark_core::room::Detected;
+use hark_core::room::Failure;
 use rmcp::{
     ErrorData, RoleServer, handler::server::wrapper::Parameters, model::CallToolResult,
     service::RequestContext, tool, tool_router,
@@ -10,7 +11,7 @@ use rmcp::{
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{ToolError, success, transcribe_audio::audio_input};
+use super::{ToolResult as _, success, transcribe_audio::audio_input};
 use crate::server::HarkServer;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -51,12 +52,12 @@ impl HarkServer {
         &self,
         args: DetectLanguage,
         context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ToolError> {
+    ) -> Result<CallToolResult, Failure> {
         let audio = audio_input(args.audio_base64, args.audio_path)?;
         let detected = tokio::select! {
             detected = self.room.files.detect_language(audio) => detected?,
             _ = super::call_ended(self, context) => {
-                return Err(ToolError::cancelled("detection was cancelled"));
+                return Err(Failure::cancelled("detection was cancelled"));
             }
         };
         Ok(success(detected.language.clone(), detected))

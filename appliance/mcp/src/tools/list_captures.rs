@@ -3,13 +3,14 @@
 //! with who, when, why it ended, how long and whom it reached
 //! ([`hark_store::history`]). Pages back with `before`.
 
+use hark_core::room::Failure;
 use rmcp::{
     ErrorData, handler::server::wrapper::Parameters, model::CallToolResult, tool, tool_router,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ToolError, success};
+use super::{ToolResult as _, success};
 use crate::server::HarkServer;
 use hark_store::history::{self, Query};
 
@@ -161,15 +162,15 @@ impl HarkServer {
 }
 
 impl HarkServer {
-    async fn captures(&self, args: ListCaptures) -> Result<Captures, ToolError> {
+    async fn captures(&self, args: ListCaptures) -> Result<Captures, Failure> {
         let limit = args.limit.unwrap_or(20);
         if !(1..=MAX_LIMIT).contains(&limit) {
-            return Err(ToolError::invalid(format!(
+            return Err(Failure::invalid(format!(
                 "limit must be 1–{MAX_LIMIT}, got {limit}"
             )));
         }
         let history = self.state.history.as_ref().ok_or_else(|| {
-            ToolError::new(
+            Failure::new(
                 hark_core::room::Kind::History,
                 "the history is off on this appliance (history.enabled = false) or could not start (see get_status)",
             )
@@ -183,7 +184,7 @@ impl HarkServer {
         let (captures, more) = history
             .list(query)
             .await
-            .map_err(|e| ToolError::new(hark_core::room::Kind::History, e.to_string()))?;
+            .map_err(|e| Failure::new(hark_core::room::Kind::History, e.to_string()))?;
         Ok(Captures {
             captures: captures.into_iter().map(Capture::from).collect(),
             more,

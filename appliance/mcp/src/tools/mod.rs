@@ -4,7 +4,7 @@
 //! is doing reaches the client as progress ([`report`]).
 //!
 //! Tool failures an agent can act on are tool results with `isError` set
-//! ([`ToolError`]): the text says what went wrong and what to do, and the
+//! ([`ToolResult`]): the text says what went wrong and what to do, and the
 //! structured content carries a machine-readable type (seed 004's error
 //! types) and the context.
 
@@ -28,7 +28,7 @@ pub mod wait_for_person;
 
 pub mod report;
 
-use hark_core::room::{Failure, Kind};
+use hark_core::room::{Context, Failure};
 use rmcp::{
     RoleServer,
     model::{CallToolResult, ContentBlock as Content},
@@ -36,40 +36,17 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 
-/// A failed tool call, as the agent sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolError {
-    /// What kind of failure: its name is the structured content's `type`
-    /// (`AudioFormatError`, `BusyError`, … seed 004's error types and the
-    /// appliance's own).
-    pub kind: Kind,
-    pub message: String,
-    pub context: Value,
+/// A failed call as the agent sees it: a tool result with `isError` set,
+/// its text the failure's message, its structured content the failure's
+/// `type` (the kind's name: `AudioFormatError`, `BusyError`, … seed 004's
+/// error types and the appliance's own), message and context.
+pub trait ToolResult {
+    fn to_json(&self) -> Value;
+    fn into_result(self) -> CallToolResult;
 }
 
-impl ToolError {
-    pub fn new(kind: Kind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-            context: Value::Null,
-        }
-    }
-
-    pub fn invalid(message: impl Into<String>) -> Self {
-        Self::new(Kind::InvalidArgument, message)
-    }
-
-    pub fn cancelled(message: impl Into<String>) -> Self {
-        Self::new(Kind::Cancelled, message)
-    }
-
-    pub fn with_context(mut self, context: Value) -> Self {
-        self.context = context;
-        self
-    }
-
-    pub fn to_json(&self) -> Value {
+impl ToolResult for Failure {
+    fn to_json(&self) -> Value {
         json!({
             "type": self.kind.name(),
             "message": self.message,
@@ -77,20 +54,10 @@ impl ToolError {
         })
     }
 
-    pub fn into_result(self) -> CallToolResult {
+    fn into_result(self) -> CallToolResult {
         let mut result = CallToolResult::error(vec![Content::text(self.message.clone())]);
         result.structured_content = Some(json!({ "error": self.to_json() }));
         result
-    }
-}
-
-impl From<Failure> for ToolError {
-    fn from(f: Failure) -> Self {
-        Self {
-            kind: f.kind,
-            message: f.message,
-            context: f.context,
-        }
     }
 }
 
@@ -102,10 +69,10 @@ pub async fn unless_ended<T>(
     context: &RequestContext<RoleServer>,
     call: impl std::future::Future<Output = Result<T, Failure>>,
     cancelled: &str,
-) -> Result<T, ToolError> {
+) -> Result<T, Failure> {
     tokio::select! {
         done = call => Ok(done?),
-        () = call_ended(server, context) => Err(ToolError::cancelled(cancelled)),
+        () = call_ended(server, context) => Err(Failure::cancelled(cancelled)),
     }
 }
 
@@ -307,7 +274,7 @@ pub fn output_schema<T: schemars::JsonSchema + std::any::Any>()
 pub fn check_argument_types(
     schema: &rmcp::model::JsonObject,
     arguments: Option<&rmcp::model::JsonObject>,
-) -> Result<(), ToolError> {
+) -> Result<(), Failure> {
     let (Some(properties), Some(arguments)) = (
         schema.get("properties").and_then(Value::as_object),
         arguments,
@@ -325,12 +292,14 @@ pub fn check_argument_types(
         };
         if !types.iter().any(|t| json_type_is(value, t)) {
             let wanted: Vec<&str> = types.iter().copied().filter(|t| *t != "null").collect();
-            return Err(ToolError::invalid(format!(
+            return Err(Failure::invalid(format!(
                 "`{field}` must be {}, got {}",
                 wanted.join(" or "),
                 json_type_name(value)
             ))
-            .with_context(json!({ "field": field })));
+            .with_context(Context::Field {
+                field: field.clone(),
+            }));
         }
     }
     Ok(())
@@ -402,10 +371,23 @@ mod tests {
         assert!(check(json!({ "volume": 40, "voice": null, "options": [] })).is_ok());
         assert!(check(json!({ "unknown": 1 })).is_ok());
         let err = check(json!({ "volume": "loud" })).expect_err("a string");
-        assert_eq!(err.kind, Kind::InvalidArgument);
+        assert_eq!(err.kind, hark_core::room::Kind::InvalidArgument);
         assert_eq!(
             err.message,
             "`volume` must be integer, got a string (\"loud\")"
+        );
+        // On the wire: the type, the words, and the field as the context.
+        assert_eq!(
+            err.to_json(),
+            json!({
+                "type": "InvalidArgumentError",
+                "message": err.message,
+                "context": { "field": "volume" },
+            })
+        );
+        assert_eq!(
+            Failure::invalid("no context").to_json()["context"],
+            Value::Null
         );
         let err = check(json!({ "volume": 4.5 })).expect_err("a fraction");
         assert_eq!(err.message, "`volume` must be integer, got a number (4.5)");

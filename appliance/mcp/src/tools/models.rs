@@ -2,10 +2,11 @@
 //! sizes and languages and what each is set up as: what the transcription
 //! tools' `model` and `model_size` can choose from.
 
+use hark_core::room::Failure;
 pub use hark_core::room::ModelList;
 use rmcp::{ErrorData, model::CallToolResult, tool, tool_router};
 
-use super::{ToolError, success};
+use super::{ToolResult as _, success};
 use crate::server::HarkServer;
 
 #[tool_router(router = models_router, vis = "pub(crate)")]
@@ -31,7 +32,7 @@ impl HarkServer {
 }
 
 impl HarkServer {
-    async fn models(&self) -> Result<CallToolResult, ToolError> {
+    async fn models(&self) -> Result<CallToolResult, Failure> {
         let list = self.room.files.models().await?;
         let text = list
             .models

@@ -9,7 +9,7 @@ use rmcp::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ToolError, success};
+use super::{ToolResult as _, success};
 use crate::server::HarkServer;
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -52,7 +52,7 @@ impl HarkServer {
                 },
                 ScheduledList { scheduled },
             ),
-            Err(e) => ToolError::from(e).into_result(),
+            Err(e) => e.into_result(),
         })
     }
 
@@ -77,7 +77,7 @@ impl HarkServer {
                 format!("cancelled {id}: {}", cancelled.text),
                 Cancelled { cancelled },
             ),
-            Err(e) => ToolError::from(e).into_result(),
+            Err(e) => e.into_result(),
         })
     }
 }

@@ -9,7 +9,7 @@ use rmcp::{
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::success;
+use super::{ToolResult as _, success};
 use crate::server::HarkServer;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -37,7 +37,7 @@ impl HarkServer {
     ) -> Result<CallToolResult, ErrorData> {
         Ok(match self.room.volume.set_volume(i64::from(volume)).await {
             Ok(set) => success(format!("volume {}", set.volume), set),
-            Err(e) => super::ToolError::from(e).into_result(),
+            Err(e) => e.into_result(),
         })
     }
 }

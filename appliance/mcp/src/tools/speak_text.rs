@@ -3,6 +3,7 @@
 //! played (or stopped), sending progress as each sentence is made and
 //! heard. `stop_speaking` silences the speaker and clears the queue.
 
+use hark_core::room::Failure;
 pub use hark_core::room::Spoken;
 use hark_core::room::{Priority, SpeakCall, SpeechStatus};
 use rmcp::{
@@ -12,7 +13,7 @@ use rmcp::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ToolError, report::CallReport, success};
+use super::{ToolResult as _, report::CallReport, success};
 use crate::server::HarkServer;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -104,7 +105,7 @@ impl HarkServer {
                 },
                 Stopped { cleared },
             ),
-            Err(e) => ToolError::from(e).into_result(),
+            Err(e) => e.into_result(),
         })
     }
 }
@@ -115,7 +116,7 @@ impl HarkServer {
         text: String,
         args: SpeakText,
         context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ToolError> {
+    ) -> Result<CallToolResult, Failure> {
         let later = hark_core::room::check_later(
             args.delay_seconds,
             args.at.as_deref(),
@@ -138,7 +139,7 @@ impl HarkServer {
             spoken = self.room.speak.speak(call, &mut report) => spoken?,
             _ = super::call_ended(self, context) => {
                 // The caller gave up: its speech stops with the call.
-                return Err(ToolError::cancelled("the call was cancelled; its speech was stopped"));
+                return Err(Failure::cancelled("the call was cancelled; its speech was stopped"));
             }
         };
         Ok(match spoken.status {

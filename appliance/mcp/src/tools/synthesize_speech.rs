@@ -3,6 +3,7 @@
 //! `transcribe_audio`'s), or returned inline as base64. And
 //! `segment_sentences` (seed 003): the sentences Hark would speak a text in.
 
+use hark_core::room::Failure;
 use hark_core::room::SynthesizeCall;
 pub use hark_core::room::Synthesized;
 use rmcp::{
@@ -11,7 +12,7 @@ use rmcp::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ToolError, success};
+use super::{ToolResult as _, success};
 use crate::server::HarkServer;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -89,7 +90,7 @@ impl HarkServer {
 }
 
 impl HarkServer {
-    async fn synthesize(&self, args: SynthesizeSpeech) -> Result<CallToolResult, ToolError> {
+    async fn synthesize(&self, args: SynthesizeSpeech) -> Result<CallToolResult, Failure> {
         let call = SynthesizeCall {
             text: args.text,
             voice: args.voice,
@@ -117,7 +118,7 @@ impl HarkServer {
         })
     }
 
-    async fn segment(&self, text: String) -> Result<CallToolResult, ToolError> {
+    async fn segment(&self, text: String) -> Result<CallToolResult, Failure> {
         let sentences = self.room.speak.sentences(text).await?;
         let count = sentences.len();
         Ok(success(

@@ -4,6 +4,7 @@
 //! OGG/Vorbis are decoded and resampled to whisper's 16 kHz; the result is
 //! text, JSON segments, or SRT/WebVTT subtitles.
 
+use hark_core::room::Failure;
 pub use hark_core::room::Transcribed;
 use hark_core::room::{AudioInput, TranscribeCall};
 use rmcp::{
@@ -13,7 +14,7 @@ use rmcp::{
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{ToolError, success};
+use super::{ToolResult as _, success};
 use crate::server::HarkServer;
 
 /// `text`, `json`, `srt` or `vtt`.
@@ -56,12 +57,12 @@ pub struct TranscribeAudio {
 pub fn audio_input(
     audio_base64: Option<String>,
     audio_path: Option<String>,
-) -> Result<AudioInput, ToolError> {
+) -> Result<AudioInput, Failure> {
     match (audio_base64, audio_path) {
-        (Some(_), Some(_)) => Err(ToolError::invalid(
+        (Some(_), Some(_)) => Err(Failure::invalid(
             "give either audio_base64 or audio_path, not both",
         )),
-        (None, None) => Err(ToolError::invalid(
+        (None, None) => Err(Failure::invalid(
             "no audio: give audio_base64 (the file's bytes in base64) or audio_path (a file in an allowed directory)",
         )),
         (Some(b64), None) => Ok(AudioInput::Base64(b64)),
@@ -100,7 +101,7 @@ impl HarkServer {
         &self,
         args: TranscribeAudio,
         context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ToolError> {
+    ) -> Result<CallToolResult, Failure> {
         let call = TranscribeCall {
             audio: audio_input(args.audio_base64, args.audio_path)?,
             language: args.language,
@@ -113,7 +114,7 @@ impl HarkServer {
         let transcription = tokio::select! {
             done = self.room.files.transcribe(call) => done?,
             _ = super::call_ended(self, context) => {
-                return Err(ToolError::cancelled("transcription was cancelled"));
+                return Err(Failure::cancelled("transcription was cancelled"));
             }
         };
         Ok(success(transcription.formatted, transcription.result))

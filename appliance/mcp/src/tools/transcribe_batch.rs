@@ -2,6 +2,7 @@
 //! `audio_batch_transcribe`), one result or one error per file: a bad file
 //! does not fail the others.
 
+use hark_core::room::Failure;
 use rmcp::{
     ErrorData, RoleServer, handler::server::wrapper::Parameters, model::CallToolResult,
     service::RequestContext, tool, tool_router,
@@ -12,7 +13,7 @@ use serde_json::json;
 
 use hark_core::room::{AudioInput, Kind, TranscribeCall, TranscriptFormat};
 
-use super::{ToolError, success};
+use super::{ToolResult as _, success};
 use crate::server::HarkServer;
 
 /// Most files one call may name.
@@ -84,9 +85,9 @@ impl HarkServer {
         &self,
         args: TranscribeBatch,
         context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ToolError> {
+    ) -> Result<CallToolResult, Failure> {
         if args.audio_paths.is_empty() || args.audio_paths.len() > MAX_BATCH {
-            return Err(ToolError::invalid(format!(
+            return Err(Failure::invalid(format!(
                 "audio_paths must list 1–{MAX_BATCH} files, got {}",
                 args.audio_paths.len()
             )));
@@ -106,7 +107,7 @@ impl HarkServer {
                     let name = format!("{stem}.{}", args.output_format.extension());
                     if stem.is_empty() || !names.insert(name.clone()) {
                         failed += 1;
-                        let e = ToolError::invalid(format!(
+                        let e = Failure::invalid(format!(
                             "{path}: another file in the batch is also written as {name}"
                         ));
                         text.push_str(&format!("{path}: error: {}\n", e.message));
@@ -127,9 +128,9 @@ impl HarkServer {
                 model_size: args.model_size.clone(),
             };
             let outcome = tokio::select! {
-                done = self.room.files.transcribe(call) => done.map_err(ToolError::from),
+                done = self.room.files.transcribe(call) => done,
                 _ = super::call_ended(self, context) => {
-                    return Err(ToolError::cancelled("transcription was cancelled"));
+                    return Err(Failure::cancelled("transcription was cancelled"));
                 }
             };
             match outcome {

@@ -8,6 +8,7 @@
 //! drops the listen, which stops the recording within one poll (10 ms) and
 //! shows the microphone closed again.
 
+use hark_core::room::Failure;
 use hark_core::room::ListenCall;
 use rmcp::{
     ErrorData, RoleServer, handler::server::wrapper::Parameters, model::CallToolResult,
@@ -16,7 +17,7 @@ use rmcp::{
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{ToolError, report::CallReport, success};
+use super::{ToolResult as _, report::CallReport, success};
 use crate::server::HarkServer;
 pub use hark_core::room::{Heard, NO_SPEECH};
 
@@ -65,7 +66,7 @@ impl HarkServer {
         &self,
         args: TranscribeVoice,
         context: &RequestContext<RoleServer>,
-    ) -> Result<Heard, ToolError> {
+    ) -> Result<Heard, Failure> {
         let call = ListenCall {
             agent: self.agent_name(context),
             timeout: args.timeout_seconds,
@@ -77,7 +78,7 @@ impl HarkServer {
             heard = self.room.listen.listen(call, &mut report) => Ok(heard?),
             _ = super::call_ended(self, context) => {
                 tracing::info!("listening cancelled by the client");
-                Err(ToolError::cancelled("listening was cancelled"))
+                Err(Failure::cancelled("listening was cancelled"))
             }
         }
     }

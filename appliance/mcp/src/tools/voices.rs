@@ -3,6 +3,7 @@
 //! offers, adding a voice from a URL, a catalog id or files on the
 //! appliance, and deleting one (seed 003's add/delete).
 
+use hark_core::room::Failure;
 use hark_core::room::InstallCall;
 pub use hark_core::room::{InstalledVoice, RemovedVoice, VoiceInfo, Voices};
 use rmcp::{
@@ -11,7 +12,7 @@ use rmcp::{
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{ToolError, success};
+use super::{ToolResult as _, success};
 use crate::server::HarkServer;
 
 /// Most voices one `list_voices` call returns by default.
@@ -107,12 +108,12 @@ impl HarkServer {
 }
 
 impl HarkServer {
-    async fn voices(&self, args: ListVoices) -> Result<CallToolResult, ToolError> {
+    async fn voices(&self, args: ListVoices) -> Result<CallToolResult, Failure> {
         let limit = match args.limit {
             None => DEFAULT_LIMIT,
             Some(n @ 1..=1000) => n as usize,
             Some(n) => {
-                return Err(ToolError::invalid(format!("limit must be 1–1000, got {n}")));
+                return Err(Failure::invalid(format!("limit must be 1–1000, got {n}")));
             }
         };
         let voices = self.room.files.voices(args.language, limit).await?;
@@ -132,7 +133,7 @@ impl HarkServer {
         Ok(success(text, voices))
     }
 
-    async fn install(&self, args: InstallVoice) -> Result<CallToolResult, ToolError> {
+    async fn install(&self, args: InstallVoice) -> Result<CallToolResult, Failure> {
         let installed = self
             .room
             .files
@@ -148,7 +149,7 @@ impl HarkServer {
         ))
     }
 
-    async fn remove(&self, id: String) -> Result<CallToolResult, ToolError> {
+    async fn remove(&self, id: String) -> Result<CallToolResult, Failure> {
         let removed = self.room.files.remove_voice(id).await?;
         Ok(success(format!("removed voice {}", removed.id), removed))
     }

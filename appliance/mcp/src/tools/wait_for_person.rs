@@ -8,6 +8,7 @@
 //! returned; a call that is cancelled or whose client leaves before that
 //! leaves it in the inbox for the next call.
 
+use hark_core::room::Failure;
 use std::{sync::Arc, time::Duration};
 
 use rmcp::{
@@ -17,7 +18,7 @@ use rmcp::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ToolError, success};
+use super::{ToolResult as _, success};
 use crate::server::HarkServer;
 use hark_store::inbox::{Inbox, Wait};
 
@@ -51,9 +52,9 @@ pub struct PersonSaid {
 }
 
 /// The inbox, or why there is none.
-pub fn inbox_of(server: &HarkServer) -> Result<Arc<Inbox>, ToolError> {
+pub fn inbox_of(server: &HarkServer) -> Result<Arc<Inbox>, Failure> {
     server.state.inbox.as_ref().cloned().ok_or_else(|| {
-        ToolError::new(
+        Failure::new(
             hark_core::room::Kind::Inbox,
             "the voice inbox is off on this appliance (inbox.enabled = false): the person cannot leave messages",
         )
@@ -92,7 +93,7 @@ impl HarkServer {
         &self,
         args: WaitForPerson,
         context: &RequestContext<RoleServer>,
-    ) -> Result<PersonSaid, ToolError> {
+    ) -> Result<PersonSaid, Failure> {
         let timeout =
             hark_core::room::check_timeout(args.timeout_seconds, DEFAULT_WAIT, WAIT_RANGE)?;
         let inbox = inbox_of(self)?;
@@ -100,12 +101,12 @@ impl HarkServer {
         let found = inbox
             .wait(&agent)
             .await
-            .map_err(|e| ToolError::new(hark_core::room::Kind::Inbox, e.to_string()))?;
+            .map_err(|e| Failure::new(hark_core::room::Kind::Inbox, e.to_string()))?;
         let message = match found {
             Wait::Taken(message) => Some(message),
             Wait::Ticket(_) if timeout.is_zero() => None,
             Wait::Ticket(_) if self.state.bus.snapshot().muted => {
-                return Err(ToolError::new(
+                return Err(Failure::new(
                     hark_core::room::Kind::MicrophoneMuted,
                     "the microphone is muted: the person cannot speak to you until they turn the \
                      mute switch off (get_status shows it); no message is waiting",
@@ -119,7 +120,7 @@ impl HarkServer {
                     message = ticket.message() => message,
                     () = tokio::time::sleep(timeout) => None,
                     _ = super::call_ended(self, context) => {
-                        return Err(ToolError::new(hark_core::room::Kind::Cancelled, "waiting for the person was cancelled"));
+                        return Err(Failure::new(hark_core::room::Kind::Cancelled, "waiting for the person was cancelled"));
                     }
                 }
             }

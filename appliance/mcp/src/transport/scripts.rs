@@ -11,6 +11,7 @@
 //!   once with the same result). The speaker is named by `X-Hark-Client`,
 //!   else `script`.
 
+use hark_core::room::Failure;
 use std::{
     convert::Infallible,
     sync::{Arc, atomic::Ordering},
@@ -27,7 +28,7 @@ use tokio::sync::mpsc;
 use super::{body::Body, shared::Shared};
 use hark_core::room::{Kind, Priority, Quiet, SpeakCall};
 
-use crate::{server::CLIENT_HEADER, speeches::FOLLOWED, tools::ToolError};
+use crate::{server::CLIENT_HEADER, speeches::FOLLOWED, tools::ToolResult as _};
 use hark_core::events;
 
 /// Events a slow SSE client may have waiting before it is dropped.
@@ -152,7 +153,7 @@ fn json(status: StatusCode, body: &serde_json::Value) -> Response<Body> {
     response
 }
 
-fn refused(status: StatusCode, error: ToolError) -> Response<Body> {
+fn refused(status: StatusCode, error: Failure) -> Response<Body> {
     json(status, &serde_json::json!({ "error": error.to_json() }))
 }
 
@@ -186,7 +187,7 @@ pub async fn speak(
         Err(_) => {
             return refused(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                ToolError::invalid(format!(
+                Failure::invalid(format!(
                     "the body is over {SPEAK_BODY} bytes; POST /speak takes {{\"text\": …}}"
                 )),
             );
@@ -205,7 +206,7 @@ pub async fn speak(
             } else {
                 format!("POST /speak: `{at}`: {why}")
             };
-            return refused(StatusCode::BAD_REQUEST, ToolError::invalid(message));
+            return refused(StatusCode::BAD_REQUEST, Failure::invalid(message));
         }
     };
     let later = match hark_core::room::check_later(
@@ -216,14 +217,12 @@ pub async fn speak(
         std::time::SystemTime::now(),
     ) {
         Ok(later) => later,
-        Err(e) => return refused(StatusCode::BAD_REQUEST, e.into()),
+        Err(e) => return refused(StatusCode::BAD_REQUEST, e),
     };
     if speak.voice.is_some() && speak.profile.is_some() {
         return refused(
             StatusCode::BAD_REQUEST,
-            ToolError::invalid(
-                "give voice or profile (Voicebox's name for it), not both".to_owned(),
-            ),
+            Failure::invalid("give voice or profile (Voicebox's name for it), not both".to_owned()),
         );
     }
     let ignored: Vec<&str> = [
@@ -268,7 +267,7 @@ pub async fn speak(
                 Kind::InvalidArgument | Kind::VoiceNotFound => StatusCode::BAD_REQUEST,
                 _ => StatusCode::SERVICE_UNAVAILABLE,
             };
-            refused(status, e.into())
+            refused(status, e)
         }
     }
 }
@@ -278,7 +277,7 @@ pub fn speech(shared: &Arc<Shared>, id: &str) -> Response<Body> {
     let Ok(id) = id.parse::<u64>() else {
         return refused(
             StatusCode::BAD_REQUEST,
-            ToolError::invalid(format!(
+            Failure::invalid(format!(
                 "`{id}` is not a speech number (POST /speak answers one as `speech`)"
             )),
         );
@@ -290,7 +289,7 @@ pub fn speech(shared: &Arc<Shared>, id: &str) -> Response<Body> {
         ),
         None => refused(
             StatusCode::NOT_FOUND,
-            ToolError::invalid(format!(
+            Failure::invalid(format!(
                 "no speech {id} is known: GET /speak/ID tells of the last {FOLLOWED} asked for through POST /speak"
             )),
         ),
@@ -336,7 +335,7 @@ pub async fn transcribe(shared: Arc<Shared>, request: Request<Incoming>) -> Resp
         Err(_) => {
             return refused(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                ToolError::invalid(format!(
+                Failure::invalid(format!(
                     "the body is over {limit} bytes (mcp.max_message_bytes)"
                 )),
             );
@@ -344,7 +343,7 @@ pub async fn transcribe(shared: Arc<Shared>, request: Request<Incoming>) -> Resp
     };
     let mut options: Vec<(String, String)> = match query(parts.uri.query().unwrap_or("")) {
         Ok(options) => options,
-        Err(why) => return refused(StatusCode::BAD_REQUEST, ToolError::invalid(why)),
+        Err(why) => return refused(StatusCode::BAD_REQUEST, Failure::invalid(why)),
     };
     let content_type = parts
         .headers
@@ -358,12 +357,12 @@ pub async fn transcribe(shared: Arc<Shared>, request: Request<Incoming>) -> Resp
         let Some(boundary) = boundary(content_type) else {
             return refused(
                 StatusCode::BAD_REQUEST,
-                ToolError::invalid("multipart/form-data needs its boundary".to_owned()),
+                Failure::invalid("multipart/form-data needs its boundary".to_owned()),
             );
         };
         let form = match form(&body, &boundary) {
             Ok(form) => form,
-            Err(why) => return refused(StatusCode::BAD_REQUEST, ToolError::invalid(why)),
+            Err(why) => return refused(StatusCode::BAD_REQUEST, Failure::invalid(why)),
         };
         let mut file = None;
         for part in form {
@@ -375,10 +374,7 @@ pub async fn transcribe(shared: Arc<Shared>, request: Request<Incoming>) -> Resp
                         Err(_) => {
                             return refused(
                                 StatusCode::BAD_REQUEST,
-                                ToolError::invalid(format!(
-                                    "the form's `{}` is not text",
-                                    part.name
-                                )),
+                                Failure::invalid(format!("the form's `{}` is not text", part.name)),
                             );
                         }
                     }
@@ -392,7 +388,7 @@ pub async fn transcribe(shared: Arc<Shared>, request: Request<Incoming>) -> Resp
             None => {
                 return refused(
                     StatusCode::BAD_REQUEST,
-                    ToolError::invalid(
+                    Failure::invalid(
                         "the form has no audio: send it as the part named `file`".to_owned(),
                     ),
                 );
@@ -415,7 +411,7 @@ pub async fn transcribe(shared: Arc<Shared>, request: Request<Incoming>) -> Resp
                 other => {
                     return refused(
                         StatusCode::BAD_REQUEST,
-                        ToolError::invalid(format!(
+                        Failure::invalid(format!(
                             "word_timestamps is true or false, got `{other}`"
                         )),
                     );
@@ -424,7 +420,7 @@ pub async fn transcribe(shared: Arc<Shared>, request: Request<Incoming>) -> Resp
             other => {
                 return refused(
                     StatusCode::BAD_REQUEST,
-                    ToolError::invalid(format!(
+                    Failure::invalid(format!(
                         "POST /transcribe takes language, word_timestamps, model and model_size, not `{other}`"
                     )),
                 );
@@ -460,7 +456,7 @@ pub async fn transcribe(shared: Arc<Shared>, request: Request<Incoming>) -> Resp
                 Kind::ModelNotLoaded if chose => StatusCode::NOT_FOUND,
                 _ => StatusCode::SERVICE_UNAVAILABLE,
             };
-            refused(status, e.into())
+            refused(status, e)
         }
     }
 }

@@ -16,9 +16,9 @@ use hark_audio::{
     files::AllowedDirs,
 };
 use hark_core::room::{
-    AudioInput, BoxFuture, Detected, Failure, Files, InstallCall, InstalledVoice, Kind, ModelList,
-    RemovedVoice, SpeechFormat, SynthesizeCall, Synthesized, TranscribeCall, Transcribed,
-    TranscriptFormat, Transcription, VoiceInfo, Voices,
+    AudioInput, BoxFuture, Context, Detected, Failure, Files, InstallCall, InstalledVoice, Kind,
+    ModelList, RemovedVoice, SpeechFormat, SynthesizeCall, Synthesized, TranscribeCall,
+    Transcribed, TranscriptFormat, Transcription, VoiceInfo, Voices,
 };
 use hark_stt::{
     engine::Engine,
@@ -52,12 +52,16 @@ fn load_audio(stt: &SpeechToText, audio: AudioInput) -> Result<(Decoded, Value),
         }
         AudioInput::Path(path) => {
             let requested = PathBuf::from(&path);
-            let resolved = stt
-                .files
-                .resolve_read(&requested)
-                .map_err(|e| failure::path(e).with_context(json!({ "audio_path": path })))?;
-            let decoded = decode::decode_file(&resolved, &stt.limits)
-                .map_err(|e| failure::decode(e).with_context(json!({ "audio_path": path })))?;
+            let resolved = stt.files.resolve_read(&requested).map_err(|e| {
+                failure::path(e).with_context(Context::AudioPath {
+                    audio_path: path.clone(),
+                })
+            })?;
+            let decoded = decode::decode_file(&resolved, &stt.limits).map_err(|e| {
+                failure::decode(e).with_context(Context::AudioPath {
+                    audio_path: path.clone(),
+                })
+            })?;
             Ok((
                 decoded,
                 json!({ "source": "audio_path", "audio_path": path }),
@@ -137,7 +141,11 @@ impl Files for Room {
                 Some(path) => Some(
                     writable(&stt.outputs, path, Kind::Transcription)
                         .await
-                        .map_err(|e| e.with_context(json!({ "output_file": path })))?,
+                        .map_err(|e| {
+                            e.with_context(Context::OutputFile {
+                                output_file: path.clone(),
+                            })
+                        })?,
                 ),
                 None => None,
             };
