@@ -385,7 +385,8 @@ impl crate::conductor::Stage for Arc<ApplianceState> {
     }
 
     fn speaker_playing(&self) -> bool {
-        self.voice.speaking.load(Ordering::Acquire)
+        // The player raises it; the audio events' thread publishes it.
+        self.bus.snapshot().speaker
     }
 
     fn stop_speech(&self) -> usize {

@@ -201,7 +201,7 @@ pub async fn start_room(
             yes_no: config.yes_no(),
             continuing: Default::default(),
         }),
-        voice: Arc::new(crate::state::Voice::new(tts, player.as_ref(), speaking)),
+        voice: Arc::new(crate::state::Voice::new(tts, player.as_ref())),
         keeping: Arc::new(crate::state::Keeping {
             inbox,
             history,

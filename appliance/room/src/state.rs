@@ -13,7 +13,8 @@
 //! Where live state lives (docs/architecture.md): the mute and who holds
 //! the button are the conductor's, published on the event stream's
 //! snapshot; who speaks is the floor's; whether the speaker plays is the
-//! player's.
+//! player's, published on the snapshot (`speaker`): only the wake word's
+//! thread, which cannot wait, reads the player's flag itself.
 
 use std::sync::{Arc, Weak, atomic::AtomicBool};
 
@@ -75,32 +76,24 @@ impl Default for Ears {
 pub struct Voice {
     pub tts: Arc<crate::tts::TextToSpeech>,
     /// Weak: the audio engine owns the player and stops it at shutdown.
+    /// Whether it plays is on the event stream's snapshot (`speaker`).
     player: Weak<hark_audio::playback::Player>,
-    /// Raised by the player while the speaker plays (its thread cannot
-    /// wait); read by the conductor and the wake word.
-    pub speaking: Arc<AtomicBool>,
 }
 
 impl Voice {
     pub fn new(
         tts: Arc<crate::tts::TextToSpeech>,
         player: Option<&Arc<hark_audio::playback::Player>>,
-        speaking: Arc<AtomicBool>,
     ) -> Self {
         Self {
             tts,
             player: player.map(Arc::downgrade).unwrap_or_default(),
-            speaking,
         }
     }
 
     /// No speech engine and no speaker (tests).
     pub fn quiet(bus: &crate::events::Bus) -> Self {
-        Self::new(
-            Arc::new(crate::tts::TextToSpeech::off(bus)),
-            None,
-            Arc::default(),
-        )
+        Self::new(Arc::new(crate::tts::TextToSpeech::off(bus)), None)
     }
 
     pub fn player(&self) -> Option<Arc<hark_audio::playback::Player>> {

@@ -468,7 +468,7 @@ mod tests {
             agents,
             ..Keeping::default()
         };
-        (Voice::new(Arc::new(tts), None, Arc::default()), keeping)
+        (Voice::new(Arc::new(tts), None), keeping)
     }
 
     fn later(agent: Option<&str>, voice: Option<&str>, wait: bool) -> SpeakCall {
