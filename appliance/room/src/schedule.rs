@@ -417,3 +417,118 @@ async fn speak(tts: &Arc<TextToSpeech>, entry: &Entry, wait: bool) {
         Err(_) => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(text: &str, due_in: Duration, ring: Option<Duration>) -> Entry {
+        let now = SystemTime::now();
+        Entry {
+            id: 0,
+            agent: Some("claude".into()),
+            text: text.into(),
+            voice: None,
+            rate: None,
+            set: now,
+            due: now + due_in,
+            ring,
+        }
+    }
+
+    /// The next `timers` event `pred` accepts: (running, ringing).
+    async fn timers(
+        events: &mut hark_core::events::Events,
+        pred: impl Fn(usize, bool) -> bool,
+    ) -> (usize, bool) {
+        let wait = async {
+            loop {
+                let event = events.recv().await.expect("the event stream");
+                if let Event::Timers {
+                    running, ringing, ..
+                } = event.event
+                    && pred(running, ringing)
+                {
+                    return (running, ringing);
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), wait)
+            .await
+            .expect("the timers changed in time")
+    }
+
+    /// A schedule in `dir` served with no speech and no speaker (its words
+    /// are skipped, its chime silent): what is left is its timing.
+    fn served(dir: &std::path::Path) -> (Scheduler, hark_core::events::Events, CancellationToken) {
+        let bus = Bus::default();
+        let events = bus.subscribe();
+        let schedule = Scheduler::open(dir, bus.clone()).expect("schedule");
+        let token = CancellationToken::new();
+        tokio::spawn(schedule.clone().serve(
+            Arc::new(TextToSpeech::off(&bus)),
+            Weak::new(),
+            token.clone(),
+        ));
+        (schedule, events, token)
+    }
+
+    #[tokio::test]
+    async fn a_due_timer_rings_until_it_is_stopped_and_is_then_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let (schedule, mut events, token) = served(dir.path());
+        let kept = schedule
+            .add(entry(
+                "Tea is ready.",
+                Duration::from_millis(300),
+                Some(Duration::from_secs(600)),
+            ))
+            .await
+            .unwrap();
+        assert_eq!(kept.kind, LaterKind::Timer);
+        assert_eq!(
+            timers(&mut events, |running, _| running == 1).await,
+            (1, false)
+        );
+        assert_eq!(timers(&mut events, |_, ringing| ringing).await, (0, true));
+        let listed = schedule.list();
+        assert_eq!(listed.len(), 1);
+        assert!(listed[0].ringing, "{listed:?}");
+        assert!(schedule.stop_ringing(), "the button stops it");
+        assert_eq!(timers(&mut events, |_, ringing| !ringing).await, (0, false));
+        assert!(schedule.list().is_empty());
+        assert!(!schedule.stop_ringing(), "nothing rings any more");
+        token.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_timer_nobody_stops_rings_out_and_a_waiting_one_can_be_cancelled() {
+        let dir = tempfile::tempdir().unwrap();
+        let (schedule, mut events, token) = served(dir.path());
+        let later = schedule
+            .add(entry(
+                "Later.",
+                Duration::from_secs(3600),
+                Some(Duration::from_secs(60)),
+            ))
+            .await
+            .unwrap();
+        schedule
+            .add(entry("Now.", Duration::ZERO, Some(Duration::from_secs(1))))
+            .await
+            .unwrap();
+        timers(&mut events, |_, ringing| ringing).await;
+        // Its second is up at its next look (every RING_EVERY).
+        assert_eq!(timers(&mut events, |_, ringing| !ringing).await, (1, false));
+        let cancelled = schedule.cancel(later.id).await.unwrap();
+        assert_eq!(cancelled.text, "Later.");
+        assert_eq!(
+            timers(&mut events, |running, _| running == 0).await,
+            (0, false)
+        );
+        assert!(schedule.list().is_empty());
+        let again = schedule.cancel(later.id).await.unwrap_err();
+        assert_eq!(again.kind, Kind::NotScheduled);
+        token.cancel();
+    }
+}
