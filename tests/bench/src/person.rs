@@ -105,7 +105,7 @@ pub fn main(args: PersonArgs) -> anyhow::Result<()> {
         &tidy(&args.hark),
         &tidy(&args.models_dir),
         &dir,
-        "info,hark_room::board=debug,hark_core::events=debug",
+        "info,hark_room::board=debug,hark_room::conductor=debug,hark_core::events=debug",
         &extra,
     )?;
     let mut board = Rpc::unix(&daemon.unix(), "hark-bench hand")?;
