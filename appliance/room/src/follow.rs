@@ -96,11 +96,11 @@ async fn settled(tts: &crate::tts::TextToSpeech) -> bool {
 /// be said or for the floor, the microphone is free and not muted.
 fn may_open(state: &ApplianceState) -> bool {
     let hands_free = state.ears.wake.as_ref().is_some_and(crate::wake::Wake::on);
-    let floor = state.floor.status();
+    let (floor, now) = (state.floor.status(), state.bus.snapshot());
     hands_free
         && state.voice.tts.pending() == 0
         && floor.holder.is_none()
         && floor.queue.is_empty()
-        && !state.bus.snapshot().muted
-        && !state.bus.snapshot().recording()
+        && !now.muted
+        && !now.recording()
 }

@@ -327,12 +327,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_start_home_assistant_declines_records_nothing_without_an_inbox() {
+    async fn home_assistant_is_offered_a_press_even_when_it_declines_it() {
         let (state, pipeline) = room(false);
         let mut events = state.bus.subscribe();
         pressed(&state, Start::Press);
         assert_eq!(offered(&pipeline), [PersonStart::Press]);
-        // No inbox here (`inbox.enabled = false`): the microphone stays
+        // Declined, the press is the room's own; this room can record
+        // nothing (no inbox, no speech to text), so the microphone stays
         // closed.
         tokio::task::yield_now().await;
         assert!(

@@ -406,7 +406,7 @@ async fn speak(tts: &Arc<TextToSpeech>, entry: &Entry, wait: bool) {
     .await;
     match queued {
         Ok(Ok(_)) if wait => {
-            while let Some(event) = crate::tts::next_event(&mut heard).await {
+            while let Some(event) = heard.recv().await {
                 if matches!(event, crate::tts::SpeechEvent::Finished(_)) {
                     break;
                 }

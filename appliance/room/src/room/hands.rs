@@ -145,7 +145,7 @@ impl Pair for Room {
             };
             let timeout = ask.timeout;
             let no_answer = async move {
-                while let Some(event) = crate::tts::next_event(&mut spoken).await {
+                while let Some(event) = spoken.recv().await {
                     if matches!(event, SpeechEvent::Finished(_)) {
                         break;
                     }

@@ -61,7 +61,7 @@ impl Observe for Room {
                 }
             }),
             lights: crate::board::lights_name(&state.bus.snapshot()),
-            simulated_board: state.simulated_board.as_ref().is_some(),
+            simulated_board: state.simulated_board.is_some(),
             subsystems: Subsystem::ALL
                 .into_iter()
                 .map(|s| (s, state.subsystems.get(s)))

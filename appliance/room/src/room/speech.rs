@@ -181,7 +181,7 @@ async fn through(
         .await;
     let finished = loop {
         let event = tokio::select! {
-            event = crate::tts::next_event(&mut events) => event,
+            event = events.recv() => event,
             () = async {
                 match deadline {
                     Some(deadline) => tokio::time::sleep_until(deadline.at).await,

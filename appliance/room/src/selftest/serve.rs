@@ -269,7 +269,7 @@ async fn speak(state: &Arc<ApplianceState>, text: String) -> Result<Spoken, Step
     .map_err(|e| StepError::NotSpoken(e.to_string()))?;
     let _stop = SetOnDrop(Arc::clone(&accepted.cancel));
     let finished = tokio::time::timeout(SPEECH_WAIT, async {
-        while let Some(event) = crate::tts::next_event(&mut heard).await {
+        while let Some(event) = heard.recv().await {
             if let SpeechEvent::Finished(finished) = event {
                 return Some(finished);
             }

@@ -71,7 +71,8 @@ pub const IDLE_RELEASE: Duration = Duration::from_secs(2);
 /// Where a speech request's progress goes: a bounded channel the speech
 /// thread never waits on. It keeps the last place for the end, so a caller
 /// that falls behind misses progress, never the end. Made by
-/// [`speech_events`], read with [`next_event`].
+/// [`speech_events`]; `None` from its receiver when the speech thread
+/// let the request go without another.
 pub type SpeechEvents = mpsc::Sender<SpeechEvent>;
 
 /// Events a request's channel holds: two a piece (made, playing) and the
@@ -82,12 +83,6 @@ pub const SPEECH_EVENTS: usize = 64;
 /// whoever waits.
 pub fn speech_events() -> (SpeechEvents, mpsc::Receiver<SpeechEvent>) {
     mpsc::channel(SPEECH_EVENTS)
-}
-
-/// The next of a request's events; `None` when the speech thread let the
-/// request go without another.
-pub async fn next_event(events: &mut mpsc::Receiver<SpeechEvent>) -> Option<SpeechEvent> {
-    events.recv().await
 }
 
 /// What happens to a speech request, in order. `wait: true` callers turn
